@@ -1,0 +1,43 @@
+# The README's commands. Each target installs what it needs into .venv first.
+#   make run    install, print the node probe, then run the main job
+#   make test   install test dependencies, provision every test tier, run the whole suite
+#   make bench  run the benchmark harness (JSON results in benchmarks/out/)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.koord-installed
+NATIVE := $(shell find native -type f \( -name '*.pyx' -o -name '*.py' -o -name '*.c' -o -name '*.h' \) -not -name '_*.c' 2>/dev/null)
+
+.PHONY: run test bench lint crds chart install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml setup.py $(NATIVE)
+	$(PIP) install --quiet -e '.[test]'
+	@touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	agent_mode=hostMode $(VENV)/bin/koordlet probe
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf build $(VENV) *.egg-info benchmarks/out
+	find native koordlet -name '*.so' -delete
+	find native -name '_*.c' -delete

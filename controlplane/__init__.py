@@ -1,0 +1,1 @@
+"""Koordinator's control plane: koord-manager, koord-scheduler and koord-descheduler (aiohttp)."""

@@ -1,0 +1,1 @@
+"""koord-descheduler: LowNodeLoad balancing and PodMigrationJob-based migration."""

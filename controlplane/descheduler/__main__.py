@@ -1,0 +1,27 @@
+"""The ``koord-descheduler`` command (flags only until the component is built)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from koordinator import __version__
+from koordinator.api.features import CONTROL_PLANE_FEATURES
+from koordinator.cli import component_parser, not_built, parse_component_args
+
+PROG = "koord-descheduler"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = component_parser(
+        PROG,
+        "Descheduler: LowNodeLoad balancing and PodMigrationJob-based migration.",
+        CONTROL_PLANE_FEATURES,
+        f"{PROG} {__version__}",
+    )
+    parse_component_args(parser, argv)
+    not_built(PROG, PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

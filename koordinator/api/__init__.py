@@ -1,0 +1,1 @@
+"""Koordinator's API vocabulary: labels, annotations, resources, QoS, CRD models, feature gates."""

@@ -1,0 +1,139 @@
+"""Command-line plumbing shared by every component: klog-style flags and one-line errors.
+
+Each binary builds its parser with :func:`component_parser`, which adds ``-v``/``--v``
+(klog verbosity), ``--feature-gates`` checked against the component's gate table and
+``--version``. Every usage error prints exactly one line on stderr and exits 2, so an
+init container or a systemd unit shows the real cause instead of a usage dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar, NoReturn
+
+from koordinator.api.features import FeatureGateError, FeatureGates, FeatureSpec
+
+EXIT_USAGE = 2
+
+
+class ComponentArgumentParser(argparse.ArgumentParser):
+    """argparse with Go-flag manners: no abbreviations, one-line errors, exit status 2."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:
+        fail(self.prog, message)
+
+
+def fail(prog: str, message: str) -> NoReturn:
+    """Print ``prog: message`` as a single line on stderr and exit with status 2."""
+    one_line = " ".join(message.split())
+    sys.stderr.write(f"{prog}: error: {one_line}\n")
+    raise SystemExit(EXIT_USAGE)
+
+
+def _gates_type(known: Mapping[str, FeatureSpec]) -> Callable[[str], FeatureGates]:
+    def convert(text: str) -> FeatureGates:
+        try:
+            return FeatureGates.parse(known, text)
+        except FeatureGateError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return convert
+
+
+def _verbosity(text: str) -> int:
+    try:
+        level = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid verbosity {text!r}, must be an integer") from None
+    if level < 0:
+        raise argparse.ArgumentTypeError(f"invalid verbosity {level}, must be >= 0")
+    return level
+
+
+def component_parser(
+    prog: str,
+    description: str,
+    features: Mapping[str, FeatureSpec],
+    version: str,
+) -> ComponentArgumentParser:
+    """A parser carrying the flags every Koordinator binary accepts."""
+    parser = ComponentArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "-v",
+        "--v",
+        dest="verbosity",
+        type=_verbosity,
+        default=0,
+        metavar="LEVEL",
+        help="log verbosity, klog style (0 = info; 4 and above add debug messages)",
+    )
+    parser.add_argument(
+        "--feature-gates",
+        dest="feature_gates",
+        type=_gates_type(features),
+        default=FeatureGates(features),
+        metavar="GATES",
+        help="comma-separated Name=true|false pairs; AllAlpha=true|false and AllBeta=true|false "
+        f"set every gate of that stage. Known gates: {', '.join(sorted(features))}",
+    )
+    parser.add_argument("--version", action="version", version=version)
+    return parser
+
+
+class KlogFormatter(logging.Formatter):
+    """klog's header: ``I1122 15:42:07.123456    4711 file.py:42] message``."""
+
+    _LEVELS: ClassVar[dict[str, str]] = {
+        "DEBUG": "I",
+        "INFO": "I",
+        "WARNING": "W",
+        "ERROR": "E",
+        "CRITICAL": "F",
+    }
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.localtime(record.created)
+        micros = int((record.created % 1) * 1_000_000)
+        level = self._LEVELS.get(record.levelname, "I")
+        head = (
+            f"{level}{time.strftime('%m%d %H:%M:%S', ts)}.{micros:06d} {record.process:7d} "
+            f"{record.filename}:{record.lineno}] "
+        )
+        text = head + record.getMessage()
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def configure_logging(verbosity: int, stream: object = None) -> None:
+    """Send the root logger to stderr in klog format; ``-v >= 4`` enables debug messages."""
+    handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
+    handler.setFormatter(KlogFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
+
+
+def not_built(prog: str, what: str) -> NoReturn:
+    """Say in one line that a component does not exist yet, and exit 2 (no fake behaviour)."""
+    fail(prog, f"{what} is not built yet in this release; see the README's feature table")
+
+
+def parse_component_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    configure_logging(args.verbosity)
+    return args
+
+
+def environ_flag(name: str) -> bool:
+    """True when an environment switch is set to a true-ish value (``1``, ``true``, ``yes``)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

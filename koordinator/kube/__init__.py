@@ -1,0 +1,1 @@
+"""Kubernetes access shared by every process: async API client, informer, Lease leader election."""

@@ -1,0 +1,1 @@
+"""koordlet: Koordinator's node agent (a privileged DaemonSet on every Linux node)."""

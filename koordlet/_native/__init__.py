@@ -1,0 +1,1 @@
+"""Compiled extensions built from native/ (private; imported only by koordlet.system)."""

@@ -1,0 +1,4 @@
+from typing import Any
+
+ffi: Any
+lib: Any

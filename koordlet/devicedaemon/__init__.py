@@ -1,0 +1,1 @@
+"""koord-device-daemon: detects heterogeneous accelerators and writes device-info files for the koordlet."""
