@@ -31,6 +31,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+crds: $(STAMP)
+	$(PY) -m koordinator.api.crdgen --output-dir crds
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
