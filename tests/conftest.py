@@ -14,6 +14,8 @@ from collections.abc import Generator
 
 import pytest
 
+pytest_plugins = ["tests.envtest"]
+
 TIERS = ("host", "envtest", "gpu", "perf")
 
 

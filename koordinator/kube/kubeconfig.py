@@ -1,0 +1,119 @@
+"""Kubeconfig credentials through the official ``kubernetes`` package's loader.
+
+The loader resolves contexts, inline or file certificates, bearer tokens, token files and
+exec credential plug-ins. It is imported inside the functions here, never at module level,
+so a process that only uses :func:`koordinator.kube.config.in_cluster_config` (the
+koordlet) does not pay for importing ``kubernetes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from koordinator.kube.config import ClusterConfig, ConfigError
+
+_REFRESH_EVERY_S = 10.0
+
+
+def _default_path() -> str:
+    env = os.environ.get("KUBECONFIG", "")
+    first = env.split(os.pathsep)[0] if env else ""
+    return first or str(Path.home() / ".kube" / "config")
+
+
+def _load(path: str | None, context: str | None, config_dict: dict[str, Any] | None) -> Any:
+    from kubernetes import client as k8s_client  # lazy: see module docstring
+    from kubernetes import config as k8s_config
+
+    configuration = k8s_client.Configuration()
+    try:
+        if config_dict is not None:
+            k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                config_dict, context=context, client_configuration=configuration, persist_config=False
+            )
+        else:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path or _default_path(),
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except (k8s_config.ConfigException, OSError) as exc:
+        raise ConfigError(f"cannot load kubeconfig {path or _default_path()}: {exc}") from exc
+    return configuration
+
+
+def _bearer(configuration: Any) -> str | None:
+    value = (configuration.api_key or {}).get("BearerToken") or (configuration.api_key or {}).get(
+        "authorization"
+    )
+    if not value:
+        return None
+    text = str(value)
+    return text[len("Bearer ") :] if text.startswith("Bearer ") else text
+
+
+class KubeconfigToken:
+    """A bearer token from the kubeconfig, refreshed through the loader's hook.
+
+    Exec plug-ins and expiring tokens are re-run by the loader when they expire; after a
+    401 the whole kubeconfig is loaded again, which runs the plug-in afresh.
+    """
+
+    def __init__(
+        self, configuration: Any, path: str | None, context: str | None, config_dict: dict[str, Any] | None
+    ) -> None:
+        self._configuration = configuration
+        self._path, self._context, self._dict = path, context, config_dict
+        self._value = _bearer(configuration)
+        self._fetched = time.monotonic()
+        self._stale = False
+
+    def _refresh(self) -> str | None:
+        if self._stale:
+            self._configuration = _load(self._path, self._context, self._dict)
+        elif self._configuration.refresh_api_key_hook is not None:
+            self._configuration.refresh_api_key_hook(self._configuration)
+        return _bearer(self._configuration)
+
+    async def token(self) -> str | None:
+        if self._stale or time.monotonic() - self._fetched > _REFRESH_EVERY_S:
+            self._value = await asyncio.to_thread(self._refresh)
+            self._fetched = time.monotonic()
+            self._stale = False
+        return self._value
+
+    def invalidate(self) -> None:
+        self._stale = True
+
+
+def kubeconfig_config(
+    path: str | None = None, context: str | None = None, config_dict: dict[str, Any] | None = None
+) -> ClusterConfig:
+    """A :class:`ClusterConfig` from a kubeconfig file (default ``$KUBECONFIG``, then ``~/.kube/config``)."""
+    configuration = _load(path, context, config_dict)
+    namespace = None
+    try:
+        from kubernetes import config as k8s_config
+
+        if config_dict is None:
+            contexts, current = k8s_config.list_kube_config_contexts(path or _default_path())  # type: ignore[no-untyped-call]
+            chosen = next((c for c in contexts if c.get("name") == context), current) if context else current
+            namespace = (chosen or {}).get("context", {}).get("namespace")
+    except (k8s_config.ConfigException, OSError):
+        namespace = None
+    token = KubeconfigToken(configuration, path, context, config_dict) if _bearer(configuration) else None
+    return ClusterConfig(
+        server=str(configuration.host),
+        ca_file=configuration.ssl_ca_cert or None,
+        insecure_skip_tls_verify=not configuration.verify_ssl,
+        client_cert_file=configuration.cert_file or None,
+        client_key_file=configuration.key_file or None,
+        token=token,
+        tls_server_name=getattr(configuration, "tls_server_name", None) or None,
+        namespace=namespace,
+    )

@@ -1,0 +1,48 @@
+"""Client-side request limits: a token bucket refilled at ``qps`` holding up to ``burst`` tokens.
+
+The same model as client-go's ``flowcontrol.NewTokenBucketRateLimiter``: a request takes
+one token, waiting for the refill when the bucket is empty. Waiters are served in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+
+class TokenBucket:
+    def __init__(self, qps: float, burst: int) -> None:
+        if qps <= 0:
+            raise ValueError(f"qps must be positive, got {qps}")
+        if burst < 1:
+            raise ValueError(f"burst must be at least 1, got {burst}")
+        self.qps = float(qps)
+        self.burst = int(burst)
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    def _refill(self, now: float) -> None:
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+
+    def try_acquire(self) -> bool:
+        """Take a token if one is available now."""
+        self._refill(time.monotonic())
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    async def acquire(self) -> float:
+        """Take a token, waiting for it; returns the seconds waited."""
+        waited = 0.0
+        async with self._lock:
+            while True:
+                self._refill(time.monotonic())
+                if self._tokens >= 1.0:
+                    self._tokens -= 1.0
+                    return waited
+                delay = (1.0 - self._tokens) / self.qps
+                waited += delay
+                await asyncio.sleep(delay)
