@@ -30,7 +30,7 @@ from typing import Any
 
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
-from koordinator.kube.errors import ApiConnectionError, ApiError, NotFoundError
+from koordinator.kube.errors import ApiConnectionError, ApiError, ConflictError, NotFoundError
 from koordinator.kube.resources import LEASES
 from koordinator.kube.timeutil import format_micro_time
 
@@ -257,7 +257,9 @@ class LeaderElector:
 
     async def _attempt(self, budget: float) -> bool:
         try:
-            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=max(budget, 0.1))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+            async with asyncio.timeout(max(budget, 0.1)):
+                return await self.try_acquire_or_renew()
         except TimeoutError:
             return False
 
@@ -303,12 +305,23 @@ class LeaderElector:
         now_wall = format_micro_time(self.clock.time())
         record = LeaderElectionRecord("", 1, now_wall, now_wall, self.observed_record.leader_transitions)
         try:
-            await asyncio.wait_for(self.lock.update(record), timeout=self.config.renew_deadline)
+            async with asyncio.timeout(self.config.renew_deadline):
+                await self._release(record)
         except (ApiError, ApiConnectionError, TimeoutError) as exc:
             log.warning("leader election %s: release failed: %s", self.config.name, exc)
             return False
         self._observe(record)
         return True
+
+    async def _release(self, record: LeaderElectionRecord) -> None:
+        try:
+            await self.lock.update(record)
+        except ConflictError:
+            # a renewal cancelled in flight may have landed: re-read, and release only what is still ours
+            current, _ = await self.lock.get()
+            if current.holder_identity != self.identity:
+                return
+            await self.lock.update(record)
 
     async def run(self) -> None:
         """Contend until leading, lead until the lease is lost or the task is cancelled.

@@ -457,9 +457,12 @@ def apply(
     if not isinstance(result, dict):
         raise StatusError(400, "BadRequest", "an applied configuration must be an object")
     owned_by_others: FieldSet = set().union(*(m.fields for m in others)) if others else set()
-    for path in sorted(previous - mine, key=len, reverse=True):
-        if any(p[: len(path)] == path for p in owned_by_others | mine):
-            continue
+    still_owned = owned_by_others | mine
+    removable = [p for p in previous - mine if not any(o[: len(p)] == p for o in still_owned)]
+    removable_set = set(removable)
+    for path in sorted(removable, key=len, reverse=True):
+        if any(path[:n] in removable_set for n in range(1, len(path))):
+            continue  # an ancestor goes as a whole
         _remove_path(result, path)
     # keep the entries' order: this manager's slot stays where it was, or goes last
     ordered = [m for m in managers if not m.same_slot(slot)]

@@ -10,8 +10,10 @@ real I/O still happens in real time between steps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
+from collections.abc import Callable
 
 
 class FakeClock:
@@ -65,24 +67,37 @@ class FakeClock:
             if not future.done():
                 future.set_result(None)
 
-    async def wait_sleeping(self, count: int, timeout: float = 10.0) -> None:
-        """Wait (real time) until at least ``count`` tasks sleep on this clock."""
+    async def wait_sleeping(
+        self, count: int, timeout: float = 10.0, unless: Callable[[], bool] | None = None
+    ) -> bool:
+        """Wait (real time) until ``count`` tasks sleep on this clock, or ``unless()`` holds.
+
+        Returns False when it stopped because of ``unless``.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while self.sleeping < count:
+            if unless is not None and unless():
+                return False
             event = self._event()
             event.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise TimeoutError(f"only {self.sleeping} of {count} tasks are sleeping on the fake clock")
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except TimeoutError:
-                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(remaining, 0.01) if unless is not None else remaining):
+                    await event.wait()
+        return True
 
-    async def step(self, actors: int, timeout: float = 10.0) -> float:
-        """Once ``actors`` tasks sleep, jump to the earliest deadline; returns the new time."""
-        await self.wait_sleeping(actors, timeout)
+    async def step(
+        self, actors: int, timeout: float = 10.0, unless: Callable[[], bool] | None = None
+    ) -> float:
+        """Once ``actors`` tasks sleep, jump to the earliest deadline; returns the new time.
+
+        With ``unless``, return without moving time as soon as ``unless()`` holds.
+        """
+        if not await self.wait_sleeping(actors, timeout, unless):
+            return self._now
         self._prune()
         target = self._sleepers[0][0]
         self.advance(max(0.0, target - self._now))

@@ -10,7 +10,10 @@ as merged) and ``$retainKeys``. All functions return new values and leave inputs
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from koordinator.kube.fake.schema import Path, Structure
 
@@ -194,6 +197,28 @@ def _smp_map(
     return result
 
 
+def _ordered(server_only: list[Any], patched: list[Any], server_index: Callable[[Any], int]) -> list[Any]:
+    """Interleave like the apiserver: a server-only item goes first only if it preceded the patched item."""
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(patched):
+        if j >= len(patched):
+            out.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            out.append(patched[j])
+            j += 1
+        else:
+            li, ri = server_index(server_only[i]), server_index(patched[j])
+            if li >= 0 and ri >= 0 and li < ri:
+                out.append(server_only[i])
+                i += 1
+            else:
+                out.append(patched[j])
+                j += 1
+    return out
+
+
 def _smp_list(original: Any, patch: list[Any], structure: Structure, path: Path) -> list[Any]:
     rule = structure.list_rule(path)
     current = list(original) if isinstance(original, list) else []
@@ -202,28 +227,47 @@ def _smp_list(original: Any, patch: list[Any], structure: Structure, path: Path)
     if not rule.smp_merge:
         return [copy.deepcopy(p) for p in patch]
     if not rule.smp_key:
-        merged = list(current)
-        for item in patch:
-            if item not in merged:
-                merged.append(copy.deepcopy(item))
-        return merged
+        patched_values = list(dict.fromkeys(_hashable(p) for p in patch))
+        values = [_unhashable(v) for v in patched_values]
+        server_only = [copy.deepcopy(v) for v in current if v not in values]
+        return _ordered(
+            server_only,
+            [copy.deepcopy(v) for v in values],
+            lambda v: current.index(v) if v in current else -1,
+        )
     key = rule.smp_key
-    merged = [copy.deepcopy(i) for i in current]
+    by_key = {i.get(key): i for i in current if isinstance(i, dict)}
+    deleted: set[Any] = set()
+    patched: list[Any] = []
     for item in patch:
         if not isinstance(item, dict):
             raise PatchError(f"list {'.'.join(path)} is merged by {key!r}; got a non-object item")
         if key not in item:
             raise PatchError(f"map: {item!r} does not contain declared merge key: {key}")
-        position = next(
-            (i for i, have in enumerate(merged) if isinstance(have, dict) and have.get(key) == item[key]),
-            None,
-        )
         if item.get("$patch") == "delete":
-            if position is not None:
-                merged.pop(position)
+            deleted.add(_hashable(item[key]))
             continue
-        if position is None:
-            merged.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
+        existing = by_key.get(item[key])
+        if existing is None:
+            patched.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
         else:
-            merged[position] = _smp_map(merged[position], item, structure, path)
-    return merged
+            patched.append(_smp_map(existing, item, structure, path))
+    touched = {_hashable(i[key]) for i in patched} | deleted
+    server_only = [
+        copy.deepcopy(i) for i in current if not (isinstance(i, dict) and _hashable(i.get(key)) in touched)
+    ]
+    order = [i.get(key) if isinstance(i, dict) else None for i in current]
+
+    def server_index(item: Any) -> int:
+        value = item.get(key) if isinstance(item, dict) else None
+        return order.index(value) if value in order else -1
+
+    return _ordered(server_only, patched, server_index)
+
+
+def _hashable(value: Any) -> Any:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS) if isinstance(value, dict | list) else value
+
+
+def _unhashable(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, bytes) else value

@@ -591,7 +591,8 @@ class FakeApiServer:
                         break
                     wake = min(wake, deadline if pre_timeout_sent else deadline - 2.0)
                 try:
-                    line = await asyncio.wait_for(queue.get(), timeout=max(0.0, wake - now))
+                    async with asyncio.timeout(max(0.0, wake - now)):
+                        line = await queue.get()
                 except TimeoutError:
                     now = loop.time()
                     if allow_bookmarks and queue.empty() and self.state.rv > watcher.sent_rv:
