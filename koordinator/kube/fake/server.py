@@ -41,6 +41,10 @@ _DISCOVERY_VERBS = {
 }
 
 
+class _DropConnection(Exception):
+    """Close the client's connection without an answer."""
+
+
 @dataclass
 class Fault:
     """Answer matching requests with ``status`` (0: drop the connection) ``times`` times."""
@@ -53,6 +57,8 @@ class Fault:
     retry_after: int | None = None
     reason: str = ""
     message: str = "injected fault"
+    #: seconds to wait before answering (or before dropping the connection)
+    delay: float = 0.0
     hits: int = 0
 
     def matches(self, request: web.Request) -> bool:
@@ -281,6 +287,10 @@ class FakeApiServer:
             response = await self._dispatch(request)
         except st.StatusError as error:
             response = _error_response(error)
+        except _DropConnection:
+            if request.transport is not None:
+                request.transport.abort()
+            response = web.Response(status=599)
         if self.record_requests:
             self.requests.append(
                 RequestRecord(request.method, request.path, dict(request.query), response.status)
@@ -291,10 +301,10 @@ class FakeApiServer:
         for fault in self.faults:
             if fault.matches(request):
                 fault.hits += 1
+                if fault.delay:
+                    await asyncio.sleep(fault.delay)
                 if fault.status == 0:
-                    if request.transport is not None:
-                        request.transport.close()
-                    raise asyncio.CancelledError
+                    raise _DropConnection
                 reason = fault.reason or _REASONS.get(fault.status, "InternalError")
                 details = {"retryAfterSeconds": fault.retry_after} if fault.retry_after is not None else None
                 raise st.StatusError(fault.status, reason, fault.message, details)
