@@ -18,8 +18,7 @@ Loaded for the whole suite through ``pytest_plugins`` in ``tests/conftest.py``.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -30,14 +29,12 @@ import yaml
 
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig
-from koordinator.kube.envtest import ApiServerProcess, ControlPlane, ControlPlaneError
+from koordinator.kube.envtest import ApiServerProcess, ControlPlane, ControlPlaneError, provision_binaries
 from koordinator.kube.errors import AlreadyExistsError, ApiError
 from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES
 
-ROOT = Path(__file__).resolve().parent.parent
-ENVTEST_SCRIPT = ROOT / "hack" / "envtest.sh"
-ENV_BIN = "KOORD_ENVTEST_BIN"
 CRD_MANAGER = "koordinator-envtest"
+ESTABLISH_TIMEOUT_S = 60.0
 
 
 class Envtest:
@@ -74,9 +71,9 @@ class Envtest:
         return ApiClient(self.config(server), **kwargs)
 
     async def apply_crds(
-        self, client: ApiClient, sources: Sequence[Path | str | dict[str, Any]], timeout: float = 60.0
+        self, client: ApiClient, sources: Sequence[Path | str | dict[str, Any]]
     ) -> list[str]:
-        return await apply_crds(client, sources, timeout)
+        return await apply_crds(client, sources)
 
     def kill_apiserver(self) -> None:
         self.plane.kill_apiserver()
@@ -102,9 +99,7 @@ def crd_documents(paths: Sequence[Path | str]) -> list[dict[str, Any]]:
     return docs
 
 
-async def apply_crds(
-    client: ApiClient, sources: Sequence[Path | str | dict[str, Any]], timeout: float = 60.0
-) -> list[str]:
+async def apply_crds(client: ApiClient, sources: Sequence[Path | str | dict[str, Any]]) -> list[str]:
     """Server-side apply each CRD (files, directories or dicts) and wait until all are Established."""
     docs = [s for s in sources if isinstance(s, dict)]
     docs += crd_documents([s for s in sources if not isinstance(s, dict)])
@@ -112,41 +107,21 @@ async def apply_crds(
     for doc in docs:
         await client.apply(CUSTOM_RESOURCE_DEFINITIONS, doc, field_manager=CRD_MANAGER, force=True)
         names.append(str(doc["metadata"]["name"]))
-    await wait_established(client, names, timeout)
+    await wait_established(client, names)
     return names
 
 
-async def wait_established(client: ApiClient, names: Sequence[str], timeout: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+async def wait_established(client: ApiClient, names: Sequence[str]) -> None:
+    """Poll each CRD until its Established condition is True (at most ``ESTABLISH_TIMEOUT_S``)."""
     pending = list(names)
-    while pending:
-        name = pending[0]
-        crd = await client.get(CUSTOM_RESOURCE_DEFINITIONS, name)
-        conditions = (crd.get("status") or {}).get("conditions") or ()
-        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-            pending.pop(0)
-            continue
-        if loop.time() > deadline:
-            raise TimeoutError(f"CRD {name} not Established within {timeout}s")
-        await asyncio.sleep(0.1)
-
-
-def envtest_binaries() -> Path:
-    """``$KOORD_ENVTEST_BIN``, else the directory ``hack/envtest.sh`` builds or finds in its cache."""
-    given = os.environ.get(ENV_BIN)
-    if given:
-        return Path(given)
-    try:
-        done = subprocess.run(
-            ["bash", str(ENVTEST_SCRIPT)], capture_output=True, text=True, check=False, timeout=3600
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ControlPlaneError(f"hack/envtest.sh could not run: {exc}") from exc
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise ControlPlaneError(f"hack/envtest.sh failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return Path(lines[-1])
+    async with asyncio.timeout(ESTABLISH_TIMEOUT_S):
+        while pending:
+            crd = await client.get(CUSTOM_RESOURCE_DEFINITIONS, pending[0])
+            conditions = (crd.get("status") or {}).get("conditions") or ()
+            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                pending.pop(0)
+            else:
+                await asyncio.sleep(0.1)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -161,7 +136,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def envtest_bin() -> Path:
     try:
-        return envtest_binaries()
+        return provision_binaries()
     except ControlPlaneError as exc:
         pytest.skip(f"envtest binaries unavailable: {exc}")
 
@@ -203,10 +178,9 @@ async def envtest_namespace(envtest_client: ApiClient) -> AsyncIterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     await create_namespace(envtest_client, name)
     yield name
-    try:
+    # a Terminating namespace left behind is harmless in a throw-away etcd
+    with contextlib.suppress(ApiError):
         await envtest_client.delete(NAMESPACES, name)
-    except ApiError:
-        pass  # a Terminating namespace left behind is harmless in a throw-away etcd
 
 
 async def create_namespace(client: ApiClient, name: str) -> None:

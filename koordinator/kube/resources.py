@@ -36,7 +36,7 @@ class Resource:
 
     @property
     def group_resource(self) -> str:
-        """``plural.group`` as the apiserver spells it in messages (``pods``, ``leases.coordination.k8s.io``)."""
+        """``plural.group`` as the apiserver writes it in messages (``leases.coordination.k8s.io``)."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def base_path(self) -> str:

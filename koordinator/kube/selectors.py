@@ -21,7 +21,7 @@ class SelectorError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
-    """One label requirement; ``op`` is one of ``=``, ``!=``, ``in``, ``notin``, ``exists``, ``!``, ``gt``, ``lt``."""
+    """One label requirement; ``op``: ``=``, ``!=``, ``in``, ``notin``, ``exists``, ``!``, ``gt``, ``lt``."""
 
     key: str
     op: str

@@ -12,6 +12,7 @@ from koordinator.kube.envtest.controlplane import (
     ControlPlane,
     ControlPlaneError,
     find_binaries,
+    provision_binaries,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "Credentials",
     "find_binaries",
     "generate_credentials",
+    "provision_binaries",
 ]

@@ -53,6 +53,34 @@ def find_binaries(directory: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
+ENVTEST_SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "envtest.sh"
+
+
+def provision_binaries() -> Path:
+    """``$KOORD_ENVTEST_BIN`` when set, else what ``hack/envtest.sh`` builds or finds in its cache.
+
+    An empty ``$KOORD_ENVTEST_BIN`` means an earlier provisioning step (``make test``) already
+    failed; it is not retried.
+    """
+    given = os.environ.get(ENV_BIN)
+    if given is not None:
+        if not given:
+            raise ControlPlaneError(f"{ENV_BIN} is empty: hack/envtest.sh failed earlier (see its output)")
+        return find_binaries(given)
+    if not ENVTEST_SCRIPT.is_file():
+        raise ControlPlaneError(f"no {ENV_BIN} and no {ENVTEST_SCRIPT} to build the binaries with")
+    try:
+        done = subprocess.run(
+            ["bash", str(ENVTEST_SCRIPT)], capture_output=True, text=True, check=False, timeout=3600
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ControlPlaneError(f"hack/envtest.sh could not run: {exc}") from exc
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise ControlPlaneError(f"hack/envtest.sh failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return find_binaries(lines[-1])
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

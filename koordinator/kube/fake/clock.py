@@ -67,36 +67,30 @@ class FakeClock:
             if not future.done():
                 future.set_result(None)
 
-    async def wait_sleeping(
-        self, count: int, timeout: float = 10.0, unless: Callable[[], bool] | None = None
-    ) -> bool:
+    async def wait_sleeping(self, count: int, unless: Callable[[], bool] | None = None) -> bool:
         """Wait (real time) until ``count`` tasks sleep on this clock, or ``unless()`` holds.
 
-        Returns False when it stopped because of ``unless``.
+        Returns False when it stopped because of ``unless``. Bound it with ``asyncio.timeout``.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
         while self.sleeping < count:
             if unless is not None and unless():
                 return False
             event = self._event()
             event.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(f"only {self.sleeping} of {count} tasks are sleeping on the fake clock")
+            if unless is None:
+                await event.wait()
+                continue
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(remaining, 0.01) if unless is not None else remaining):
+                async with asyncio.timeout(0.01):
                     await event.wait()
         return True
 
-    async def step(
-        self, actors: int, timeout: float = 10.0, unless: Callable[[], bool] | None = None
-    ) -> float:
+    async def step(self, actors: int, unless: Callable[[], bool] | None = None) -> float:
         """Once ``actors`` tasks sleep, jump to the earliest deadline; returns the new time.
 
         With ``unless``, return without moving time as soon as ``unless()`` holds.
         """
-        if not await self.wait_sleeping(actors, timeout, unless):
+        if not await self.wait_sleeping(actors, unless):
             return self._now
         self._prune()
         target = self._sleepers[0][0]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.fake.schema import Structure, builtin_structure, crd_structure
 from koordinator.kube.fake.status import Cause
 from koordinator.kube.resources import Resource
@@ -166,7 +166,7 @@ def _builtin(resource: Resource, **kwargs: Any) -> ResourceType:
 def builtin_types() -> list[ResourceType]:
     return [
         _builtin(
-            R.PODS,
+            res.PODS,
             status_subresource=True,
             generation=True,
             returns_deleted_object=True,
@@ -175,69 +175,69 @@ def builtin_types() -> list[ResourceType]:
             subresources=("binding", "eviction"),
             short_names=("po",),
         ),
-        _builtin(R.NODES, status_subresource=True, extra_fields=_node_fields, short_names=("no",)),
+        _builtin(res.NODES, status_subresource=True, extra_fields=_node_fields, short_names=("no",)),
         _builtin(
-            R.NAMESPACES,
+            res.NAMESPACES,
             status_subresource=True,
             returns_deleted_object=True,
             extra_fields=_fields_from(("status.phase",)),
             short_names=("ns",),
         ),
-        _builtin(R.CONFIG_MAPS, short_names=("cm",)),
-        _builtin(R.SECRETS, extra_fields=_fields_from(("type",))),
-        _builtin(R.SERVICES, status_subresource=True, short_names=("svc",)),
-        _builtin(R.SERVICE_ACCOUNTS, short_names=("sa",)),
-        _builtin(R.EVENTS, extra_fields=_EVENT_FIELDS, short_names=("ev",)),
-        _builtin(R.PERSISTENT_VOLUMES, status_subresource=True, short_names=("pv",)),
-        _builtin(R.PERSISTENT_VOLUME_CLAIMS, status_subresource=True, short_names=("pvc",)),
-        _builtin(R.RESOURCE_QUOTAS, status_subresource=True, short_names=("quota",)),
-        _builtin(R.LIMIT_RANGES, short_names=("limits",)),
-        _builtin(R.ENDPOINTS, short_names=("ep",)),
-        _builtin(R.LEASES, unconditional_update=False),
+        _builtin(res.CONFIG_MAPS, short_names=("cm",)),
+        _builtin(res.SECRETS, extra_fields=_fields_from(("type",))),
+        _builtin(res.SERVICES, status_subresource=True, short_names=("svc",)),
+        _builtin(res.SERVICE_ACCOUNTS, short_names=("sa",)),
+        _builtin(res.EVENTS, extra_fields=_EVENT_FIELDS, short_names=("ev",)),
+        _builtin(res.PERSISTENT_VOLUMES, status_subresource=True, short_names=("pv",)),
+        _builtin(res.PERSISTENT_VOLUME_CLAIMS, status_subresource=True, short_names=("pvc",)),
+        _builtin(res.RESOURCE_QUOTAS, status_subresource=True, short_names=("quota",)),
+        _builtin(res.LIMIT_RANGES, short_names=("limits",)),
+        _builtin(res.ENDPOINTS, short_names=("ep",)),
+        _builtin(res.LEASES, unconditional_update=False),
         _builtin(
-            R.POD_DISRUPTION_BUDGETS,
+            res.POD_DISRUPTION_BUDGETS,
             status_subresource=True,
             generation=True,
             unconditional_update=False,
             short_names=("pdb",),
         ),
         _builtin(
-            R.DEPLOYMENTS,
+            res.DEPLOYMENTS,
             status_subresource=True,
             generation=True,
             subresources=("scale",),
             short_names=("deploy",),
         ),
         _builtin(
-            R.REPLICA_SETS,
+            res.REPLICA_SETS,
             status_subresource=True,
             generation=True,
             subresources=("scale",),
             short_names=("rs",),
         ),
-        _builtin(R.DAEMON_SETS, status_subresource=True, generation=True, short_names=("ds",)),
+        _builtin(res.DAEMON_SETS, status_subresource=True, generation=True, short_names=("ds",)),
         _builtin(
-            R.STATEFUL_SETS,
+            res.STATEFUL_SETS,
             status_subresource=True,
             generation=True,
             subresources=("scale",),
             short_names=("sts",),
         ),
-        _builtin(R.JOBS, status_subresource=True, generation=True),
-        _builtin(R.PRIORITY_CLASSES, short_names=("pc",)),
-        _builtin(R.EVENTS_V1, short_names=("ev",)),
+        _builtin(res.JOBS, status_subresource=True, generation=True),
+        _builtin(res.PRIORITY_CLASSES, short_names=("pc",)),
+        _builtin(res.EVENTS_V1, short_names=("ev",)),
         _builtin(
-            R.CUSTOM_RESOURCE_DEFINITIONS,
+            res.CUSTOM_RESOURCE_DEFINITIONS,
             status_subresource=True,
             generation=True,
             short_names=("crd", "crds"),
         ),
-        _builtin(R.MUTATING_WEBHOOK_CONFIGURATIONS, generation=True),
-        _builtin(R.VALIDATING_WEBHOOK_CONFIGURATIONS, generation=True),
-        _builtin(R.ROLES),
-        _builtin(R.ROLE_BINDINGS),
-        _builtin(R.CLUSTER_ROLES),
-        _builtin(R.CLUSTER_ROLE_BINDINGS),
+        _builtin(res.MUTATING_WEBHOOK_CONFIGURATIONS, generation=True),
+        _builtin(res.VALIDATING_WEBHOOK_CONFIGURATIONS, generation=True),
+        _builtin(res.ROLES),
+        _builtin(res.ROLE_BINDINGS),
+        _builtin(res.CLUSTER_ROLES),
+        _builtin(res.CLUSTER_ROLE_BINDINGS),
     ]
 
 

@@ -22,7 +22,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.config import ClusterConfig, StaticToken
@@ -41,7 +41,7 @@ _DISCOVERY_VERBS = {
 }
 
 
-class _DropConnection(Exception):
+class _DropConnectionError(Exception):
     """Close the client's connection without an answer."""
 
 
@@ -225,9 +225,9 @@ class FakeApiServer:
         """Store an object as a client's create would (defaulting, validation, events)."""
         if resource.namespaced:
             namespace = namespace or (obj.get("metadata") or {}).get("namespace")
-            if namespace and ("", namespace) not in self.state.objects(self.rtype(R.NAMESPACES)):
+            if namespace and ("", namespace) not in self.state.objects(self.rtype(res.NAMESPACES)):
                 self.state.create(
-                    self.rtype(R.NAMESPACES),
+                    self.rtype(res.NAMESPACES),
                     None,
                     {"metadata": {"name": namespace}},
                     manager="koordinator-fake",
@@ -287,7 +287,7 @@ class FakeApiServer:
             response = await self._dispatch(request)
         except st.StatusError as error:
             response = _error_response(error)
-        except _DropConnection:
+        except _DropConnectionError:
             if request.transport is not None:
                 request.transport.abort()
             response = web.Response(status=599)
@@ -304,7 +304,7 @@ class FakeApiServer:
                 if fault.delay:
                     await asyncio.sleep(fault.delay)
                 if fault.status == 0:
-                    raise _DropConnection
+                    raise _DropConnectionError
                 reason = fault.reason or _REASONS.get(fault.status, "InternalError")
                 details = {"retryAfterSeconds": fault.retry_after} if fault.retry_after is not None else None
                 raise st.StatusError(fault.status, reason, fault.message, details)
@@ -484,7 +484,7 @@ class FakeApiServer:
                     manager=_manager(request),
                     dry_run=dry_run,
                 )
-                return _json_response(state._served(rtype, created), 201)
+                return _json_response(state.served(rtype, created), 201)
             if method == "DELETE":
                 options = await self._body(request) or {}
                 listing = state.delete_collection(
@@ -534,7 +534,7 @@ class FakeApiServer:
                 dry_run=dry_run,
                 field_manager_given=bool(q.get("fieldManager")),
             )
-            return _json_response(state._served(rtype, patched), 200 if existed else 201)
+            return _json_response(state.served(rtype, patched), 200 if existed else 201)
         if method == "DELETE":
             options = dict(await self._body(request) or {})
             if "gracePeriodSeconds" in q:

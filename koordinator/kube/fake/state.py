@@ -12,27 +12,26 @@ and the watch events it causes happen in one step, so watchers never miss or reo
 
 from __future__ import annotations
 
-import base64
-import copy
 import random
 import uuid
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable
 from typing import Any
-
-import orjson
 
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.fake import apply as ssa
+from koordinator.kube.fake import crds, deletion, pods
 from koordinator.kube.fake import status as st
 from koordinator.kube.fake.defaults import prepare_pod
+from koordinator.kube.fake.listing import Lister
+from koordinator.kube.fake.objects import copy_obj, meta_of
 from koordinator.kube.fake.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 from koordinator.kube.fake.registry import Registry, ResourceType, SchemaValidatorFactory
 from koordinator.kube.fake.schema import prune
 from koordinator.kube.fake.validation import validate
+from koordinator.kube.fake.watching import HistoryEvent, Watcher
 from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, POD_DISRUPTION_BUDGETS, PODS
-from koordinator.kube.selectors import FieldSelector, LabelSelector, SelectorError
+from koordinator.kube.selectors import FieldSelector, LabelSelector
 from koordinator.kube.timeutil import format_time
 
 Obj = dict[str, Any]
@@ -46,110 +45,10 @@ APPLY_PATCH = "application/apply-patch+yaml"
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_MAX_SNAPSHOTS = 64
-
-
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        raise st.bad_request("Object 'metadata' is missing or not an object")
-    return meta
-
-
-def _copy(obj: Obj) -> Obj:
-    copied: Obj = orjson.loads(orjson.dumps(obj))
-    return copied
 
 
 def _managers_sans_time(obj: Obj) -> list[Obj]:
     return [{k: v for k, v in m.items() if k != "time"} for m in obj["metadata"].get("managedFields") or ()]
-
-
-def _is_ready(pod: Obj) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or ()
-    )
-
-
-@dataclass
-class HistoryEvent:
-    rv: int
-    storage: StorageKey
-    type: str
-    obj: Obj
-    prev: Obj | None
-
-
-@dataclass
-class ListSnapshot:
-    rv: int
-    items: list[Obj]
-    api_version: str
-
-
-@dataclass(eq=False)
-class Watcher:
-    """One open watch: its filters and the queue its HTTP stream drains."""
-
-    rtype: ResourceType
-    namespace: str | None
-    labels: LabelSelector
-    fields: FieldSelector
-    allow_bookmarks: bool
-    queue: Any  # asyncio.Queue[bytes | None]; typed loosely to keep this module loop-agnostic
-    #: resourceVersion of the last event or bookmark sent on this watch
-    sent_rv: int = 0
-    closed: bool = False
-
-    def matches(self, obj: Obj | None) -> bool:
-        if obj is None:
-            return False
-        meta = obj.get("metadata") or {}
-        if self.namespace and meta.get("namespace") != self.namespace:
-            return False
-        if not self.labels.empty and not self.labels.matches(meta.get("labels") or {}):
-            return False
-        return self.fields.empty or self.fields.matches(self.rtype.field_labels(obj))
-
-    def offer(self, event_type: str, obj: Obj, prev: Obj | None, rv: int) -> None:
-        if self.closed:
-            return
-        now_match = self.matches(obj)
-        if event_type == "ADDED":
-            kind = "ADDED" if now_match else ""
-        elif event_type == "DELETED":
-            kind = "DELETED" if self.matches(prev if prev is not None else obj) else ""
-        else:
-            was = self.matches(prev)
-            if was and not now_match and prev is not None:
-                # leaving the selection: the previous content, at this event's resourceVersion
-                left = {**prev, "metadata": {**prev["metadata"], "resourceVersion": str(rv)}}
-                self.send("DELETED", left)
-                return
-            kind = "MODIFIED" if was and now_match else "ADDED" if now_match else ""
-        if kind:
-            self.send(kind, obj)
-
-    def send(self, kind: str, obj: Obj) -> None:
-        api_version = self.rtype.resource.api_version
-        if obj.get("apiVersion") != api_version:
-            obj = {**obj, "apiVersion": api_version}
-        self.queue.put_nowait(orjson.dumps({"type": kind, "object": obj}) + b"\n")
-        self.sent_rv = max(self.sent_rv, int(obj["metadata"].get("resourceVersion") or 0))
-
-    def bookmark(self, rv: int, initial_events_end: bool = False) -> None:
-        meta: Obj = {"resourceVersion": str(rv)}
-        if initial_events_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        body = {"kind": self.rtype.kind, "apiVersion": self.rtype.resource.api_version, "metadata": meta}
-        self.queue.put_nowait(orjson.dumps({"type": "BOOKMARK", "object": body}) + b"\n")
-        self.sent_rv = max(self.sent_rv, rv)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.queue.put_nowait(None)
 
 
 class ClusterState:
@@ -171,9 +70,9 @@ class ClusterState:
         self.compacted_rv = 0
         self.history: deque[HistoryEvent] = deque()
         self._objects: dict[StorageKey, dict[Key, Obj]] = {}
-        self._type_start: dict[StorageKey, int] = {}
-        self._watchers: dict[StorageKey, set[Watcher]] = {}
-        self._snapshots: OrderedDict[str, ListSnapshot] = OrderedDict()
+        self.type_start: dict[StorageKey, int] = {}
+        self.watchers_by_type: dict[StorageKey, set[Watcher]] = {}
+        self.lister = Lister(self)
         self._rng = random.Random(seed)
         for name in INITIAL_NAMESPACES:
             self.create(
@@ -191,20 +90,20 @@ class ClusterState:
     def objects(self, rtype: ResourceType) -> dict[Key, Obj]:
         return self._objects.setdefault(rtype.storage_key, {})
 
-    def _served(self, rtype: ResourceType, obj: Obj) -> Obj:
+    def served(self, rtype: ResourceType, obj: Obj) -> Obj:
         api_version = rtype.resource.api_version
         return obj if obj.get("apiVersion") == api_version else {**obj, "apiVersion": api_version}
 
-    def _key(self, rtype: ResourceType, namespace: str | None, name: str) -> Key:
+    def key(self, rtype: ResourceType, namespace: str | None, name: str) -> Key:
         return ((namespace or "") if rtype.namespaced else "", name)
 
-    def _require(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
-        obj = self.objects(rtype).get(self._key(rtype, namespace, name))
+    def require(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
+        obj = self.objects(rtype).get(self.key(rtype, namespace, name))
         if obj is None:
             raise st.not_found(rtype.plural, rtype.group, name)
         return obj
 
-    def _commit(self, rtype: ResourceType, event_type: str, obj: Obj, prev: Obj | None) -> Obj:
+    def commit(self, rtype: ResourceType, event_type: str, obj: Obj, prev: Obj | None) -> Obj:
         self.rv += 1
         meta = obj["metadata"]
         meta["resourceVersion"] = str(self.rv)
@@ -217,7 +116,7 @@ class ClusterState:
         self.history.append(HistoryEvent(self.rv, rtype.storage_key, event_type, obj, prev))
         while len(self.history) > self.history_limit:
             self.compacted_rv = self.history.popleft().rv
-        for watcher in list(self._watchers.get(rtype.storage_key, ())):
+        for watcher in list(self.watchers_by_type.get(rtype.storage_key, ())):
             watcher.offer(event_type, obj, prev, self.rv)
         return obj
 
@@ -246,7 +145,7 @@ class ClusterState:
     def _validate(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
         causes = validate(rtype, obj, old)
         if causes:
-            raise st.invalid(rtype.kind, rtype.group, str(_meta(obj).get("name") or ""), causes)
+            raise st.invalid(rtype.kind, rtype.group, str(meta_of(obj).get("name") or ""), causes)
 
     def _scope(self, rtype: ResourceType, subresource: str) -> str:
         if subresource == "status":
@@ -282,7 +181,7 @@ class ClusterState:
         if not isinstance(body, dict):
             raise st.bad_request("the body of the request must be a JSON object")
         self._check_kind(rtype, body)
-        obj = _copy(body)
+        obj = copy_obj(body)
         obj["apiVersion"], obj["kind"] = rtype.resource.api_version, rtype.kind
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -309,7 +208,7 @@ class ClusterState:
             meta.pop(system, None)
         self._prepare_create(rtype, obj)
         self._validate(rtype, obj, None)
-        if self._key(rtype, namespace, name) in self.objects(rtype):
+        if self.key(rtype, namespace, name) in self.objects(rtype):
             raise st.already_exists(rtype.plural, rtype.group, name)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self.now()
@@ -323,7 +222,7 @@ class ClusterState:
         if dry_run:
             meta["resourceVersion"] = ""
             return obj
-        created = self._commit(rtype, "ADDED", obj, None)
+        created = self.commit(rtype, "ADDED", obj, None)
         self._after_create(rtype, created)
         return created
 
@@ -336,7 +235,7 @@ class ClusterState:
             try:
                 prepare_pod(obj, self._priority_of)
             except LookupError as exc:
-                raise st.forbidden("pods", "", str(_meta(obj).get("name") or ""), str(exc)) from None
+                raise st.forbidden("pods", "", str(meta_of(obj).get("name") or ""), str(exc)) from None
         elif rtype.resource == POD_DISRUPTION_BUDGETS:
             obj["status"] = {
                 "disruptionsAllowed": 0,
@@ -345,7 +244,7 @@ class ClusterState:
                 "expectedPods": 0,
             }
         elif rtype.resource == NAMESPACES:
-            meta = _meta(obj)
+            meta = meta_of(obj)
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = str(meta.get("name") or "")
             obj["spec"] = {"finalizers": ["kubernetes"]}
             obj["status"] = {"phase": "Active"}
@@ -359,232 +258,36 @@ class ClusterState:
 
     def _after_create(self, rtype: ResourceType, obj: Obj) -> None:
         if rtype.resource == CUSTOM_RESOURCE_DEFINITIONS:
-            self._establish_crd(rtype, obj)
-
-    # --- CRDs ------------------------------------------------------------------------------
-
-    def _establish_crd(self, rtype: ResourceType, crd: Obj) -> None:
-        try:
-            added = self.registry.register_crd(crd, self.schema_validator)
-        except ValueError as exc:
-            raise st.invalid(
-                rtype.kind,
-                rtype.group,
-                str(_meta(crd).get("name") or ""),
-                [st.Cause("FieldValueInvalid", str(exc), "spec")],
-            ) from None
-        for served in added:
-            self._type_start.setdefault(served.storage_key, self.rv)
-        names = (crd.get("spec") or {}).get("names") or {}
-        now = self.now()
-        updated = copy.deepcopy(crd)
-        updated["status"] = {
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "lastTransitionTime": now,
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "lastTransitionTime": now,
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                },
-            ],
-            "acceptedNames": {
-                k: v
-                for k, v in names.items()
-                if k in ("plural", "singular", "kind", "listKind", "shortNames", "categories")
-            },
-            "storedVersions": [
-                v["name"] for v in (crd.get("spec") or {}).get("versions") or () if v.get("storage")
-            ],
-        }
-        self._commit(rtype, "MODIFIED", updated, crd)
-
-    def register_crd(self, crd: Obj) -> Obj:
-        """Create a CRD object as a client would (it is established at once)."""
-        rtype = self.registry.for_resource(CUSTOM_RESOURCE_DEFINITIONS)
-        body = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", **crd}
-        body["metadata"] = {
-            k: v
-            for k, v in (crd.get("metadata") or {}).items()
-            if k not in ("resourceVersion", "uid", "creationTimestamp")
-        }
-        self.create(rtype, None, body, manager="koordinator-fake")
-        return self.objects(rtype)[("", str(body["metadata"]["name"]))]
-
-    def _remove_crd(self, crd: Obj) -> None:
-        name = str(_meta(crd).get("name") or "")
-        types = self.registry.remove_crd(name)
-        for rtype in types:
-            for obj in list(self.objects(rtype).values()):
-                gone = copy.deepcopy(obj)
-                self._commit(rtype, "DELETED", gone, obj)
-            for watcher in list(self._watchers.pop(rtype.storage_key, ())):
-                watcher.close()
+            crds.establish_crd(self, rtype, obj)
 
     # --- read --------------------------------------------------------------------------
 
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
-        return self._served(rtype, self._require(rtype, namespace, name))
-
-    def _filter(
-        self,
-        rtype: ResourceType,
-        items: Iterator[tuple[Key, Obj]] | list[tuple[Key, Obj]],
-        namespace: str | None,
-        labels: LabelSelector,
-        fields: FieldSelector,
-    ) -> list[Obj]:
-        out = []
-        for (ns, _), obj in sorted(items, key=lambda kv: kv[0]):
-            if namespace and rtype.namespaced and ns != namespace:
-                continue
-            if not labels.empty and not labels.matches((obj.get("metadata") or {}).get("labels") or {}):
-                continue
-            if not fields.empty and not fields.matches(rtype.field_labels(obj)):
-                continue
-            out.append(obj)
-        return out
+        return self.served(rtype, self.require(rtype, namespace, name))
 
     def parse_selectors(
         self, rtype: ResourceType, label_selector: str | None, field_selector: str | None
     ) -> tuple[LabelSelector, FieldSelector]:
-        try:
-            labels = LabelSelector.parse(label_selector)
-        except SelectorError as exc:
-            raise st.bad_request(f"unable to parse requirement: {exc}") from None
-        try:
-            fields = FieldSelector.parse(field_selector)
-        except SelectorError as exc:
-            raise st.bad_request(str(exc)) from None
-        unsupported = sorted(fields.fields - rtype.supported_fields())
-        if unsupported:
-            raise st.bad_request(f"field label not supported: {unsupported[0]}")
-        return labels, fields
+        return self.lister.parse_selectors(rtype, label_selector, field_selector)
 
-    def _state_at(self, rtype: ResourceType, rv: int) -> dict[Key, Obj]:
-        if rv < max(self.compacted_rv, self._type_start.get(rtype.storage_key, 0)):
-            raise st.gone(
-                f"The resourceVersion for the provided list is too old. Current resourceVersion is {self.rv}."
-            )
-        state = dict(self.objects(rtype))
-        for event in reversed(self.history):
-            if event.rv <= rv:
-                break
-            if event.storage != rtype.storage_key:
-                continue
-            meta = event.obj["metadata"]
-            key = (meta.get("namespace", "") if rtype.namespaced else "", meta["name"])
-            if event.type == "ADDED":
-                state.pop(key, None)
-            elif event.prev is not None:
-                state[key] = event.prev
-        return state
+    def list_objects(self, rtype: ResourceType, namespace: str | None, **options: Any) -> Obj:
+        """LIST (see :mod:`koordinator.kube.fake.listing` for the options)."""
+        return self.lister.list_objects(rtype, namespace, **options)
 
-    def list_objects(
-        self,
-        rtype: ResourceType,
-        namespace: str | None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = 0,
-        continue_token: str | None = None,
-        resource_version: str | None = None,
-        resource_version_match: str | None = None,
-    ) -> Obj:
-        if continue_token:
-            return self._continue(rtype, continue_token, limit)
-        labels, fields = self.parse_selectors(rtype, label_selector, field_selector)
-        list_rv = self.rv
-        source: dict[Key, Obj] = self.objects(rtype)
-        if resource_version and resource_version != "0":
-            try:
-                wanted = int(resource_version)
-            except ValueError:
-                raise st.bad_request(f'invalid resource version "{resource_version}"') from None
-            if wanted > self.rv:
-                raise st.StatusError(
-                    504,
-                    "Timeout",
-                    f"Timeout: Too large resource version: {wanted}, current: {self.rv}",
-                    {
-                        "causes": [
-                            {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-                        ],
-                        "retryAfterSeconds": 1,
-                    },
-                )
-            if resource_version_match == "Exact":
-                source = self._state_at(rtype, wanted)
-                list_rv = wanted
-        elif resource_version_match == "Exact":
-            raise st.bad_request('resourceVersionMatch "Exact" requires a non-zero resourceVersion')
-        items = self._filter(rtype, list(source.items()), namespace, labels, fields)
-        return self._page(rtype, items, list_rv, limit)
+    def register_crd(self, crd: Obj) -> Obj:
+        """Create a CRD object as a client would; it is served and Established at once."""
+        return crds.register_crd(self, crd)
 
-    def _page(
-        self,
-        rtype: ResourceType,
-        items: list[Obj],
-        list_rv: int,
-        limit: int,
-        offset: int = 0,
-        token_id: str = "",
-    ) -> Obj:
-        meta: Obj = {"resourceVersion": str(list_rv)}
-        page = items[offset:]
-        if limit and len(page) > limit:
-            page = page[:limit]
-            if not token_id:
-                token_id = uuid.uuid4().hex
-                self._snapshots[token_id] = ListSnapshot(list_rv, items, rtype.resource.api_version)
-                while len(self._snapshots) > _MAX_SNAPSHOTS:
-                    self._snapshots.popitem(last=False)
-            next_offset = offset + limit
-            token = {"v": "meta.k8s.io/v1", "rv": list_rv, "id": token_id, "offset": next_offset}
-            meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(token)).decode().rstrip("=")
-            meta["remainingItemCount"] = len(items) - next_offset
-        elif token_id:
-            self._snapshots.pop(token_id, None)
-        strip = not rtype.crd_name
-        rendered = [
-            {k: v for k, v in o.items() if k not in ("apiVersion", "kind")}
-            if strip
-            else self._served(rtype, o)
-            for o in page
-        ]
-        return {
-            "kind": f"{rtype.kind}List",
-            "apiVersion": rtype.resource.api_version,
-            "metadata": meta,
-            "items": rendered,
-        }
+    def bind(self, namespace: str, name: str, binding: Obj) -> None:
+        pods.bind(self, namespace, name, binding)
 
-    def _continue(self, rtype: ResourceType, token: str, limit: int) -> Obj:
-        try:
-            data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-            token_id, offset, rv = str(data["id"]), int(data["offset"]), int(data["rv"])
-        except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
-            raise st.bad_request(f"continue key is not valid: {token!r}") from None
-        snapshot = self._snapshots.get(token_id)
-        if snapshot is None or rv < self.compacted_rv:
-            raise st.gone(
-                "The provided continue parameter is too old to display a consistent list result. You can start a "
-                "new list without the continue parameter."
-            )
-        return self._page(rtype, snapshot.items, snapshot.rv, limit, offset, token_id)
+    def evict(self, namespace: str, name: str, eviction: Obj) -> None:
+        pods.evict(self, namespace, name, eviction)
 
     # --- update / patch -------------------------------------------------------------------
 
     def _prepare_update(self, rtype: ResourceType, old: Obj, body: Obj, subresource: str) -> Obj:
-        new = _copy(body)
+        new = copy_obj(body)
         new["apiVersion"], new["kind"] = rtype.resource.api_version, rtype.kind
         meta = new.setdefault("metadata", {})
         old_meta = old["metadata"]
@@ -600,7 +303,7 @@ class ClusterState:
         if rtype.crd_schema is not None:
             prune(new, rtype.crd_schema)
         if subresource == "status":
-            result = _copy(old)
+            result = copy_obj(old)
             if "status" in new:
                 result["status"] = new["status"]
             else:
@@ -647,8 +350,8 @@ class ClusterState:
                     [
                         st.Cause(
                             "FieldValueForbidden",
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers "
-                            + str(added),
+                            "Forbidden: no new finalizers can be added if the "
+                            "object is being deleted, found new finalizers " + str(added),
                             "metadata.finalizers",
                         )
                     ],
@@ -667,7 +370,7 @@ class ClusterState:
                 old, new, rtype.structure, manager, rtype.resource.api_version, self.now(), subresource
             )
         if self._unchanged(old, new):
-            return self._served(rtype, old)
+            return self.served(rtype, old)
         if dry_run:
             return new
         if (
@@ -676,8 +379,8 @@ class ClusterState:
             and not meta.get("deletionGracePeriodSeconds")
         ):
             # the last finalizer is gone: the update becomes the deletion
-            return self._finish_delete(rtype, new)
-        return self._served(rtype, self._commit(rtype, "MODIFIED", new, old))
+            return self.finish_delete(rtype, new)
+        return self.served(rtype, self.commit(rtype, "MODIFIED", new, old))
 
     @staticmethod
     def _unchanged(old: Obj, new: Obj) -> bool:
@@ -722,7 +425,7 @@ class ClusterState:
         if not isinstance(body, dict):
             raise st.bad_request("the body of the request must be a JSON object")
         self._check_kind(rtype, body)
-        meta = _meta(body)
+        meta = meta_of(body)
         if meta.get("name") and meta["name"] != name:
             raise st.bad_request(
                 f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
@@ -731,7 +434,7 @@ class ClusterState:
             raise st.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
-        old = self._require(rtype, namespace, name)
+        old = self.require(rtype, namespace, name)
         self._check_rv(rtype, old, meta.get("resourceVersion"), name)
         new = self._prepare_update(rtype, old, body, subresource)
         new["metadata"]["name"] = name
@@ -756,7 +459,8 @@ class ClusterState:
                 raise st.StatusError(
                     422,
                     "Invalid",
-                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
+                    "Required value: is required for apply patch",
                     {
                         "group": "meta.k8s.io",
                         "kind": "PatchOptions",
@@ -779,8 +483,8 @@ class ClusterState:
                 force=force,
                 dry_run=dry_run,
             )
-        old = self._require(rtype, namespace, name)
-        current = self._served(rtype, old)
+        old = self.require(rtype, namespace, name)
+        current = self.served(rtype, old)
         try:
             if patch_type == JSON_PATCH:
                 patched = json_patch(current, body)
@@ -792,7 +496,8 @@ class ClusterState:
                 if not rtype.strategic_merge:
                     raise st.unsupported_media_type(
                         "the body of the request was in an unknown format - accepted media types include: "
-                        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+                        "application/json-patch+json, "
+                        "application/merge-patch+json, application/apply-patch+yaml"
                     )
                 patched = strategic_merge_patch(current, body, rtype.structure)
             else:
@@ -843,12 +548,12 @@ class ClusterState:
             raise st.bad_request(
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
             )
-        applied = _copy(body)
+        applied = copy_obj(body)
         applied.setdefault("metadata", {})["name"] = name
         if rtype.crd_schema is not None:
             prune(applied, rtype.crd_schema)
         scope = self._scope(rtype, subresource)
-        old = self.objects(rtype).get(self._key(rtype, namespace, name))
+        old = self.objects(rtype).get(self.key(rtype, namespace, name))
         api_version = rtype.resource.api_version
         if old is None:
             if subresource:
@@ -865,7 +570,7 @@ class ClusterState:
             raise st.conflict(rtype.plural, rtype.group, name, st.MODIFIED)
         applied["metadata"].pop("resourceVersion", None)
         merged = ssa.apply(
-            self._served(rtype, old),
+            self.served(rtype, old),
             applied,
             rtype.structure,
             manager,
@@ -880,109 +585,16 @@ class ClusterState:
             rtype, old, new, manager=manager, subresource=subresource, dry_run=dry_run, operation="Apply"
         )
 
-    # --- delete ------------------------------------------------------------------------------
+    # --- delegated verbs ------------------------------------------------------------------
 
     def delete(
         self, rtype: ResourceType, namespace: str | None, name: str, options: Obj | None = None
     ) -> tuple[Obj, bool]:
-        """Returns what the apiserver returns and whether the object is gone now."""
-        options = options or {}
-        old = self._require(rtype, namespace, name)
-        meta = old["metadata"]
-        pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise st.conflict(
-                rtype.kind,
-                rtype.group,
-                name,
-                f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({meta.get('uid')}). "
-                "The object might have been deleted and then recreated",
-            )
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise st.conflict(
-                rtype.kind,
-                rtype.group,
-                name,
-                f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the ResourceVersion "
-                f"in record ({meta.get('resourceVersion')}). The object might have been modified",
-            )
-        dry_run = bool(options.get("dryRun"))
-        policy = options.get("propagationPolicy")
-        if policy is None and options.get("orphanDependents") is not None:
-            policy = "Orphan" if options["orphanDependents"] else "Background"
-        if policy not in (None, "Orphan", "Background", "Foreground"):
-            raise st.invalid(
-                "DeleteOptions",
-                "meta.k8s.io",
-                "",
-                [
-                    st.Cause(
-                        "FieldValueNotSupported",
-                        f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"',
-                        "propagationPolicy",
-                    )
-                ],
-            )
-        new = _copy(old)
-        new_meta = new["metadata"]
-        finalizers = list(new_meta.get("finalizers") or [])
-        if policy == "Foreground" and "foregroundDeletion" not in finalizers:
-            finalizers.append("foregroundDeletion")
-        if policy == "Orphan" and "orphan" not in finalizers:
-            finalizers.append("orphan")
-        grace = 0
-        if rtype.graceful_delete:
-            requested = options.get("gracePeriodSeconds")
-            spec = old.get("spec") or {}
-            grace = int(
-                requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30) or 0
-            )
-            if not spec.get("nodeName") or (old.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                grace = 0
-        if meta.get("deletionTimestamp"):
-            current_grace = int(meta.get("deletionGracePeriodSeconds") or 0)
-            if not (rtype.graceful_delete and grace < current_grace):
-                return self._served(rtype, old), False
-        if rtype.resource == NAMESPACES:
-            new_meta["deletionTimestamp"] = self.now()
-            new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
-            if dry_run:
-                return new, False
-            return self._served(rtype, self._commit(rtype, "MODIFIED", new, old)), False
-        if finalizers or rtype.graceful_delete:
-            new_meta["finalizers"] = finalizers
-            if not finalizers:
-                new_meta.pop("finalizers")
-            new_meta["deletionTimestamp"] = format_time(self.clock.time() + grace)
-            new_meta["deletionGracePeriodSeconds"] = grace
-            if new_meta.get("generation"):
-                new_meta["generation"] = int(new_meta["generation"]) + 1
-            if dry_run:
-                return new, False
-            committed = self._commit(rtype, "MODIFIED", new, old)
-            if finalizers or grace > 0:
-                return self._served(rtype, committed), False
-            return self._finish_delete(rtype, committed), True
-        if dry_run:
-            return self._served(rtype, old), True
-        return self._finish_delete(rtype, new), True
+        """What the apiserver returns for a DELETE, and whether the object is gone now."""
+        return deletion.delete(self, rtype, namespace, name, options)
 
-    def _finish_delete(self, rtype: ResourceType, obj: Obj) -> Obj:
-        prev = self.objects(rtype).get(
-            self._key(rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"])
-        )
-        final = _copy(obj)
-        self._commit(rtype, "DELETED", final, prev)
-        if rtype.resource == CUSTOM_RESOURCE_DEFINITIONS:
-            self._remove_crd(final)
-        if rtype.returns_deleted_object:
-            return self._served(rtype, final)
-        details: Obj = {"name": final["metadata"]["name"]}
-        if rtype.group:
-            details["group"] = rtype.group
-        details["kind"] = rtype.plural
-        details["uid"] = final["metadata"].get("uid")
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+    def finish_delete(self, rtype: ResourceType, obj: Obj) -> Obj:
+        return deletion.finish_delete(self, rtype, obj)
 
     def delete_collection(
         self,
@@ -992,176 +604,7 @@ class ClusterState:
         field_selector: str | None,
         options: Obj | None = None,
     ) -> Obj:
-        labels, fields = self.parse_selectors(rtype, label_selector, field_selector)
-        victims = self._filter(rtype, list(self.objects(rtype).items()), namespace, labels, fields)
-        items = []
-        for obj in victims:
-            meta = obj["metadata"]
-            result, _ = self.delete(rtype, meta.get("namespace"), meta["name"], options)
-            if result.get("kind") != "Status":
-                items.append(result)
-        return {
-            "kind": f"{rtype.kind}List",
-            "apiVersion": rtype.resource.api_version,
-            "metadata": {"resourceVersion": str(self.rv)},
-            "items": items,
-        }
-
-    # --- pods: binding and eviction ---------------------------------------------------------
-
-    def bind(self, namespace: str, name: str, binding: Obj) -> None:
-        pods = self.registry.for_resource(PODS)
-        meta = _meta(binding)
-        if meta.get("name") and meta["name"] != name:
-            raise st.bad_request(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
-            )
-        target = binding.get("target") or {}
-        node = target.get("name")
-        if not node:
-            raise st.invalid(
-                "Binding", "", name, [st.Cause("FieldValueRequired", "Required value", "target.name")]
-            )
-        old = self._require(pods, namespace, name)
-        old_meta = old["metadata"]
-        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
-            raise st.conflict(
-                "pods/binding",
-                "",
-                name,
-                f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {old_meta.get('uid')}",
-            )
-        if old_meta.get("deletionTimestamp"):
-            raise st.conflict(
-                "pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host"
-            )
-        assigned = (old.get("spec") or {}).get("nodeName")
-        if assigned:
-            raise st.conflict(
-                "pods/binding", "", name, f'pod {name} is already assigned to node "{assigned}"'
-            )
-        new = _copy(old)
-        new["spec"]["nodeName"] = node
-        if meta.get("annotations"):
-            new["metadata"].setdefault("annotations", {}).update(meta["annotations"])
-        status = new.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": self.now(),
-            }
-        )
-        status["conditions"] = conditions
-        self._commit(pods, "MODIFIED", new, old)
-
-    def _pdbs_for(self, pod: Obj) -> list[tuple[ResourceType, Obj]]:
-        rtype = self.registry.for_resource(POD_DISRUPTION_BUDGETS)
-        namespace = pod["metadata"].get("namespace", "")
-        labels = pod["metadata"].get("labels") or {}
-        found = []
-        for (ns, _), pdb in sorted(self.objects(rtype).items()):
-            selector = (pdb.get("spec") or {}).get("selector")
-            if ns != namespace or selector is None:
-                continue
-            try:
-                if LabelSelector.from_dict(selector).matches(labels):
-                    found.append((rtype, pdb))
-            except SelectorError:
-                continue
-        return found
-
-    def evict(self, namespace: str, name: str, eviction: Obj) -> None:
-        pods = self.registry.for_resource(PODS)
-        meta = _meta(eviction)
-        if meta.get("name") and meta["name"] != name:
-            raise st.bad_request(
-                f"name in URL does not match name in Eviction object: {name} != {meta['name']}"
-            )
-        options = eviction.get("deleteOptions") or {}
-        pod = self._require(pods, namespace, name)
-        phase = (pod.get("status") or {}).get("phase")
-        if phase in ("Succeeded", "Failed", "Pending") or pod["metadata"].get("deletionTimestamp"):
-            self.delete(pods, namespace, name, options)
-            return
-        pdbs = self._pdbs_for(pod)
-        if len(pdbs) > 1:
-            raise st.internal(
-                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
-            )
-        if not pdbs:
-            self.delete(pods, namespace, name, options)
-            return
-        pdb_type, pdb = pdbs[0]
-        spec, status = pdb.get("spec") or {}, pdb.get("status") or {}
-        ready = _is_ready(pod)
-        if not ready and spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
-            self.delete(pods, namespace, name, options)
-            return
-        desired, healthy = int(status.get("desiredHealthy") or 0), int(status.get("currentHealthy") or 0)
-        if not ready and healthy >= desired > 0:
-            self.delete(pods, namespace, name, options)
-            return
-        pdb_name = pdb["metadata"]["name"]
-        refusal = "Cannot evict pod as it would violate the pod's disruption budget."
-        if int(status.get("observedGeneration") or 0) < int(pdb["metadata"].get("generation") or 0):
-            raise st.too_many_requests(
-                refusal,
-                [
-                    st.Cause(
-                        "DisruptionBudget",
-                        f"The disruption budget {pdb_name} is still being processed by the server.",
-                    )
-                ],
-                retry_after=10,
-            )
-        allowed = int(status.get("disruptionsAllowed") or 0)
-        if allowed < 0:
-            raise st.forbidden(
-                "poddisruptionbudgets", "policy", pdb_name, "pdb disruptions allowed is negative"
-            )
-        if len(status.get("disruptedPods") or {}) > 2000:
-            raise st.forbidden(
-                "poddisruptionbudgets",
-                "policy",
-                pdb_name,
-                "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
-            )
-        if allowed == 0:
-            raise st.too_many_requests(
-                refusal,
-                [
-                    st.Cause(
-                        "DisruptionBudget",
-                        f"The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently",
-                    )
-                ],
-            )
-        if options.get("dryRun"):
-            return
-        new_pdb = _copy(pdb)
-        new_status = new_pdb.setdefault("status", {})
-        new_status["disruptionsAllowed"] = allowed - 1
-        new_status.setdefault("disruptedPods", {})[name] = self.now()
-        if allowed - 1 == 0:
-            conditions = [
-                c for c in new_status.get("conditions") or () if c.get("type") != "DisruptionAllowed"
-            ]
-            conditions.append(
-                {
-                    "type": "DisruptionAllowed",
-                    "status": "False",
-                    "observedGeneration": status.get("observedGeneration", 0),
-                    "lastTransitionTime": self.now(),
-                    "reason": "InsufficientPods",
-                    "message": "",
-                }
-            )
-            new_status["conditions"] = conditions
-        self._commit(pdb_type, "MODIFIED", new_pdb, pdb)
-        self.delete(pods, namespace, name, options)
+        return deletion.delete_collection(self, rtype, namespace, label_selector, field_selector, options)
 
     # --- watch -----------------------------------------------------------------------------
 
@@ -1182,7 +625,7 @@ class ClusterState:
             rtype, namespace if rtype.namespaced else None, labels, fields, allow_bookmarks, queue
         )
         if resource_version in (None, "", "0"):
-            for obj in self._filter(
+            for obj in self.lister.filter(
                 rtype, list(self.objects(rtype).items()), watcher.namespace, labels, fields
             ):
                 watcher.send("ADDED", obj)
@@ -1194,24 +637,24 @@ class ClusterState:
                 start = int(resource_version)
             except ValueError:
                 raise st.bad_request(f'invalid resource version "{resource_version}"') from None
-            oldest = max(self.compacted_rv, self._type_start.get(rtype.storage_key, 0))
+            oldest = max(self.compacted_rv, self.type_start.get(rtype.storage_key, 0))
             if start < oldest:
                 raise st.gone(f"too old resource version: {start} ({oldest})")
             for event in self.history:
                 if event.rv > start and event.storage == rtype.storage_key:
                     watcher.offer(event.type, event.obj, event.prev, event.rv)
             watcher.sent_rv = max(start, watcher.sent_rv)
-        self._watchers.setdefault(rtype.storage_key, set()).add(watcher)
+        self.watchers_by_type.setdefault(rtype.storage_key, set()).add(watcher)
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
-        self._watchers.get(watcher.rtype.storage_key, set()).discard(watcher)
+        self.watchers_by_type.get(watcher.rtype.storage_key, set()).discard(watcher)
         watcher.closed = True
 
     def close_watches(self) -> int:
         """End every open watch (as a restarting apiserver would); returns how many."""
         count = 0
-        for watchers in self._watchers.values():
+        for watchers in self.watchers_by_type.values():
             for watcher in list(watchers):
                 watcher.close()
                 count += 1
@@ -1226,7 +669,7 @@ class ClusterState:
         self.compacted_rv = max(self.compacted_rv, limit)
 
     def watchers(self) -> list[Watcher]:
-        return [w for ws in self._watchers.values() for w in ws]
+        return [w for ws in self.watchers_by_type.values() for w in ws]
 
     def pick(self, rtype: ResourceType, predicate: Callable[[Obj], bool]) -> list[Obj]:
         return [o for _, o in sorted(self.objects(rtype).items()) if predicate(o)]

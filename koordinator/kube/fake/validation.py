@@ -71,7 +71,8 @@ def _check_labels(labels: Any) -> list[Cause]:
                 invalid_value(
                     "metadata.labels",
                     key,
-                    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                    "name part must consist of alphanumeric characters, '-', '_' "
+                    "or '.', and must start and end with an alphanumeric character",
                 )
             )
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
@@ -79,7 +80,8 @@ def _check_labels(labels: Any) -> list[Cause]:
                 invalid_value(
                     "metadata.labels",
                     value,
-                    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                    "a valid label must be an empty string or consist of alphanumeric characters, "
+                    "'-', '_' or '.', and must start and end with an alphanumeric character",
                 )
             )
     return causes
@@ -217,7 +219,8 @@ def validate_node(obj: Obj, old: Obj | None) -> list[Cause]:
             causes.append(
                 Cause(
                     "FieldValueNotSupported",
-                    f'Unsupported value: "{taint.get("effect", "")}": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"',
+                    f'Unsupported value: "{taint.get("effect", "")}": supported '
+                    'values: "NoSchedule", "PreferNoSchedule", "NoExecute"',
                     f"spec.taints[{i}].effect",
                 )
             )

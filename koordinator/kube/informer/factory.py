@@ -77,9 +77,12 @@ class InformerFactory:
         for informer in self._informers.values():
             informer.start()
 
-    async def wait_for_sync(self, timeout: float | None = None) -> None:
-        """The initial-sync barrier: every informer has delivered its first LIST."""
-        await asyncio.gather(*(i.wait_synced(timeout) for i in self._informers.values()))
+    async def wait_for_sync(self) -> None:
+        """The initial-sync barrier: every informer has delivered its first LIST.
+
+        Bound it with ``asyncio.timeout``; an informer that died raises its failure here.
+        """
+        await asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
         if self.freeze_after_sync and not self._frozen:
             gcpause.freeze()
             self._frozen = True

@@ -156,7 +156,10 @@ class Informer:
         self._rng = random.Random()
 
     def __repr__(self) -> str:
-        return f"Informer({self.resource}, namespace={self.namespace!r}, labels={self.label_selector!r}, fields={self.field_selector!r})"
+        return (
+            f"Informer({self.resource}, namespace={self.namespace!r}, "
+            f"labels={self.label_selector!r}, fields={self.field_selector!r})"
+        )
 
     # --- consumers --------------------------------------------------------------------
 
@@ -224,18 +227,23 @@ class Informer:
         self._task = None
         self._resync_tasks = []
 
-    async def wait_synced(self, timeout: float | None = None) -> None:
-        """Wait for the first complete LIST to be delivered to every consumer."""
+    async def wait_synced(self) -> None:
+        """Wait for the first complete LIST to reach every consumer (bound it with ``asyncio.timeout``).
+
+        Raises the informer loop's own failure if it died before syncing.
+        """
+        if self._synced.is_set():
+            return
+        if self._task is None:
+            raise RuntimeError(f"{self!r} was never started")
         waiter = asyncio.ensure_future(self._synced.wait())
-        tasks: set[asyncio.Future[Any]] = {waiter}
-        if self._task is not None:
-            tasks.add(self._task)
-        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if waiter not in done:
+        try:
+            await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
             waiter.cancel()
-            if self._task is not None and self._task in done:
-                self._task.result()
-            raise TimeoutError(f"{self!r} did not sync within {timeout}s")
+        if not self._synced.is_set():
+            self._task.result()
+            raise RuntimeError(f"{self!r} stopped before syncing")
 
     def _request_relist(self) -> None:
         self._relist_requested = True

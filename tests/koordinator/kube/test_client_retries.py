@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, is_pdb_refusal
 from koordinator.kube.errors import (
     ApiConnectionError,
@@ -23,7 +23,7 @@ FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
 
 @pytest.fixture
 async def client(fake_server: FakeApiServer):
-    fake_server.create(R.CONFIG_MAPS, config_map("c", "ns", {"a": "1"}))
+    fake_server.create(res.CONFIG_MAPS, config_map("c", "ns", {"a": "1"}))
     async with fake_server.client(retry=FAST) as made:
         yield made
 
@@ -43,19 +43,19 @@ async def test_transient_failures_are_retried(fake_server: FakeApiServer, client
     fault = fake_server.inject(
         Fault(status=status, method=method, times=2, retry_after=0 if status == 429 else None)
     )
-    current = await client.get(R.CONFIG_MAPS, "c", "ns")
+    current = await client.get(res.CONFIG_MAPS, "c", "ns")
     if method == "GET":
-        result = await client.get(R.CONFIG_MAPS, "c", "ns")
+        result = await client.get(res.CONFIG_MAPS, "c", "ns")
         assert result["data"] == {"a": "1"}
     elif method == "POST":
-        created = await client.create(R.CONFIG_MAPS, config_map("d", "ns"))
+        created = await client.create(res.CONFIG_MAPS, config_map("d", "ns"))
         assert created["metadata"]["name"] == "d"
     elif method == "PUT":
-        updated = await client.replace(R.CONFIG_MAPS, {**current, "data": {"a": "2"}})
+        updated = await client.replace(res.CONFIG_MAPS, {**current, "data": {"a": "2"}})
         assert updated["data"] == {"a": "2"}
     else:
-        await client.delete(R.CONFIG_MAPS, "c", "ns")
-        assert fake_server.list_objects(R.CONFIG_MAPS, "ns") == []
+        await client.delete(res.CONFIG_MAPS, "c", "ns")
+        assert fake_server.list_objects(res.CONFIG_MAPS, "ns") == []
     assert fault.hits == 2
 
 
@@ -72,25 +72,25 @@ async def test_non_idempotent_calls_are_not_retried_after_a_server_failure(
 ):
     fault = fake_server.inject(Fault(status=status, method="POST", times=5))
     with pytest.raises(error):
-        await client.create(R.CONFIG_MAPS, config_map("d", "ns"))
+        await client.create(res.CONFIG_MAPS, config_map("d", "ns"))
     assert fault.hits == 1
 
 
 async def test_retries_give_up_after_the_policy_attempts(fake_server: FakeApiServer, client: ApiClient):
     fault = fake_server.inject(Fault(status=503, method="GET", times=100))
     with pytest.raises(ServiceUnavailableError):
-        await client.get(R.CONFIG_MAPS, "c", "ns")
+        await client.get(res.CONFIG_MAPS, "c", "ns")
     assert fault.hits == FAST.attempts
 
 
 async def test_retry_after_is_honoured(fake_server: FakeApiServer):
-    fake_server.create(R.CONFIG_MAPS, config_map("c", "ns"))
+    fake_server.create(res.CONFIG_MAPS, config_map("c", "ns"))
     policy = RetryPolicy(attempts=3, base_delay=10.0, max_delay=10.0)
     assert policy.delay(1, retry_after=0) == 0.0
     assert policy.delay(1, retry_after=60) == 10.0, "capped by max_delay"
     fault = fake_server.inject(Fault(status=429, times=1, retry_after=0, method="GET"))
     async with fake_server.client(retry=policy) as client:
-        await asyncio.wait_for(client.get(R.CONFIG_MAPS, "c", "ns"), 5)
+        await asyncio.wait_for(client.get(res.CONFIG_MAPS, "c", "ns"), 5)
     assert fault.hits == 1
 
 
@@ -103,11 +103,11 @@ def test_backoff_grows_exponentially_within_jitter():
 
 
 async def test_connection_refused_is_retried_until_the_server_is_back(fake_server: FakeApiServer):
-    fake_server.create(R.CONFIG_MAPS, config_map("c", "ns"))
+    fake_server.create(res.CONFIG_MAPS, config_map("c", "ns"))
     policy = RetryPolicy(attempts=50, base_delay=0.02, max_delay=0.05)
     async with fake_server.client(retry=policy) as client:
         await fake_server.stop_listening()
-        pending = asyncio.ensure_future(client.create(R.CONFIG_MAPS, config_map("d", "ns")))
+        pending = asyncio.ensure_future(client.create(res.CONFIG_MAPS, config_map("d", "ns")))
         await asyncio.sleep(0.2)
         assert not pending.done()
         await fake_server.start_listening()
@@ -116,30 +116,30 @@ async def test_connection_refused_is_retried_until_the_server_is_back(fake_serve
 
 
 async def test_request_timeout(fake_server: FakeApiServer):
-    fake_server.create(R.CONFIG_MAPS, config_map("c", "ns"))
+    fake_server.create(res.CONFIG_MAPS, config_map("c", "ns"))
     fake_server.inject(Fault(status=500, delay=2.0, method="GET"))
     async with fake_server.client(timeout=0.2, retry=RetryPolicy(attempts=1)) as client:
         with pytest.raises(ApiConnectionError):
-            await client.get(R.CONFIG_MAPS, "c", "ns")
+            await client.get(res.CONFIG_MAPS, "c", "ns")
 
 
 async def test_eviction_refused_by_a_budget_is_not_retried_but_throttling_is(
     fake_server: FakeApiServer, client: ApiClient
 ):
-    fake_server.create(R.PODS, pod("p", "ns"))
+    fake_server.create(res.PODS, pod("p", "ns"))
     throttled = fake_server.inject(Fault(status=429, retry_after=0, path="/eviction$", times=1))
     await client.evict("ns", "p")
     assert throttled.hits == 1
-    fake_server.create(R.PODS, pod("q", "ns", labels={"app": "q"}, node="n1"))
-    current = fake_server.get(R.PODS, "q", "ns")
+    fake_server.create(res.PODS, pod("q", "ns", labels={"app": "q"}, node="n1"))
+    current = fake_server.get(res.PODS, "q", "ns")
     current["status"] = {
         **current["status"],
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": "True"}],
     }
-    fake_server.update(R.PODS, current, subresource="status")
+    fake_server.update(res.PODS, current, subresource="status")
     pdb = fake_server.create(
-        R.POD_DISRUPTION_BUDGETS,
+        res.POD_DISRUPTION_BUDGETS,
         {
             "metadata": {"name": "q", "namespace": "ns"},
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "q"}}},
@@ -151,7 +151,7 @@ async def test_eviction_refused_by_a_budget_is_not_retried_but_throttling_is(
         "currentHealthy": 1,
         "desiredHealthy": 1,
     }
-    fake_server.update(R.POD_DISRUPTION_BUDGETS, pdb, subresource="status")
+    fake_server.update(res.POD_DISRUPTION_BUDGETS, pdb, subresource="status")
     fake_server.record_requests = True
     with pytest.raises(TooManyRequestsError) as info:
         await client.evict("ns", "q")

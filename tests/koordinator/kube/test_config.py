@@ -9,12 +9,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trustme
 import yaml
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import SERVICE_ACCOUNT_DIR, ConfigError, in_cluster_config, load_config
 from koordinator.kube.fake import FakeApiServer
@@ -35,7 +36,7 @@ def service_account(root: Path, token: str, namespace: str = "koordinator-system
 
 async def whoami(client: ApiClient) -> str:
     review = await client.create(
-        R.SELF_SUBJECT_REVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        res.SELF_SUBJECT_REVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     )
     return str(review["status"]["userInfo"]["username"])
 
@@ -111,7 +112,7 @@ def test_in_cluster_path_never_imports_kubernetes(tmp_path):
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
-def _kubeconfig(path: Path, server: str, user: dict) -> Path:
+def _kubeconfig(path: Path, server: str, user: dict[str, Any]) -> Path:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -162,7 +163,7 @@ def test_kubeconfig_errors_are_config_errors(tmp_path):
 def test_token_bucket_allows_a_burst_then_limits():
     bucket = TokenBucket(qps=0.001, burst=3)
     assert [bucket.try_acquire() for _ in range(4)] == [True, True, True, False]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="qps must be positive"):
         TokenBucket(qps=0, burst=1)
 
 

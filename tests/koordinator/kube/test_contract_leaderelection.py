@@ -11,8 +11,9 @@ import contextlib
 import random
 import re
 from collections.abc import Callable
+from typing import Any
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.fake import FakeClock
 from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from koordinator.kube.timeutil import parse_time
@@ -68,16 +69,19 @@ class Contender:
 
 
 async def drive(clock: FakeClock, actors: int, until: Callable[[], bool], limit: float = 60.0) -> float:
+    """Step virtual time until ``until()`` (within ``limit`` virtual and 30 real seconds)."""
     start = clock.monotonic()
-    while not until():
-        if clock.monotonic() - start > limit:
-            raise AssertionError(f"condition not reached within {limit}s of virtual time")
-        await clock.step(actors, unless=until)
+    async with asyncio.timeout(30):
+        while not until():
+            if clock.monotonic() - start > limit:
+                raise AssertionError(f"condition not reached within {limit}s of virtual time")
+            await clock.step(actors, unless=until)
     return clock.monotonic()
 
 
-async def lease(backend: Backend) -> dict:
-    return (await backend.client.get(R.LEASES, "election", backend.namespace))["spec"]
+async def lease(backend: Backend) -> dict[str, Any]:
+    spec: dict[str, Any] = (await backend.client.get(res.LEASES, "election", backend.namespace))["spec"]
+    return spec
 
 
 async def test_two_contenders_one_leader_then_failover(backend: Backend):
@@ -89,13 +93,16 @@ async def test_two_contenders_one_leader_then_failover(backend: Backend):
         await drive(clock, 1, lambda: a.led_at is not None)
         b.start()
         await drive(clock, 2, lambda: clock.monotonic() > 5 * LEASE)
-        assert a.elector.leading and not b.elector.leading
-        assert b.led_at is None and b.events == ["leader=alpha"]
+        assert a.elector.leading
+        assert not b.elector.leading
+        assert b.led_at is None
+        assert b.events == ["leader=alpha"]
         spec = await lease(backend)
         assert spec["holderIdentity"] == "alpha"
         assert spec["leaseDurationSeconds"] == int(LEASE)
         assert spec["leaseTransitions"] == 0
-        assert MICRO_TIME.match(spec["acquireTime"]) and MICRO_TIME.match(spec["renewTime"])
+        assert MICRO_TIME.match(spec["acquireTime"])
+        assert MICRO_TIME.match(spec["renewTime"])
 
         await clock.wait_sleeping(2)  # no request in flight: a crash between two renewals
         killed_at = clock.monotonic()
@@ -116,7 +123,8 @@ async def test_two_contenders_one_leader_then_failover(backend: Backend):
         assert seen[-1] + LEASE < taken_at <= seen[-1] + LEASE + longest_retry
         assert taken_at - killed_at <= LEASE + 2 * longest_retry
         spec = await lease(backend)
-        assert spec["holderIdentity"] == "beta" and spec["leaseTransitions"] == 1
+        assert spec["holderIdentity"] == "beta"
+        assert spec["leaseTransitions"] == 1
         assert b.events == ["leader=alpha", "leader=beta", "started"]
     finally:
         await a.stop()
@@ -135,7 +143,8 @@ async def test_release_on_shutdown_hands_over_at_once(backend: Backend):
         await a.stop()
         assert a.events[-1] == "stopped"
         released = await lease(backend)
-        assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1
+        assert released["holderIdentity"] == ""
+        assert released["leaseDurationSeconds"] == 1
         stopped_at = clock.monotonic()
         await drive(clock, 1, lambda: b.led_at is not None)
         taken_at = parse_time((await lease(backend))["acquireTime"]) - clock.time() + clock.monotonic()
@@ -153,10 +162,11 @@ async def test_leader_that_cannot_renew_steps_down(backend: Backend):
         a.start()
         await drive(clock, 1, lambda: a.led_at is not None)
         spec = await lease(backend)
-        current = await backend.client.get(R.LEASES, "election", backend.namespace)
+        current = await backend.client.get(res.LEASES, "election", backend.namespace)
         usurped = {**current, "spec": {**spec, "holderIdentity": "intruder", "renewTime": spec["renewTime"]}}
-        await backend.client.replace(R.LEASES, usurped)
+        await backend.client.replace(res.LEASES, usurped)
         await drive(clock, 1, lambda: a.task is not None and a.task.done(), limit=4 * LEASE)
-        assert a.events[-1] == "stopped" and not a.elector.leading
+        assert a.events[-1] == "stopped"
+        assert not a.elector.leading
     finally:
         await a.stop()

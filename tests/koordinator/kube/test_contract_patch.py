@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.client import PatchType
 from koordinator.kube.errors import ConflictError, InvalidError, UnsupportedMediaTypeError
 from tests.koordinator.kube.builders import config_map, pod, widget
@@ -14,7 +16,7 @@ from tests.koordinator.kube.conftest import WIDGETS, Backend
 async def test_json_patch(backend: Backend):
     client, ns = backend.client, backend.namespace
     await client.create(
-        R.CONFIG_MAPS, config_map("c", ns, {"a": "1", "b": "2"}, labels={"koordinator.sh/qosClass": "LS"})
+        res.CONFIG_MAPS, config_map("c", ns, {"a": "1", "b": "2"}, labels={"koordinator.sh/qosClass": "LS"})
     )
     ops = [
         {"op": "test", "path": "/data/a", "value": "1"},
@@ -23,7 +25,7 @@ async def test_json_patch(backend: Backend):
         {"op": "add", "path": "/metadata/labels/koordinator.sh~1qosClass", "value": "BE"},
         {"op": "copy", "from": "/data/a", "path": "/data/c"},
     ]
-    patched = await client.patch(R.CONFIG_MAPS, "c", ops, ns, patch_type=PatchType.JSON)
+    patched = await client.patch(res.CONFIG_MAPS, "c", ops, ns, patch_type=PatchType.JSON)
     assert patched["data"] == {"a": "10", "c": "10"}
     assert patched["metadata"]["labels"] == {"koordinator.sh/qosClass": "BE"}
 
@@ -37,17 +39,17 @@ async def test_json_patch(backend: Backend):
 )
 async def test_json_patch_that_cannot_apply_is_invalid(backend: Backend, ops):
     client, ns = backend.client, backend.namespace
-    await client.create(R.CONFIG_MAPS, config_map("c", ns, {"a": "1"}))
+    await client.create(res.CONFIG_MAPS, config_map("c", ns, {"a": "1"}))
     with pytest.raises(InvalidError):
-        await client.patch(R.CONFIG_MAPS, "c", ops, ns, patch_type=PatchType.JSON)
-    assert (await client.get(R.CONFIG_MAPS, "c", ns))["data"] == {"a": "1"}
+        await client.patch(res.CONFIG_MAPS, "c", ops, ns, patch_type=PatchType.JSON)
+    assert (await client.get(res.CONFIG_MAPS, "c", ns))["data"] == {"a": "1"}
 
 
 async def test_merge_patch_sets_and_removes_keys(backend: Backend):
     client, ns = backend.client, backend.namespace
-    await client.create(R.CONFIG_MAPS, config_map("c", ns, {"a": "1", "b": "2"}, annotations={"x": "1"}))
+    await client.create(res.CONFIG_MAPS, config_map("c", ns, {"a": "1", "b": "2"}, annotations={"x": "1"}))
     patched = await client.patch(
-        R.CONFIG_MAPS, "c", {"data": {"b": None, "c": "3"}, "metadata": {"annotations": {"y": "2"}}}, ns
+        res.CONFIG_MAPS, "c", {"data": {"b": None, "c": "3"}, "metadata": {"annotations": {"y": "2"}}}, ns
     )
     assert patched["data"] == {"a": "1", "c": "3"}
     assert patched["metadata"]["annotations"] == {"x": "1", "y": "2"}
@@ -55,11 +57,11 @@ async def test_merge_patch_sets_and_removes_keys(backend: Backend):
 
 async def test_merge_patch_with_stale_resource_version_conflicts(backend: Backend):
     client, ns = backend.client, backend.namespace
-    created = await client.create(R.CONFIG_MAPS, config_map("c", ns, {"a": "1"}))
-    await client.patch(R.CONFIG_MAPS, "c", {"data": {"a": "2"}}, ns)
+    created = await client.create(res.CONFIG_MAPS, config_map("c", ns, {"a": "1"}))
+    await client.patch(res.CONFIG_MAPS, "c", {"data": {"a": "2"}}, ns)
     stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {"a": "3"}}
     with pytest.raises(ConflictError):
-        await client.patch(R.CONFIG_MAPS, "c", stale, ns)
+        await client.patch(res.CONFIG_MAPS, "c", stale, ns)
 
 
 async def test_merge_patch_replaces_lists(backend: Backend):
@@ -69,7 +71,7 @@ async def test_merge_patch_replaces_lists(backend: Backend):
     assert patched["spec"]["ports"] == [{"name": "grpc", "port": 9000}]
 
 
-def _deployment(name: str, namespace: str) -> dict:
+def _deployment(name: str, namespace: str) -> dict[str, Any]:
     template_spec = {
         "containers": [
             {
@@ -99,7 +101,7 @@ def _deployment(name: str, namespace: str) -> dict:
 
 async def test_strategic_merge_merges_lists_by_key(backend: Backend):
     client, ns = backend.client, backend.namespace
-    await client.create(R.DEPLOYMENTS, _deployment("d", ns))
+    await client.create(res.DEPLOYMENTS, _deployment("d", ns))
     patch = {
         "metadata": {"finalizers": ["example.com/two"], "labels": {"extra": "y"}},
         "spec": {
@@ -117,7 +119,7 @@ async def test_strategic_merge_merges_lists_by_key(backend: Backend):
             }
         },
     }
-    patched = await client.patch(R.DEPLOYMENTS, "d", patch, ns, patch_type=PatchType.STRATEGIC)
+    patched = await client.patch(res.DEPLOYMENTS, "d", patch, ns, patch_type=PatchType.STRATEGIC)
     template = patched["spec"]["template"]["spec"]
     containers = {c["name"]: c for c in template["containers"]}
     assert list(containers) == ["main", "side"]
@@ -135,9 +137,9 @@ async def test_strategic_merge_changes_a_pod_image_by_container_name(backend: Ba
     client, ns = backend.client, backend.namespace
     body = pod("p", ns)
     body["spec"]["containers"].append({"name": "side", "image": "registry.example/side:1.0"})
-    await client.create(R.PODS, body)
+    await client.create(res.PODS, body)
     patch = {"spec": {"containers": [{"name": "side", "image": "registry.example/side:2.0"}]}}
-    patched = await client.patch(R.PODS, "p", patch, ns, patch_type=PatchType.STRATEGIC)
+    patched = await client.patch(res.PODS, "p", patch, ns, patch_type=PatchType.STRATEGIC)
     assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [
         ("main", "registry.example/app:1.0"),
         ("side", "registry.example/side:2.0"),
@@ -146,10 +148,12 @@ async def test_strategic_merge_changes_a_pod_image_by_container_name(backend: Ba
 
 async def test_strategic_merge_on_status_conditions(backend: Backend):
     client, ns = backend.client, backend.namespace
-    await client.create(R.PODS, pod("p", ns))
+    await client.create(res.PODS, pod("p", ns))
     await client.bind(ns, "p", "node-1")
     patch = {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
-    patched = await client.patch(R.PODS, "p", patch, ns, patch_type=PatchType.STRATEGIC, subresource="status")
+    patched = await client.patch(
+        res.PODS, "p", patch, ns, patch_type=PatchType.STRATEGIC, subresource="status"
+    )
     assert {c["type"] for c in patched["status"]["conditions"]} == {"Ready", "PodScheduled"}
     assert patched["status"]["phase"] == "Running"
 
@@ -162,7 +166,7 @@ async def test_strategic_merge_is_refused_for_custom_resources(backend: Backend)
     assert info.value.code == 415
 
 
-def _fields(obj, manager):
+def _fields(obj: dict[str, Any], manager: str) -> tuple[str, dict[str, Any]]:
     entry = next(m for m in obj["metadata"]["managedFields"] if m["manager"] == manager)
     return entry["operation"], entry["fieldsV1"]
 
@@ -229,7 +233,8 @@ async def test_apply_conflicts_with_an_update_manager(backend: Backend):
     with pytest.raises(ConflictError) as info:
         await client.apply(WIDGETS, widget("w", ns, size=1, color="green"), field_manager="alice")
     assert info.value.message == (
-        'Apply failed with 1 conflict: conflict with "carol" using contract.koordinator.sh/v1alpha1: .spec.color'
+        'Apply failed with 1 conflict: conflict with "carol" '
+        "using contract.koordinator.sh/v1alpha1: .spec.color"
     )
 
 
@@ -250,10 +255,12 @@ async def test_apply_needs_a_field_manager(backend: Backend):
 async def test_apply_to_a_built_in_kind(backend: Backend):
     client, ns = backend.client, backend.namespace
     body = pod("p", ns, labels={"app": "x"})
-    created = await client.apply(R.PODS, body, field_manager="deployer")
+    created = await client.apply(res.PODS, body, field_manager="deployer")
     assert created["status"]["phase"] == "Pending"
     operation, fields = _fields(created, "deployer")
     assert operation == "Apply"
     assert fields["f:spec"]["f:containers"] == {'k:{"name":"main"}': {".": {}, "f:image": {}, "f:name": {}}}
     body["metadata"]["labels"] = {"app": "y"}
-    assert (await client.apply(R.PODS, body, field_manager="deployer"))["metadata"]["labels"] == {"app": "y"}
+    assert (await client.apply(res.PODS, body, field_manager="deployer"))["metadata"]["labels"] == {
+        "app": "y"
+    }

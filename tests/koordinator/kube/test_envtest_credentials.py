@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import SERVICE_ACCOUNT_DIR, in_cluster_config
 from koordinator.kube.errors import ForbiddenError, UnauthorizedError
@@ -22,7 +22,7 @@ from tests.koordinator.kube.test_config import _kubeconfig, whoami
 
 async def service_account_token(client: ApiClient, namespace: str, name: str) -> str:
     await client.create(
-        R.SERVICE_ACCOUNTS,
+        res.SERVICE_ACCOUNTS,
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
     )
     request = {
@@ -30,7 +30,7 @@ async def service_account_token(client: ApiClient, namespace: str, name: str) ->
         "kind": "TokenRequest",
         "spec": {"expirationSeconds": 3600},
     }
-    issued = await client.create_subresource(R.SERVICE_ACCOUNTS, name, "token", request, namespace)
+    issued = await client.create_subresource(res.SERVICE_ACCOUNTS, name, "token", request, namespace)
     return str(issued["status"]["token"])
 
 
@@ -48,8 +48,8 @@ async def grant_configmap_reader(client: ApiClient, namespace: str, account: str
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
     }
-    await client.create(R.ROLES, role)
-    await client.create(R.ROLE_BINDINGS, binding)
+    await client.create(res.ROLES, role)
+    await client.create(res.ROLE_BINDINGS, binding)
 
 
 async def test_admin_kubeconfig_with_client_certificates(envtest: Envtest):
@@ -64,7 +64,7 @@ async def test_in_cluster_service_account_with_rotation(
     first = await service_account_token(envtest_client, envtest_namespace, "first")
     second = await service_account_token(envtest_client, envtest_namespace, "second")
     await grant_configmap_reader(envtest_client, envtest_namespace, "first")
-    await envtest_client.create(R.CONFIG_MAPS, config_map("visible", envtest_namespace))
+    await envtest_client.create(res.CONFIG_MAPS, config_map("visible", envtest_namespace))
     sa = tmp_path / SERVICE_ACCOUNT_DIR
     sa.mkdir(parents=True)
     (sa / "token").write_text(first)
@@ -74,12 +74,13 @@ async def test_in_cluster_service_account_with_rotation(
     config = in_cluster_config(tmp_path, {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port})
     async with ApiClient(config, retry=RetryPolicy(attempts=1)) as client:
         assert await whoami(client) == f"system:serviceaccount:{envtest_namespace}:first"
-        assert (await client.get(R.CONFIG_MAPS, "visible", envtest_namespace))["metadata"][
+        assert (await client.get(res.CONFIG_MAPS, "visible", envtest_namespace))["metadata"][
             "name"
         ] == "visible"
         with pytest.raises(ForbiddenError) as info:
-            await client.list(R.PODS, envtest_namespace)
-        assert info.value.code == 403 and 'cannot list resource "pods"' in info.value.message
+            await client.list(res.PODS, envtest_namespace)
+        assert info.value.code == 403
+        assert 'cannot list resource "pods"' in info.value.message
         (sa / "token.next").write_text(second)
         os.replace(sa / "token.next", sa / "token")
         assert await whoami(client) == f"system:serviceaccount:{envtest_namespace}:second"
@@ -95,7 +96,9 @@ async def test_exec_plugin_token_against_the_apiserver(
     plugin = tmp_path / "plugin.py"
     plugin.write_text(
         "import json\n"
-        f"print(json.dumps({{'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential', 'status': {{'token': {token!r}}}}}))\n"
+        "credential = {'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential'}\n"
+        f"credential['status'] = {{'token': {token!r}}}\n"
+        "print(json.dumps(credential))\n"
     )
     user = {
         "exec": {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from koordinator.kube import resources as R
+from koordinator.kube import resources as res
 from koordinator.kube.informer import InformerFactory
 from koordinator.kube.retry import RetryPolicy
 from tests.envtest import Envtest, create_namespace
@@ -17,13 +17,15 @@ from tests.koordinator.kube.recorder import Recorder, key
 NS = "faults"
 
 
-async def eventually(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.05)
+async def eventually(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(EVENTUALLY_S):
+        while True:
+            if condition():
+                return
+            await asyncio.sleep(0.05)
+
+
+EVENTUALLY_S = 60.0
 
 
 async def test_informer_recovers_from_an_apiserver_restart(envtest_faults: Envtest):
@@ -40,35 +42,36 @@ async def test_informer_recovers_from_an_apiserver_restart(envtest_faults: Envte
     try:
         await create_namespace(writer, NS)
         for i in range(20):
-            await writer.create(R.CONFIG_MAPS, config_map(f"c{i}", NS, {"v": "0"}))
-        informer = factory.informer(R.CONFIG_MAPS, namespace=NS)
+            await writer.create(res.CONFIG_MAPS, config_map(f"c{i}", NS, {"v": "0"}))
+        informer = factory.informer(res.CONFIG_MAPS, namespace=NS)
         recorder = Recorder()
         recorder.attach(informer)
         factory.start()
-        await factory.wait_for_sync(timeout=30)
+        async with asyncio.timeout(30):
+            await factory.wait_for_sync()
         assert len(recorder.live) == 20
 
         # writes racing with the kill
         for i in range(5):
-            await writer.patch(R.CONFIG_MAPS, f"c{i}", {"data": {"v": "1"}}, NS)
+            await writer.patch(res.CONFIG_MAPS, f"c{i}", {"data": {"v": "1"}}, NS)
         env.kill_apiserver()
         marker = len(recorder.events)
 
         # while the watched apiserver is down
         for i in range(5, 10):
-            await writer.patch(R.CONFIG_MAPS, f"c{i}", {"data": {"v": "down"}}, NS)
+            await writer.patch(res.CONFIG_MAPS, f"c{i}", {"data": {"v": "down"}}, NS)
         for i in range(10, 13):
-            await writer.delete(R.CONFIG_MAPS, f"c{i}", NS)
+            await writer.delete(res.CONFIG_MAPS, f"c{i}", NS)
         for i in range(3):
-            await writer.create(R.CONFIG_MAPS, config_map(f"new{i}", NS))
+            await writer.create(res.CONFIG_MAPS, config_map(f"new{i}", NS))
         relists = informer.relists
         await asyncio.to_thread(env.restart_apiserver)
 
         # and after it came back
-        await writer.patch(R.CONFIG_MAPS, "c15", {"data": {"v": "after"}}, NS)
-        await writer.delete(R.CONFIG_MAPS, "c16", NS)
+        await writer.patch(res.CONFIG_MAPS, "c15", {"data": {"v": "after"}}, NS)
+        await writer.delete(res.CONFIG_MAPS, "c16", NS)
 
-        listing = await writer.list(R.CONFIG_MAPS, NS)
+        listing = await writer.list(res.CONFIG_MAPS, NS)
         truth = {key(o): o["metadata"]["resourceVersion"] for o in listing["items"]}
         await eventually(lambda: recorder.live == truth)
         assert recorder.violations == []
