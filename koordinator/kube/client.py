@@ -16,8 +16,9 @@ A 401 makes the token source fetch a fresh token once before the error is raised
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from koordinator.kube.errors import (
     AlreadyExistsError,
     ApiConnectionError,
     ApiError,
+    KubeError,
     TooManyRequestsError,
     UnauthorizedError,
     error_from_response,
@@ -324,15 +326,18 @@ class ApiClient:
         field_selector: str | None = None,
         page_size: int = 500,
         resource_version: str | None = None,
+        prefetch: bool = True,
     ) -> AsyncIterator[Obj]:
         """Yield each page of a paginated LIST; the last page's ``metadata.resourceVersion`` is the list's.
 
-        A continue token that expired mid-way raises :class:`~koordinator.kube.errors.GoneError`;
-        restart the listing.
+        With ``prefetch`` the next page is requested while the caller works on the current
+        one, so the apiserver's encoding overlaps the caller's decoding. A continue token
+        that expired mid-way raises :class:`~koordinator.kube.errors.GoneError`; restart the
+        listing.
         """
-        token: str | None = None
-        while True:
-            page = await self.list(
+
+        def fetch(token: str | None) -> Awaitable[Obj]:
+            return self.list(
                 resource,
                 namespace,
                 label_selector=label_selector,
@@ -341,11 +346,26 @@ class ApiClient:
                 continue_token=token,
                 resource_version=None if token else resource_version,
             )
-            yield page
-            token = (page.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
-            await asyncio.sleep(0)
+
+        pending: asyncio.Future[Obj] | None = None
+        try:
+            page = await fetch(None)
+            while True:
+                token = (page.get("metadata") or {}).get("continue") or None
+                if token and prefetch:
+                    pending = asyncio.ensure_future(fetch(token))
+                yield page
+                if not token:
+                    return
+                if pending is not None:
+                    page, pending = await pending, None
+                else:
+                    page = await fetch(token)
+        finally:
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, KubeError):
+                    await pending
 
     async def list_all(self, resource: Resource, namespace: str | None = None, **kwargs: Any) -> Obj:
         """Every page of a LIST merged into one list object."""

@@ -7,6 +7,7 @@ directory and are stopped in reverse order. A startup failure raises
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -96,6 +97,16 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_LIVE: set[_Process] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Children must not outlive an interpreter that exits without stopping them."""
+    for process in list(_LIVE):
+        process.kill()
+
+
 class _Process:
     """One child process in its own process group, logging to a file."""
 
@@ -114,6 +125,7 @@ class _Process:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        _LIVE.add(self)
 
     @property
     def running(self) -> bool:
@@ -127,6 +139,7 @@ class _Process:
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
+        _LIVE.discard(self)
         if self.proc is None:
             return
         if self.proc.poll() is None:
@@ -136,6 +149,7 @@ class _Process:
         self.proc = None
 
     def stop(self) -> None:
+        _LIVE.discard(self)
         if self.proc is None:
             return
         if self.proc.poll() is None:

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 T = TypeVar("T")
 _YIELD_EVERY = 200
+#: a watch that ends sooner than this without a single event counts as a failure (backoff)
+_QUICK_WATCH_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +152,7 @@ class Informer:
         self._fresh: list[Consumer[Any]] = []
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._watch_task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[int] | None = None
         self._resync_tasks: list[asyncio.Task[None]] = []
         self._relist_requested = False
         self._rng = random.Random()
@@ -261,15 +263,26 @@ class Informer:
                     self._relist_requested = False
                     await self._list()
                     need_list = False
+                opened = self.clock.monotonic()
                 self._watch_task = asyncio.create_task(self._watch())
                 try:
-                    await self._watch_task
+                    events = await self._watch_task
                 except asyncio.CancelledError:
                     if not self._relist_requested:
                         raise
+                    events = 0
                 finally:
                     self._watch_task = None
-                failures = 0
+                if (
+                    events == 0
+                    and self.clock.monotonic() - opened < _QUICK_WATCH_S
+                    and not self._relist_requested
+                ):
+                    # an apiserver that ends every watch at once must not be hammered
+                    failures += 1
+                    await self.clock.sleep(self.backoff.delay(failures))
+                else:
+                    failures = 0
             except GoneError:
                 log.info("%r: resourceVersion %s is gone; relisting", self, self.resource_version)
                 need_list = True
@@ -298,9 +311,9 @@ class Informer:
     async def _list(self) -> None:
         fresh = list(self._fresh)
         self._fresh.clear()
+        # Consumers that already hold the informer's view get the difference only (also after a
+        # first LIST that failed half-way); consumers added while running get everything.
         established = [c for c in self._consumers if c not in fresh]
-        if not self.has_synced:
-            fresh, established = list(self._consumers), []
         seen: set[str] = set()
         resource_version = ""
         with gcpause.paused():
@@ -335,7 +348,8 @@ class Informer:
             consumer.synced.set()
         self._synced.set()
 
-    async def _watch(self) -> None:
+    async def _watch(self) -> int:
+        """Watch until the stream ends; returns how many events (bookmarks included) arrived."""
         low, high = self.watch_timeout
         timeout = self._rng.randint(low, high)
         stream = await self.client.watch(
@@ -347,8 +361,10 @@ class Informer:
             field_selector=self.field_selector,
             timeout_seconds=timeout,
         )
+        received = 0
         async with stream:
             async for event in stream:
+                received += 1
                 obj = event.object
                 rv = event.resource_version
                 if event.type == BOOKMARK:
@@ -370,6 +386,7 @@ class Informer:
                     continue
                 if rv:
                     self.resource_version = rv
+        return received
 
     async def _resync_loop(self, consumer: Consumer[Any]) -> None:
         period = consumer.resync_period
