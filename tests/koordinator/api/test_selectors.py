@@ -15,8 +15,8 @@ from koordinator.api.selectors import (
 LABELS = {"app": "web", "tier": "front", "cores": "16"}
 
 
-def expr(key: str, operator: str, *values: str) -> dict:
-    out: dict = {"key": key, "operator": operator}
+def expr(key: str, operator: str, *values: str) -> dict[str, object]:
+    out: dict[str, object] = {"key": key, "operator": operator}
     if values:
         out["values"] = list(values)
     return out
