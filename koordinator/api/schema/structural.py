@@ -114,6 +114,15 @@ def apply_defaults(obj: Any, schema: Schema) -> Any:
 
 # ---- validation -----------------------------------------------------------------------------------
 
+#: Field of errors that belong to no field (rendered like Go's nil ``*field.Path``).
+NO_FIELD = "<nil>"
+#: Reported instead of CEL results when the schema check already found a blocking error.
+RULES_NOT_CHECKED = (
+    "some validation rules were not checked because the object was invalid; "
+    "correct the existing errors to complete validation"
+)
+_BLOCKING = frozenset({ErrorType.REQUIRED, ErrorType.TYPE_INVALID, ErrorType.NOT_SUPPORTED})
+
 
 def _json_type(value: Any) -> str:
     if value is None:
@@ -131,14 +140,22 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def _type_ok(expected: str, actual: str) -> bool:
-    if expected == actual:
-        return True
-    return expected == "number" and actual == "integer"
+def _type_ok(schema: Schema, value: Any) -> bool:
+    actual = _json_type(value)
+    if _is_int_or_string(schema):
+        return actual in ("integer", "string")
+    expected = schema.get("type")
+    return expected is None or expected == actual or (expected == "number" and actual == "integer")
 
 
 def _in_body(path: str, text: str) -> str:
     return f"{path or 'body'} in body {text}"
+
+
+def _type_error(path: str, actual: str, expected: str) -> FieldError:
+    return FieldError(
+        ErrorType.TYPE_INVALID, path, actual, _in_body(path, f'must be of type {expected}: "{actual}"')
+    )
 
 
 def _number(value: Any) -> str:
@@ -152,58 +169,43 @@ def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def _check_scalar(value: Any, schema: Schema, path: str, errors: list[FieldError]) -> None:
-    enum = schema.get("enum")
-    if enum is not None and value not in enum:
-        errors.append(FieldError.not_supported(path, value, list(enum)))
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        minimum, maximum = schema.get("minimum"), schema.get("maximum")
-        if minimum is not None:
-            if schema.get("exclusiveMinimum") and value <= minimum:
-                errors.append(
-                    FieldError.invalid(
-                        path, value, _in_body(path, f"should be greater than {_number(minimum)}")
-                    )
-                )
-            elif value < minimum:
-                errors.append(
-                    FieldError.invalid(
-                        path, value, _in_body(path, f"should be greater than or equal to {_number(minimum)}")
-                    )
-                )
-        if maximum is not None:
-            if schema.get("exclusiveMaximum") and value >= maximum:
-                errors.append(
-                    FieldError.invalid(path, value, _in_body(path, f"should be less than {_number(maximum)}"))
-                )
-            elif value > maximum:
-                errors.append(
-                    FieldError.invalid(
-                        path, value, _in_body(path, f"should be less than or equal to {_number(maximum)}")
-                    )
-                )
-        multiple = schema.get("multipleOf")
-        if multiple and value % multiple:
+def _check_bounds(value: float, schema: Schema, path: str, errors: list[FieldError]) -> None:
+    minimum, maximum = schema.get("minimum"), schema.get("maximum")
+    if minimum is not None:
+        if schema.get("exclusiveMinimum") and value <= minimum:
             errors.append(
-                FieldError.invalid(path, value, _in_body(path, f"should be a multiple of {multiple}"))
+                FieldError.invalid(path, value, _in_body(path, f"should be greater than {_number(minimum)}"))
             )
-    if isinstance(value, str):
-        min_length, max_length = schema.get("minLength"), schema.get("maxLength")
-        if min_length is not None and len(value) < min_length:
+        elif value < minimum:
+            detail = _in_body(path, f"should be greater than or equal to {_number(minimum)}")
+            errors.append(FieldError.invalid(path, value, detail))
+    if maximum is not None:
+        if schema.get("exclusiveMaximum") and value >= maximum:
             errors.append(
-                FieldError.invalid(path, value, _in_body(path, f"should be at least {min_length} chars long"))
+                FieldError.invalid(path, value, _in_body(path, f"should be less than {_number(maximum)}"))
             )
-        if max_length is not None and len(value) > max_length:
-            errors.append(
-                FieldError(ErrorType.TOO_LONG, path, value, f"may not be more than {max_length} bytes")
-            )
-        pattern = schema.get("pattern")
-        if pattern is not None and _regex(pattern).search(value) is None:
-            errors.append(FieldError.invalid(path, value, _in_body(path, f"should match '{pattern}'")))
-        if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
-            errors.append(
-                FieldError.invalid(path, value, _in_body(path, f'must be of type date-time: "{value}"'))
-            )
+        elif value > maximum:
+            detail = _in_body(path, f"should be less than or equal to {_number(maximum)}")
+            errors.append(FieldError.invalid(path, value, detail))
+    multiple = schema.get("multipleOf")
+    if multiple and value % multiple:
+        errors.append(FieldError.invalid(path, value, _in_body(path, f"should be a multiple of {multiple}")))
+
+
+def _check_string(value: str, schema: Schema, path: str, errors: list[FieldError]) -> None:
+    min_length, max_length = schema.get("minLength"), schema.get("maxLength")
+    if min_length is not None and len(value) < min_length:
+        errors.append(
+            FieldError.invalid(path, value, _in_body(path, f"should be at least {min_length} chars long"))
+        )
+    if max_length is not None and len(value) > max_length:
+        errors.append(FieldError(ErrorType.TOO_LONG, path, value, f"may not be more than {max_length} bytes"))
+    pattern = schema.get("pattern")
+    if pattern is not None and _regex(pattern).search(value) is None:
+        errors.append(FieldError.invalid(path, value, _in_body(path, f"should match '{pattern}'")))
+    if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
+        detail = _in_body(path, f'must be of type date-time: "{value}"')
+        errors.append(FieldError(ErrorType.TYPE_INVALID, path, value, detail))
 
 
 def _check_list(value: list[Any], schema: Schema, path: str, errors: list[FieldError]) -> None:
@@ -235,6 +237,64 @@ def _check_list(value: list[Any], schema: Schema, path: str, errors: list[FieldE
             seen_keys.append(key)
 
 
+def _sub_schema(schema: Schema, key: str) -> Schema | None:
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    if key in properties:
+        sub: Schema = properties[key]
+        return sub
+    additional = schema.get("additionalProperties")
+    return additional if isinstance(additional, Mapping) else None
+
+
+def _check_schema(value: Any, schema: Schema, path: str, errors: list[FieldError]) -> None:
+    if value is None and schema.get("nullable"):
+        return
+    if not _type_ok(schema, value):
+        actual = _json_type(value)
+        if _is_int_or_string(schema):
+            # The apiserver reports the int-or-string node, the failed anyOf and its first branch.
+            errors.append(_type_error(path, actual, "integer,string"))
+            errors.append(
+                FieldError.invalid(NO_FIELD, "", f'"{path}" must validate at least one schema (anyOf)')
+            )
+            errors.append(_type_error(path, actual, "integer"))
+        else:
+            errors.append(_type_error(path, actual, schema["type"]))
+        return
+    enum = schema.get("enum")
+    if enum is not None and value not in enum:
+        errors.append(FieldError.not_supported(path, value, list(enum)))
+    if isinstance(value, dict):
+        for name in schema.get("required") or ():
+            if name not in value:
+                errors.append(FieldError.required(_child(path, name)))
+        for key, item in value.items():
+            sub = _sub_schema(schema, key)
+            if sub is not None:
+                _check_schema(item, sub, _child(path, key), errors)
+        for bound, word in (("minProperties", "at least"), ("maxProperties", "at most")):
+            limit = schema.get(bound)
+            broken = limit is not None and (
+                len(value) < limit if bound == "minProperties" else len(value) > limit
+            )
+            if broken:
+                errors.append(
+                    FieldError.invalid(
+                        path, len(value), _in_body(path, f"should have {word} {limit} properties")
+                    )
+                )
+    elif isinstance(value, list):
+        _check_list(value, schema, path, errors)
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for i, item in enumerate(value):
+                _check_schema(item, items, _index(path, i), errors)
+    elif isinstance(value, str):
+        _check_string(value, schema, path, errors)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        _check_bounds(value, schema, path, errors)
+
+
 _REASONS = {
     "FieldValueRequired": ErrorType.REQUIRED,
     "FieldValueForbidden": ErrorType.FORBIDDEN,
@@ -255,7 +315,6 @@ def _check_rules(value: Any, old: Any, schema: Schema, path: str, errors: list[F
         rule = entry["rule"]
         if is_transition_rule(rule) and old is None:
             continue
-        where = _rule_path(path, entry.get("fieldPath", ""))
         try:
             ok = evaluate(rule, value, old)
         except CELError as exc:
@@ -263,67 +322,49 @@ def _check_rules(value: Any, old: Any, schema: Schema, path: str, errors: list[F
             continue
         if ok:
             continue
+        where = _rule_path(path, entry.get("fieldPath", ""))
         message = entry.get("message") or f"failed rule: {rule}"
-        kind = _REASONS.get(entry.get("reason", ""), ErrorType.INVALID)
-        if kind is ErrorType.INVALID:
-            errors.append(FieldError.invalid(where, type_name, message))
-        else:
-            errors.append(FieldError(kind, where, type_name, message))
-
-
-def _validate(value: Any, old: Any, schema: Schema, path: str, errors: list[FieldError]) -> None:
-    actual = _json_type(value)
-    if value is None and schema.get("nullable"):
-        return
-    if _is_int_or_string(schema):
-        if actual not in ("integer", "string"):
-            errors.append(
-                FieldError.invalid(
-                    path, actual, _in_body(path, f'must be of type integer,string: "{actual}"')
-                )
-            )
-            return
-    elif "type" in schema and not _type_ok(schema["type"], actual):
         errors.append(
-            FieldError.invalid(path, actual, _in_body(path, f'must be of type {schema["type"]}: "{actual}"'))
+            FieldError(_REASONS.get(entry.get("reason", ""), ErrorType.INVALID), where, type_name, message)
         )
+
+
+def _check_all_rules(value: Any, old: Any, schema: Schema, path: str, errors: list[FieldError]) -> None:
+    """CEL rules, children before parents, wherever the value has the schema's type."""
+    if not _type_ok(schema, value):
         return
     if isinstance(value, dict):
-        properties: Mapping[str, Any] = schema.get("properties") or {}
-        for name in schema.get("required") or ():
-            if name not in value:
-                errors.append(FieldError.required(_child(path, name)))
         old_map = old if isinstance(old, dict) else {}
         for key, item in value.items():
-            if key in properties:
-                _validate(item, old_map.get(key), properties[key], _child(path, key), errors)
-            elif isinstance(schema.get("additionalProperties"), Mapping):
-                _validate(item, old_map.get(key), schema["additionalProperties"], _index(path, key), errors)
-        for key in ("minProperties", "maxProperties"):
-            if key in schema:
-                bound = schema[key]
-                if (key == "minProperties" and len(value) < bound) or (
-                    key == "maxProperties" and len(value) > bound
-                ):
-                    word = "at least" if key == "minProperties" else "at most"
-                    errors.append(
-                        FieldError.invalid(
-                            path, len(value), _in_body(path, f"should have {word} {bound} properties")
-                        )
-                    )
-    elif isinstance(value, list):
-        _check_list(value, schema, path, errors)
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for i, item in enumerate(value):
-                _validate(item, None, items, _index(path, i), errors)
-    else:
-        _check_scalar(value, schema, path, errors)
+            sub = _sub_schema(schema, key)
+            if sub is not None:
+                _check_all_rules(item, old_map.get(key), sub, _child(path, key), errors)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for i, item in enumerate(value):
+            _check_all_rules(item, None, schema["items"], _index(path, i), errors)
     _check_rules(value, old, schema, path, errors)
 
 
+def _has_rules(schema: Any) -> bool:
+    if isinstance(schema, Mapping):
+        return bool(schema.get("x-kubernetes-validations")) or any(_has_rules(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_rules(v) for v in schema)
+    return False
+
+
 def validate(obj: Any, schema: Schema, *, old: Any = None, path: str = "") -> list[FieldError]:
-    """Schema and CEL errors of ``obj`` (already pruned and defaulted); ``old`` enables transition rules."""
+    """Schema and CEL errors of ``obj`` (already pruned and defaulted); ``old`` enables transition rules.
+
+    As in the apiserver, CEL rules are not evaluated when the schema check found a missing
+    required field, a wrong type or an unsupported enum value; one error then says so.
+    """
     errors: list[FieldError] = []
-    _validate(obj, old, schema, path, errors)
+    _check_schema(obj, schema, path, errors)
+    if not _has_rules(schema):
+        return errors
+    if any(e.type in _BLOCKING for e in errors):
+        errors.append(FieldError.invalid(NO_FIELD, None, RULES_NOT_CHECKED))
+        return errors
+    _check_all_rules(obj, old, schema, path, errors)
     return errors
