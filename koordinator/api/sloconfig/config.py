@@ -1,0 +1,489 @@
+"""Parsing, validation and per-node resolution of the ``slo-controller-config`` ConfigMap.
+
+:func:`parse_config` reads the ConfigMap ``data``. Each key is parsed and validated on its
+own; a key that fails keeps its previous value (or the default) and reports
+:class:`~koordinator.api.schema.FieldError` objects whose field starts with the key
+(``resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent``). Validation uses
+the same schema machinery as the CRDs (types, ranges, enums, ordering rules) plus the
+ConfigMap rules: every node entry needs a non-empty ``nodeSelector``, amplification ratios
+are at least 1, and (optionally) names are required and unique.
+
+The ``*_for_node`` functions give the effective values for one node dict:
+defaults ⊕ cluster strategy, then ⊕ the first node entry whose selector matches the node's
+labels. For colocation, an invalid merged node strategy falls back to the cluster strategy,
+then the node annotation ``node.koordinator.sh/colocation-strategy`` is overlaid and the
+ratio labels (``cpu-reclaim-ratio`` ...) set percentages. :func:`node_slo_spec_for_node` and
+:func:`node_metric_spec_for_node` assemble what the nodeslo and nodemetric controllers write.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from koordinator.api.extension.annotations import annotations_of, labels_of
+from koordinator.api.extension.node import (
+    ANNOTATION_NETWORK_BANDWIDTH,
+    ANNOTATION_NODE_COLOCATION_STRATEGY,
+    LABEL_CPU_RECLAIM_RATIO,
+    LABEL_MEMORY_RECLAIM_RATIO,
+    LABEL_MID_STATIC_CPU_RESERVED_RATIO,
+    LABEL_MID_STATIC_MEMORY_RESERVED_RATIO,
+)
+from koordinator.api.goparse import GoParseError, parse_float
+from koordinator.api.jsonutil import JSONError, unmarshal
+from koordinator.api.model import Model, ModelError
+from koordinator.api.openapi import model_schema
+from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.api.schema.errors import FieldError
+from koordinator.api.schema.structural import prune, validate
+from koordinator.api.selectors import SelectorError, label_selector_matches, validate_label_selector
+from koordinator.api.sloconfig.merge import merge
+from koordinator.api.sloconfig.nodeslo import (
+    default_cpu_burst_strategy,
+    default_resource_threshold_strategy,
+    default_system_strategy,
+)
+from koordinator.api.sloconfig.types import (
+    ColocationCfg,
+    ColocationStrategy,
+    CPUBurstCfg,
+    CPUNormalizationCfg,
+    CPUNormalizationStrategy,
+    HostApplicationCfg,
+    ResourceAmplificationCfg,
+    ResourceAmplificationStrategy,
+    ResourceQOSCfg,
+    ResourceThresholdCfg,
+    SystemCfg,
+)
+from koordinator.api.types.core import LabelSelector
+from koordinator.api.types.slo import (
+    AggregatePolicy,
+    CPUBurstStrategy,
+    HostApplicationSpec,
+    NodeMetricCollectPolicy,
+    NodeMetricSpec,
+    NodeSLOSpec,
+    ResourceQOSStrategy,
+    ResourceThresholdStrategy,
+    SystemStrategy,
+)
+
+__all__ = [
+    "COLOCATION_CONFIG_KEY",
+    "CONFIG_KEYS",
+    "CONFIG_NAME",
+    "CONFIG_NAMESPACE",
+    "CPU_BURST_CONFIG_KEY",
+    "CPU_NORMALIZATION_CONFIG_KEY",
+    "HOST_APPLICATION_CONFIG_KEY",
+    "RESOURCE_AMPLIFICATION_CONFIG_KEY",
+    "RESOURCE_QOS_CONFIG_KEY",
+    "RESOURCE_THRESHOLD_CONFIG_KEY",
+    "SYSTEM_CONFIG_KEY",
+    "SLOControllerConfig",
+    "cluster_colocation_strategy",
+    "colocation_strategy_for_node",
+    "cpu_burst_strategy_for_node",
+    "cpu_normalization_strategy_for_node",
+    "default_colocation_strategy",
+    "default_node_metric_collect_policy",
+    "host_applications_for_node",
+    "node_metric_spec_for_node",
+    "node_slo_spec_for_node",
+    "parse_config",
+    "resource_amplification_strategy_for_node",
+    "resource_qos_strategy_for_node",
+    "resource_threshold_strategy_for_node",
+    "system_strategy_for_node",
+    "validate_config_data",
+]
+
+CONFIG_NAMESPACE = "koordinator-system"
+CONFIG_NAME = "slo-controller-config"
+COLOCATION_CONFIG_KEY = "colocation-config"
+RESOURCE_THRESHOLD_CONFIG_KEY = "resource-threshold-config"
+RESOURCE_QOS_CONFIG_KEY = "resource-qos-config"
+CPU_BURST_CONFIG_KEY = "cpu-burst-config"
+SYSTEM_CONFIG_KEY = "system-config"
+HOST_APPLICATION_CONFIG_KEY = "host-application-config"
+CPU_NORMALIZATION_CONFIG_KEY = "cpu-normalization-config"
+RESOURCE_AMPLIFICATION_CONFIG_KEY = "resource-amplification-config"
+
+#: ConfigMap key -> model of its JSON value.
+CONFIG_KEYS: dict[str, type[Model]] = {
+    COLOCATION_CONFIG_KEY: ColocationCfg,
+    RESOURCE_THRESHOLD_CONFIG_KEY: ResourceThresholdCfg,
+    RESOURCE_QOS_CONFIG_KEY: ResourceQOSCfg,
+    CPU_BURST_CONFIG_KEY: CPUBurstCfg,
+    SYSTEM_CONFIG_KEY: SystemCfg,
+    HOST_APPLICATION_CONFIG_KEY: HostApplicationCfg,
+    CPU_NORMALIZATION_CONFIG_KEY: CPUNormalizationCfg,
+    RESOURCE_AMPLIFICATION_CONFIG_KEY: ResourceAmplificationCfg,
+}
+_NODE_LIST_FIELD = {
+    COLOCATION_CONFIG_KEY: "nodeConfigs",
+    RESOURCE_THRESHOLD_CONFIG_KEY: "nodeStrategies",
+    RESOURCE_QOS_CONFIG_KEY: "nodeStrategies",
+    CPU_BURST_CONFIG_KEY: "nodeStrategies",
+    SYSTEM_CONFIG_KEY: "nodeStrategies",
+    HOST_APPLICATION_CONFIG_KEY: "nodeConfigs",
+    CPU_NORMALIZATION_CONFIG_KEY: "nodeConfigs",
+    RESOURCE_AMPLIFICATION_CONFIG_KEY: "nodeConfigs",
+}
+
+M = TypeVar("M", bound=Model)
+
+
+def default_colocation_strategy() -> ColocationStrategy:
+    """``DefaultColocationStrategy``: colocation off, 60 %/65 % reclaim thresholds, usage policies."""
+    return ColocationStrategy(
+        enable=False,
+        metric_aggregate_duration_seconds=300,
+        metric_report_interval_seconds=60,
+        metric_aggregate_policy=AggregatePolicy(durations=["5m0s", "10m0s", "30m0s"]),
+        metric_memory_collect_policy="usageWithoutPageCache",
+        cpu_reclaim_threshold_percent=60,
+        cpu_calculate_policy="usage",
+        memory_reclaim_threshold_percent=65,
+        memory_calculate_policy="usage",
+        degrade_time_minutes=15,
+        update_time_threshold_seconds=300,
+        resource_diff_threshold=0.1,
+        mid_cpu_threshold_percent=100,
+        mid_memory_threshold_percent=100,
+        mid_unallocated_percent=0,
+        mid_static_cpu_reserved_percent=0,
+        mid_static_memory_reserved_percent=0,
+    )
+
+
+def default_node_metric_collect_policy() -> NodeMetricCollectPolicy:
+    """The NodeMetric collect policy used when colocation is off: 300 s, 60 s, 5m/10m/30m, no page cache."""
+    return NodeMetricCollectPolicy(
+        aggregate_duration_seconds=300,
+        report_interval_seconds=60,
+        node_aggregate_policy=AggregatePolicy(durations=["5m0s", "10m0s", "30m0s"]),
+        node_memory_collect_policy="usageWithoutPageCache",
+    )
+
+
+# ---- parsing and validation ------------------------------------------------------------------------
+
+
+@dataclass
+class SLOControllerConfig:
+    """The parsed ConfigMap (raw per key, before merging with defaults)."""
+
+    colocation: ColocationCfg = field(default_factory=ColocationCfg)
+    resource_threshold: ResourceThresholdCfg = field(default_factory=ResourceThresholdCfg)
+    resource_qos: ResourceQOSCfg = field(default_factory=ResourceQOSCfg)
+    cpu_burst: CPUBurstCfg = field(default_factory=CPUBurstCfg)
+    system: SystemCfg = field(default_factory=SystemCfg)
+    host_application: HostApplicationCfg = field(default_factory=HostApplicationCfg)
+    cpu_normalization: CPUNormalizationCfg = field(default_factory=CPUNormalizationCfg)
+    resource_amplification: ResourceAmplificationCfg = field(default_factory=ResourceAmplificationCfg)
+
+    def by_key(self) -> dict[str, Model]:
+        return {
+            COLOCATION_CONFIG_KEY: self.colocation,
+            RESOURCE_THRESHOLD_CONFIG_KEY: self.resource_threshold,
+            RESOURCE_QOS_CONFIG_KEY: self.resource_qos,
+            CPU_BURST_CONFIG_KEY: self.cpu_burst,
+            SYSTEM_CONFIG_KEY: self.system,
+            HOST_APPLICATION_CONFIG_KEY: self.host_application,
+            CPU_NORMALIZATION_CONFIG_KEY: self.cpu_normalization,
+            RESOURCE_AMPLIFICATION_CONFIG_KEY: self.resource_amplification,
+        }
+
+
+_ATTR_BY_KEY = {
+    COLOCATION_CONFIG_KEY: "colocation",
+    RESOURCE_THRESHOLD_CONFIG_KEY: "resource_threshold",
+    RESOURCE_QOS_CONFIG_KEY: "resource_qos",
+    CPU_BURST_CONFIG_KEY: "cpu_burst",
+    SYSTEM_CONFIG_KEY: "system",
+    HOST_APPLICATION_CONFIG_KEY: "host_application",
+    CPU_NORMALIZATION_CONFIG_KEY: "cpu_normalization",
+    RESOURCE_AMPLIFICATION_CONFIG_KEY: "resource_amplification",
+}
+
+
+def _extra_checks(key: str, data: Mapping[str, Any], require_names: bool) -> list[FieldError]:
+    errors: list[FieldError] = []
+    list_field = _NODE_LIST_FIELD[key]
+    seen: dict[str, int] = {}
+    entries = data.get(list_field)
+    for i, entry in enumerate(entries if isinstance(entries, list) else ()):
+        if not isinstance(entry, Mapping):
+            continue
+        where = f"{key}.{list_field}[{i}]"
+        selector = entry.get("nodeSelector")
+        if not selector:
+            errors.append(
+                FieldError.required(f"{where}.nodeSelector", "a node entry needs a non-empty nodeSelector")
+            )
+        else:
+            try:
+                validate_label_selector(selector)
+            except SelectorError as exc:
+                errors.append(FieldError.invalid(f"{where}.nodeSelector", selector, str(exc)))
+        name = entry.get("name") or ""
+        if require_names and not name:
+            errors.append(FieldError.required(f"{where}.name"))
+        if require_names and name:
+            if name in seen:
+                errors.append(FieldError.duplicate(f"{where}.name", name))
+            seen[name] = i
+    if key == RESOURCE_AMPLIFICATION_CONFIG_KEY:
+        sources = [(f"{key}.resourceAmplificationRatio", data)]
+        sources += [
+            (f"{key}.{list_field}[{i}].resourceAmplificationRatio", e)
+            for i, e in enumerate(entries if isinstance(entries, list) else ())
+            if isinstance(e, Mapping)
+        ]
+        for where, source in sources:
+            ratios = source.get("resourceAmplificationRatio")
+            for name, ratio in (ratios or {}).items() if isinstance(ratios, Mapping) else ():
+                if isinstance(ratio, int | float) and not isinstance(ratio, bool) and ratio < 1:
+                    errors.append(
+                        FieldError.invalid(
+                            f"{where}.{name}", ratio, "amplification ratios must be at least 1"
+                        )
+                    )
+    return errors
+
+
+def _parse_key(key: str, text: str, require_names: bool) -> tuple[Model | None, list[FieldError]]:
+    model = CONFIG_KEYS[key]
+    try:
+        data = unmarshal(text)
+    except JSONError as exc:
+        return None, [FieldError.invalid(key, text, f"invalid JSON: {exc}")]
+    if not isinstance(data, dict):
+        return None, [FieldError.invalid(key, text, "must be a JSON object")]
+    schema = model_schema(model)
+    errors = validate(prune(data, schema), schema, path=key)
+    errors += _extra_checks(key, data, require_names)
+    if errors:
+        return None, errors
+    try:
+        return model.from_dict(data, path=key), []
+    except ModelError as exc:
+        return None, [FieldError.invalid(exc.path, None, exc.message)]
+
+
+def parse_config(
+    data: Mapping[str, str] | None,
+    previous: SLOControllerConfig | None = None,
+    *,
+    require_names: bool = False,
+) -> tuple[SLOControllerConfig, list[FieldError]]:
+    """Parse ConfigMap ``data``. A key that fails keeps its value from ``previous`` (default: empty)."""
+    result = SLOControllerConfig()
+    errors: list[FieldError] = []
+    for key, attr in _ATTR_BY_KEY.items():
+        text = (data or {}).get(key)
+        if not text:
+            continue
+        parsed, key_errors = _parse_key(key, text, require_names)
+        if key_errors:
+            errors += key_errors
+            if previous is not None:
+                setattr(result, attr, getattr(previous, attr))
+            continue
+        setattr(result, attr, parsed)
+    return result, errors
+
+
+def validate_config_data(data: Mapping[str, str] | None, *, require_names: bool = False) -> list[FieldError]:
+    """Errors of the ConfigMap ``data`` (empty when every present key is valid)."""
+    return parse_config(data, require_names=require_names)[1]
+
+
+# ---- per-node resolution -----------------------------------------------------------------------------
+
+
+def _node_labels(node: Mapping[str, Any] | None) -> dict[str, str]:
+    return labels_of(node) if node else {}
+
+
+def _first_match(
+    entries: Sequence[M], labels: Mapping[str, str], selector: Callable[[M], LabelSelector | None]
+) -> M | None:
+    for entry in entries:
+        sel = selector(entry)
+        if sel is None:
+            continue
+        try:
+            if label_selector_matches(sel.to_dict(), labels):
+                return entry
+        except SelectorError:
+            continue
+    return None
+
+
+def _strategy_for_node(
+    default: M, cluster: Model | None, entries: Sequence[Any], node: Mapping[str, Any] | None
+) -> M:
+    merged_cluster = merge(default, cluster)
+    entry = _first_match(entries, _node_labels(node), lambda e: e.node_selector)
+    return merge(merged_cluster, entry) if entry is not None else merged_cluster
+
+
+def cluster_colocation_strategy(config: SLOControllerConfig) -> ColocationStrategy:
+    """defaults ⊕ the cluster fields of ``colocation-config``."""
+    return merge(default_colocation_strategy(), ColocationStrategy.from_dict(config.colocation.to_dict()))
+
+
+def _ratio_percent(labels: Mapping[str, str], key: str) -> int | None:
+    raw = labels.get(key)
+    if raw is None:
+        return None
+    try:
+        ratio = parse_float(raw)
+    except GoParseError:
+        return None
+    if math.isnan(ratio) or ratio < 0 or math.isinf(ratio):
+        return None
+    return int(ratio * 100)
+
+
+def colocation_strategy_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None, problems: list[str] | None = None
+) -> ColocationStrategy:
+    """The node's colocation strategy, with the node-annotation and ratio-label overrides applied.
+
+    A malformed node annotation or ratio label is skipped (the configured value stays) and
+    described in ``problems`` when a list is given.
+    """
+    notes = problems if problems is not None else []
+    cluster = cluster_colocation_strategy(config)
+    strategy = cluster
+    entry = _first_match(config.colocation.node_configs, _node_labels(node), lambda e: e.node_selector)
+    if entry is not None:
+        candidate = merge(cluster, ColocationStrategy.from_dict(entry.to_dict()))
+        strategy = candidate if candidate.is_valid() else cluster
+    if node is None:
+        return strategy
+    raw = annotations_of(node).get(ANNOTATION_NODE_COLOCATION_STRATEGY)
+    if raw:
+        try:
+            strategy = merge(strategy, ColocationStrategy.from_json(raw))
+        except (JSONError, ModelError) as exc:
+            notes.append(f"ignoring node annotation {ANNOTATION_NODE_COLOCATION_STRATEGY}: {exc}")
+    labels = labels_of(node)
+    for label, attr in (
+        (LABEL_CPU_RECLAIM_RATIO, "cpu_reclaim_threshold_percent"),
+        (LABEL_MEMORY_RECLAIM_RATIO, "memory_reclaim_threshold_percent"),
+        (LABEL_MID_STATIC_CPU_RESERVED_RATIO, "mid_static_cpu_reserved_percent"),
+        (LABEL_MID_STATIC_MEMORY_RESERVED_RATIO, "mid_static_memory_reserved_percent"),
+    ):
+        percent = _ratio_percent(labels, label)
+        if percent is not None:
+            setattr(strategy, attr, percent)
+        elif label in labels:
+            notes.append(f"ignoring node label {label}={labels[label]!r}: not a non-negative number")
+    return strategy
+
+
+def resource_threshold_strategy_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None
+) -> ResourceThresholdStrategy:
+    cfg = config.resource_threshold
+    return _strategy_for_node(
+        default_resource_threshold_strategy(), cfg.cluster_strategy, cfg.node_strategies, node
+    )
+
+
+def resource_qos_strategy_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None
+) -> ResourceQOSStrategy:
+    """Empty by default: the koordlet fills in its own QoS defaults."""
+    cfg = config.resource_qos
+    return _strategy_for_node(ResourceQOSStrategy(), cfg.cluster_strategy, cfg.node_strategies, node)
+
+
+def cpu_burst_strategy_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None
+) -> CPUBurstStrategy:
+    cfg = config.cpu_burst
+    return _strategy_for_node(default_cpu_burst_strategy(), cfg.cluster_strategy, cfg.node_strategies, node)
+
+
+def system_strategy_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None, problems: list[str] | None = None
+) -> SystemStrategy:
+    """The system strategy; the node annotation ``network-bandwidth`` overrides the bandwidth.
+
+    A malformed annotation is skipped and described in ``problems`` when a list is given.
+    """
+    cfg = config.system
+    strategy = _strategy_for_node(default_system_strategy(), cfg.cluster_strategy, cfg.node_strategies, node)
+    raw = annotations_of(node).get(ANNOTATION_NETWORK_BANDWIDTH) if node else None
+    if raw:
+        try:
+            strategy.total_network_bandwidth = Quantity.parse(raw)
+        except QuantityError as exc:
+            if problems is not None:
+                problems.append(f"ignoring node annotation {ANNOTATION_NETWORK_BANDWIDTH}: {exc}")
+    return strategy
+
+
+def host_applications_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None
+) -> list[HostApplicationSpec]:
+    """The matching node entry's applications, else the cluster list."""
+    cfg = config.host_application
+    entry = _first_match(cfg.node_configs, _node_labels(node), lambda e: e.node_selector)
+    chosen = entry.applications if entry is not None else cfg.applications
+    return [app.copy() for app in chosen]
+
+
+def cpu_normalization_strategy_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None
+) -> CPUNormalizationStrategy:
+    cfg = config.cpu_normalization
+    cluster = CPUNormalizationStrategy.from_dict(cfg.to_dict())
+    return _strategy_for_node(CPUNormalizationStrategy(enable=False), cluster, cfg.node_configs, node)
+
+
+def resource_amplification_strategy_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None
+) -> ResourceAmplificationStrategy:
+    cfg = config.resource_amplification
+    cluster = ResourceAmplificationStrategy.from_dict(cfg.to_dict())
+    return _strategy_for_node(ResourceAmplificationStrategy(enable=False), cluster, cfg.node_configs, node)
+
+
+def node_slo_spec_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None, problems: list[str] | None = None
+) -> NodeSLOSpec:
+    """The NodeSLO spec the nodeslo controller writes for ``node``."""
+    return NodeSLOSpec(
+        resource_used_threshold_with_be=resource_threshold_strategy_for_node(config, node),
+        resource_qos_strategy=resource_qos_strategy_for_node(config, node),
+        cpu_burst_strategy=cpu_burst_strategy_for_node(config, node),
+        system_strategy=system_strategy_for_node(config, node, problems),
+        host_applications=host_applications_for_node(config, node),
+    )
+
+
+def node_metric_spec_for_node(
+    config: SLOControllerConfig, node: Mapping[str, Any] | None, problems: list[str] | None = None
+) -> NodeMetricSpec:
+    """The NodeMetric spec: defaults, overridden by the node's colocation strategy when valid and enabled."""
+    policy = default_node_metric_collect_policy()
+    strategy = colocation_strategy_for_node(config, node, problems)
+    if strategy.is_valid() and strategy.enable:
+        policy = NodeMetricCollectPolicy(
+            aggregate_duration_seconds=strategy.metric_aggregate_duration_seconds,
+            report_interval_seconds=strategy.metric_report_interval_seconds,
+            node_aggregate_policy=strategy.metric_aggregate_policy or policy.node_aggregate_policy,
+            node_memory_collect_policy=strategy.metric_memory_collect_policy
+            or policy.node_memory_collect_policy,
+        )
+    return NodeMetricSpec(metric_collect_policy=policy)
