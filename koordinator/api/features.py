@@ -91,6 +91,20 @@ KOORDLET_FEATURES: Mapping[str, FeatureSpec] = {
     "OOMScoreAdj": _a(),
 }
 
+#: Koordlet gates that also need the NodeSLO switch ``resourceUsedThresholdWithBE.enable`` to be true
+#: (upstream ``IsFeatureDisabled``); see ``sloconfig.nodeslo.feature_disabled_by_node_slo``.
+NODE_SLO_SWITCHED_FEATURES: frozenset[str] = frozenset(
+    {
+        "BECPUSuppress",
+        "BECPUEvict",
+        "BEMemoryEvict",
+        "CPUEvict",
+        "MemoryEvict",
+        "CPUAllocatableEvict",
+        "MemoryAllocatableEvict",
+    }
+)
+
 #: pkg/features/features.go (manager, webhooks) and scheduler_features.go / descheduler gates,
 #: one registry as upstream.
 CONTROL_PLANE_FEATURES: Mapping[str, FeatureSpec] = {
@@ -129,9 +143,9 @@ CONTROL_PLANE_FEATURES: Mapping[str, FeatureSpec] = {
     # devices
     "EnableSyncGPUSharedResource": _a(),
     "DevicePluginAdaption": _a(),
-    # informer transformers
-    "PriorityTransformer": _b(True),
-    "PreemptionPolicyTransformer": _b(True),
+    # informer transformers (upstream registers them off by default)
+    "PriorityTransformer": _a(),
+    "PreemptionPolicyTransformer": _a(),
     "ReplaceResourcesTransformer": _a(),
     # scheduler: reservation
     "LazyReservationRestore": _a(),

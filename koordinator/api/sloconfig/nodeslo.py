@@ -21,6 +21,7 @@ replaced by the "none" config that turns the feature off on the host.
 
 from __future__ import annotations
 
+from koordinator.api.features import NODE_SLO_SWITCHED_FEATURES
 from koordinator.api.model import JSON
 from koordinator.api.quantity import Quantity
 from koordinator.api.sloconfig.merge import merge
@@ -48,6 +49,7 @@ __all__ = [
     "default_resource_qos_strategy",
     "default_resource_threshold_strategy",
     "default_system_strategy",
+    "feature_disabled_by_node_slo",
     "merge_node_slo_spec",
     "none_cpu_qos",
     "none_memory_qos",
@@ -205,3 +207,20 @@ def merge_node_slo_spec(spec: NodeSLOSpec | None) -> NodeSLOSpec:
     for qos in (strategy.lsr_class, strategy.ls_class, strategy.be_class):
         _reset_disabled(qos)
     return merged
+
+
+def feature_disabled_by_node_slo(spec: NodeSLOSpec | None, feature: str) -> tuple[bool, str]:
+    """Whether the NodeSLO turns ``feature`` off (``IsFeatureDisabled``), and why.
+
+    The BE suppress/evict gates need ``resourceUsedThresholdWithBE.enable`` to be true; a
+    missing NodeSLO, a missing switch or a feature the NodeSLO does not govern counts as
+    disabled, with the reason in the second element ("" when the switch says enabled/disabled).
+    """
+    if spec is None or spec == NodeSLOSpec():
+        return True, "no NodeSLO spec to read the feature switch from"
+    if feature not in NODE_SLO_SWITCHED_FEATURES:
+        return True, f"the NodeSLO does not switch feature {feature}"
+    threshold = spec.resource_used_threshold_with_be
+    if threshold is None or threshold.enable is None:
+        return True, "resourceUsedThresholdWithBE.enable is not set"
+    return not threshold.enable, ""
