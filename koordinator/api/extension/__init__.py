@@ -6,6 +6,7 @@ object dicts: :mod:`.constants` (domains and miscellaneous pod keys), :mod:`.qos
 :mod:`.numa` (resource-spec/status, CPU bind and NUMA policies), :mod:`.device`,
 :mod:`.reservation`, :mod:`.scheduling` (load-aware and other scheduler annotations),
 :mod:`.gang`, :mod:`.quota`, :mod:`.node` (node labels/annotations), :mod:`.topology`
-(NodeResourceTopology annotations) and :mod:`.colocation`. :mod:`.annotations` holds the
+(NodeResourceTopology annotations), :mod:`.podqos` (per-pod QoS overrides) and
+:mod:`.colocation`. :mod:`.annotations` holds the
 shared read/write machinery and :class:`AnnotationError`.
 """

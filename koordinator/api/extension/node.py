@@ -47,7 +47,9 @@ __all__ = [
     "format_ratio",
     "get_cpu_normalization_ratio",
     "get_node_reservation",
+    "get_origin_extended_allocatable",
     "get_resource_amplification_ratios",
+    "get_third_party_allocations",
     "node_reserved_resources",
     "set_resource_amplification_ratios",
 ]
@@ -99,6 +101,14 @@ class ThirdPartyAllocations(Model):
 
 def get_node_reservation(annotations: Mapping[str, Any] | None) -> NodeReservation | None:
     return get_model(annotations, ANNOTATION_NODE_RESERVATION, NodeReservation)
+
+
+def get_origin_extended_allocatable(annotations: Mapping[str, Any] | None) -> OriginAllocatable | None:
+    return get_model(annotations, ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE, OriginAllocatable)
+
+
+def get_third_party_allocations(annotations: Mapping[str, Any] | None) -> ThirdPartyAllocations | None:
+    return get_model(annotations, ANNOTATION_NODE_THIRD_PARTY_ALLOCATIONS, ThirdPartyAllocations)
 
 
 def node_reserved_resources(annotations: Mapping[str, Any] | None) -> ResourceList:

@@ -8,7 +8,17 @@ from typing import Any
 import pytest
 
 from koordinator.api.extension import constants as c
-from koordinator.api.extension import device, gang, node, numa, quota, reservation, scheduling, topology
+from koordinator.api.extension import (
+    device,
+    gang,
+    node,
+    numa,
+    podqos,
+    quota,
+    reservation,
+    scheduling,
+    topology,
+)
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.model import Model
 
@@ -52,6 +62,25 @@ SHAPES: list[tuple[str, Callable[[dict[str, str]], Any], str]] = [
         node.get_node_reservation,
         '{"resources":{"cpu":"1","memory":"2Gi"},"reservedCPUs":"0-1","applyPolicy":"ReservedCPUsOnly"}',
     ),
+    (
+        node.ANNOTATION_NODE_THIRD_PARTY_ALLOCATIONS,
+        node.get_third_party_allocations,
+        '{"allocations":[{"name":"agent","priority":"koord-batch","resources":{"kubernetes.io/batch-cpu":"1k"}}]}',
+    ),
+    (
+        node.ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
+        node.get_origin_extended_allocatable,
+        '{"resources":{"kubernetes.io/batch-cpu":"8k","kubernetes.io/batch-memory":"16Gi"}}',
+    ),
+    (c.ANNOTATION_POD_CPU_BURST, podqos.get_pod_cpu_burst, '{"policy":"auto","cpuBurstPercent":200}'),
+    (c.ANNOTATION_POD_CPU_QOS, podqos.get_pod_cpu_qos, '{"groupIdentity":1,"enable":true}'),
+    (c.ANNOTATION_POD_MEMORY_QOS, podqos.get_pod_memory_qos, '{"minLimitPercent":100,"policy":"auto"}'),
+    (
+        c.ANNOTATION_POD_BLKIO_QOS,
+        podqos.get_pod_blkio_qos,
+        '{"blocks":[{"name":"vol","type":"podvolume","ioCfg":{"readBPS":1048576}}]}',
+    ),
+    (c.ANNOTATION_NETWORK_QOS, podqos.get_pod_network_qos, '{"ingressLimit":"10M","egressLimit":"10M"}'),
     (
         topology.ANNOTATION_CPU_TOPOLOGY,
         topology.get_cpu_topology,
