@@ -67,18 +67,25 @@ def _interpret_suffix(suffix: str) -> tuple[int, int, Format]:
 
 
 def _nanos_of(digits: str, scale_digits: int, base: int, exponent: int) -> int:
-    """Absolute value in nano-units, rounded up and capped like ParseQuantity."""
+    """Absolute value in nano-units, rounded up and capped like ParseQuantity (integer arithmetic only)."""
     mantissa = int(digits) if digits else 0
     if mantissa == 0:
         return 0
-    if base == 10 and exponent > _EXPONENT_LIMIT:
-        return _MAX_NANOS
-    if base == 10 and exponent < -_EXPONENT_LIMIT:
-        return 1
-    value = Fraction(mantissa, 10**scale_digits)
-    value *= Fraction(base) ** exponent
-    nanos = value * _NANO
-    rounded = -((-nanos.numerator) // nanos.denominator)  # ceiling of a positive value
+    if base == 10:
+        if exponent > _EXPONENT_LIMIT:
+            return _MAX_NANOS
+        if exponent < -_EXPONENT_LIMIT:
+            return 1
+        shift = exponent + 9 - scale_digits
+        if shift >= 0:
+            factor: int = 10**shift
+            return min(mantissa * factor, _MAX_NANOS)
+        numerator = mantissa
+        denominator: int = 10 ** (-shift)
+    else:
+        numerator = (mantissa << exponent) * _NANO
+        denominator = 10**scale_digits
+    rounded = -((-numerator) // denominator)  # ceiling of a positive value
     return min(rounded, _MAX_NANOS)
 
 

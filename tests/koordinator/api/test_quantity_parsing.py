@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from koordinator.api.quantity import Format, Quantity, QuantityError, parse_quantity
 
@@ -115,3 +120,23 @@ def test_json_decoding(raw, canonical):
 def test_json_decoding_refuses_booleans():
     with pytest.raises(QuantityError):
         Quantity.from_json(True)
+
+
+_SUFFIXES = {"n": (10, -9), "u": (10, -6), "m": (10, -3), "": (10, 0), "k": (10, 3), "M": (10, 6)}
+_SUFFIXES.update(
+    {"G": (10, 9), "Ki": (2, 10), "Mi": (2, 20), "Gi": (2, 30), "e-12": (10, -12), "e5": (10, 5)}
+)
+
+
+@given(
+    whole=st.integers(min_value=0, max_value=10**12),
+    fraction=st.text(alphabet="0123456789", max_size=12),
+    suffix=st.sampled_from(sorted(_SUFFIXES)),
+    negative=st.booleans(),
+)
+def test_parsed_value_is_the_exact_value_rounded_up_to_nanos(whole, fraction, suffix, negative):
+    text = f"{'-' if negative else ''}{whole}{'.' + fraction if fraction else ''}{suffix}"
+    base, exponent = _SUFFIXES[suffix]
+    exact = Fraction(f"{whole}.{fraction or '0'}") * Fraction(base) ** exponent * 10**9
+    nanos = min(math.ceil(exact), (2**63 - 1) * 10**9)
+    assert parse_quantity(text).nanos == (-nanos if negative else nanos)
