@@ -16,21 +16,20 @@ A 401 makes the token source fetch a fresh token once before the error is raised
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
 
+from koordinator.kube import paging
 from koordinator.kube.config import ClusterConfig
 from koordinator.kube.errors import (
     AlreadyExistsError,
     ApiConnectionError,
     ApiError,
-    KubeError,
     TooManyRequestsError,
     UnauthorizedError,
     error_from_response,
@@ -330,42 +329,16 @@ class ApiClient:
     ) -> AsyncIterator[Obj]:
         """Yield each page of a paginated LIST; the last page's ``metadata.resourceVersion`` is the list's.
 
-        With ``prefetch`` the next page is requested while the caller works on the current
-        one, so the apiserver's encoding overlaps the caller's decoding. A continue token
-        that expired mid-way raises :class:`~koordinator.kube.errors.GoneError`; restart the
-        listing.
+        With ``prefetch`` the next page is requested as soon as the current page's header
+        (which carries the continue token) has arrived, so the apiserver encodes the next
+        page while this one is still downloading and being decoded (see
+        :mod:`koordinator.kube.paging`). A continue token that expired mid-way raises
+        :class:`~koordinator.kube.errors.GoneError`; restart the listing.
         """
-
-        def fetch(token: str | None) -> Awaitable[Obj]:
-            return self.list(
-                resource,
-                namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                limit=page_size,
-                continue_token=token,
-                resource_version=None if token else resource_version,
-            )
-
-        pending: asyncio.Future[Obj] | None = None
-        try:
-            page = await fetch(None)
-            while True:
-                token = (page.get("metadata") or {}).get("continue") or None
-                if token and prefetch:
-                    pending = asyncio.ensure_future(fetch(token))
-                yield page
-                if not token:
-                    return
-                if pending is not None:
-                    page, pending = await pending, None
-                else:
-                    page = await fetch(token)
-        finally:
-            if pending is not None:
-                pending.cancel()
-                with contextlib.suppress(asyncio.CancelledError, KubeError):
-                    await pending
+        params = _query(labelSelector=label_selector, fieldSelector=field_selector, limit=page_size)
+        first = dict(params, **_query(resourceVersion=resource_version))
+        async for page in paging.pages(self, resource.path(namespace), first, params, prefetch):
+            yield page
 
     async def list_all(self, resource: Resource, namespace: str | None = None, **kwargs: Any) -> Obj:
         """Every page of a LIST merged into one list object."""
@@ -378,6 +351,18 @@ class ApiClient:
         meta.pop("continue", None)
         meta.pop("remainingItemCount", None)
         return {**last, "metadata": meta, "items": items}
+
+    async def open_stream(
+        self, path: str, params: Mapping[str, str], read_timeout: float | None = None
+    ) -> aiohttp.ClientResponse:
+        """GET ``path`` and return the open 2xx response for the caller to stream and release.
+
+        Retried like any idempotent call until the response starts; ``read_timeout`` bounds
+        each wait for more of the body.
+        """
+        return await self._send(
+            "GET", path, params=params, idempotent=True, stream=True, read_timeout=read_timeout
+        )
 
     async def watch(
         self,
@@ -403,15 +388,7 @@ class ApiClient:
             resourceVersionMatch="NotOlderThan" if send_initial_events else None,
         )
         read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
-        response = await self._send(
-            "GET",
-            resource.path(namespace),
-            params=params,
-            idempotent=True,
-            stream=True,
-            read_timeout=read_timeout,
-        )
-        return WatchStream(response)
+        return WatchStream(await self.open_stream(resource.path(namespace), params, read_timeout))
 
     # --- write ---------------------------------------------------------------------
 

@@ -203,6 +203,12 @@ class ApiServerProcess:
         return self._process.log
 
     @property
+    def pid(self) -> int:
+        """The process id while running, else 0."""
+        proc = self._process.proc
+        return proc.pid if proc is not None and proc.poll() is None else 0
+
+    @property
     def running(self) -> bool:
         return self._process.running
 
