@@ -53,6 +53,7 @@ class Fault:
     times: int = 1
     method: str | None = None
     path: str | None = None  # regular expression searched in the URL path
+    query: str | None = None  # regular expression searched in the query string
     watch: bool | None = None
     retry_after: int | None = None
     reason: str = ""
@@ -67,6 +68,8 @@ class Fault:
         if self.method and request.method != self.method.upper():
             return False
         if self.path and not re.search(self.path, request.path):
+            return False
+        if self.query and not re.search(self.query, request.query_string):
             return False
         is_watch = request.query.get("watch") in ("1", "true")
         return self.watch is None or self.watch == is_watch

@@ -1,0 +1,58 @@
+"""Pipelined pagination: the continue token read from a page's header, pages kept in order."""
+
+from __future__ import annotations
+
+import pytest
+
+from koordinator.kube import resources as res
+from koordinator.kube.fake import FakeApiServer, Fault
+from koordinator.kube.paging import continue_from_head
+from tests.koordinator.kube.builders import config_map
+
+
+@pytest.mark.parametrize(
+    ("head", "result"),
+    [
+        pytest.param(
+            b'{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"abc"},"items":[',
+            (True, "abc"),
+            id="token",
+        ),
+        pytest.param(
+            b'{"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[', (True, ""), id="last-page"
+        ),
+        pytest.param(
+            b'{"kind":"PodList","metadata":{"resourceVersion":"5","cont', (False, None), id="incomplete"
+        ),
+        pytest.param(b"x" * (64 * 1024 + 1), (True, None), id="no-header-in-sight"),
+    ],
+)
+def test_continue_from_head(head, result):
+    assert continue_from_head(head) == result
+
+
+@pytest.mark.parametrize(
+    "prefetch", [pytest.param(True, id="pipelined"), pytest.param(False, id="sequential")]
+)
+async def test_pages_arrive_complete_and_in_order(fake_server: FakeApiServer, prefetch):
+    for i in range(23):
+        fake_server.create(res.CONFIG_MAPS, config_map(f"c{i:02d}", "ns"))
+    fake_server.record_requests = True
+    async with fake_server.client() as client:
+        pages = [p async for p in client.list_pages(res.CONFIG_MAPS, "ns", page_size=5, prefetch=prefetch)]
+    names = [i["metadata"]["name"] for p in pages for i in p["items"]]
+    assert names == [f"c{i:02d}" for i in range(23)]
+    assert len({p["metadata"]["resourceVersion"] for p in pages}) == 1
+    assert len([r for r in fake_server.requests if r.path.endswith("/configmaps")]) == 5
+
+
+async def test_a_failing_later_page_stops_the_listing(fake_server: FakeApiServer):
+    for i in range(12):
+        fake_server.create(res.CONFIG_MAPS, config_map(f"c{i:02d}", "ns"))
+    from koordinator.kube.errors import BadRequestError
+    from koordinator.kube.retry import RetryPolicy
+
+    fake_server.inject(Fault(status=400, reason="BadRequest", path="/configmaps$", query="continue=", times=1))
+    async with fake_server.client(retry=RetryPolicy(attempts=1)) as client:
+        with pytest.raises(BadRequestError):
+            await client.list_all(res.CONFIG_MAPS, "ns", page_size=5)
