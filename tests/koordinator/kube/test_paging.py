@@ -52,7 +52,9 @@ async def test_a_failing_later_page_stops_the_listing(fake_server: FakeApiServer
     from koordinator.kube.errors import BadRequestError
     from koordinator.kube.retry import RetryPolicy
 
-    fake_server.inject(Fault(status=400, reason="BadRequest", path="/configmaps$", query="continue=", times=1))
+    fake_server.inject(
+        Fault(status=400, reason="BadRequest", path="/configmaps$", query="continue=", times=1)
+    )
     async with fake_server.client(retry=RetryPolicy(attempts=1)) as client:
         with pytest.raises(BadRequestError):
             await client.list_all(res.CONFIG_MAPS, "ns", page_size=5)

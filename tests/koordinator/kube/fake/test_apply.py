@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from koordinator.kube.fake import apply as ssa
 from koordinator.kube.fake.schema import builtin_structure
 
@@ -43,9 +45,9 @@ def test_fieldset_of_an_applied_pod():
 
 
 def test_update_takes_ownership_of_what_it_changed():
-    old = {"metadata": {"name": "x"}, "data": {"a": "1", "b": "2"}}
+    old: dict[str, Any] = {"metadata": {"name": "x"}, "data": {"a": "1", "b": "2"}}
     ssa.record_update(None, old, POD, "creator", "v1", NOW)
-    new = {"metadata": {**old["metadata"]}, "data": {"a": "10", "b": "2", "c": "3"}}
+    new: dict[str, Any] = {"metadata": {**old["metadata"]}, "data": {"a": "10", "b": "2", "c": "3"}}
     ssa.record_update(old, new, POD, "editor", "v1", NOW)
     owners = {m["manager"]: m["fieldsV1"] for m in new["metadata"]["managedFields"]}
     assert owners == {
@@ -55,9 +57,9 @@ def test_update_takes_ownership_of_what_it_changed():
 
 
 def test_removed_fields_leave_every_manager():
-    old = {"metadata": {"name": "x"}, "data": {"a": "1"}}
+    old: dict[str, Any] = {"metadata": {"name": "x"}, "data": {"a": "1"}}
     ssa.record_update(None, old, POD, "creator", "v1", NOW)
-    new = {"metadata": {**old["metadata"]}, "data": {}}
+    new: dict[str, Any] = {"metadata": {**old["metadata"]}, "data": {}}
     ssa.record_update(old, new, POD, "editor", "v1", NOW)
     assert [(m["manager"], m["fieldsV1"]) for m in new["metadata"]["managedFields"]] == [
         ("creator", {"f:data": {}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -55,10 +56,12 @@ def test_qos_class(containers, qos):
 
 
 def test_priority_class_lookup():
-    pod = {"spec": {"containers": [{"name": "c", "image": "i:1"}], "priorityClassName": "koord-prod"}}
+    pod: dict[str, Any] = {
+        "spec": {"containers": [{"name": "c", "image": "i:1"}], "priorityClassName": "koord-prod"}
+    }
     prepare_pod(pod, {"koord-prod": 9000}.get)
     assert pod["spec"]["priority"] == 9000
-    system = {
+    system: dict[str, Any] = {
         "spec": {"containers": [{"name": "c", "image": "i"}], "priorityClassName": "system-node-critical"}
     }
     prepare_pod(system, lambda name: None)
@@ -74,7 +77,9 @@ def test_existing_toleration_for_a_default_key_is_kept():
         "effect": "NoExecute",
         "tolerationSeconds": 5,
     }
-    pod = {"spec": {"containers": [{"name": "c", "image": "i@sha256:abc"}], "tolerations": [own]}}
+    pod: dict[str, Any] = {
+        "spec": {"containers": [{"name": "c", "image": "i@sha256:abc"}], "tolerations": [own]}
+    }
     prepare_pod(pod, lambda name: None)
     assert [t["key"] for t in pod["spec"]["tolerations"]] == [
         "node.kubernetes.io/unreachable",

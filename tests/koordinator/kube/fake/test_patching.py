@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from koordinator.kube.fake.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
@@ -56,7 +58,7 @@ def test_merge_patch_is_rfc7386():
 
 
 def test_strategic_merge_directives():
-    original = {
+    original: dict[str, Any] = {
         "metadata": {"finalizers": ["a", "b"], "labels": {"x": "1", "y": "2"}},
         "spec": {
             "containers": [
