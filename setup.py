@@ -14,7 +14,8 @@ extensions = cythonize(
     [
         Extension(
             "koordlet._native._cgroupfs",
-            sources=["native/cgroupfs/_cgroupfs.pyx"],
+            sources=["native/cgroupfs/_cgroupfs.pyx", "native/cgroupfs/src/parse.c"],
+            include_dirs=["native/cgroupfs/src"],
             extra_compile_args=["-O2", *WARNINGS],
         ),
     ],

@@ -16,14 +16,15 @@ RESCTRL_SUPER_MAGIC = 0x07655821
 
 
 @cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library, with errno kept for ctypes.get_errno()."""
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 def filesystem_magic(path: Path | str) -> int:
     """``statfs(path).f_type``; raises OSError when the path cannot be examined."""
     buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux
-    if _libc().statfs(os.fsencode(path), buf) != 0:
+    if libc().statfs(os.fsencode(path), buf) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), str(path))
     return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF

@@ -55,15 +55,27 @@ class Reading:
     time_running: int
 
     def scaled(self) -> float:
-        """The count extrapolated over the time the event was enabled (multiplexing)."""
-        if self.time_running == 0:
-            return 0.0
+        """The count extrapolated over the time the event was enabled (multiplexing);
+        unscaled when either time is 0, as upstream does."""
+        if self.time_running == 0 or self.time_enabled == 0:
+            return float(self.value)
         return self.value * self.time_enabled / self.time_running
 
 
+FORMAT_TOTAL_TIME_ENABLED = 1 << 0
+FORMAT_TOTAL_TIME_RUNNING = 1 << 1
+FORMAT_GROUP = 1 << 3
+_SINGLE = FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING
+_GROUP = FORMAT_GROUP | FORMAT_TOTAL_TIME_ENABLED | FORMAT_TOTAL_TIME_RUNNING
+_PERF_EVENT_IOC_RESET = 0x2403
+_PERF_IOC_FLAG_GROUP = 1
+
+
 class _Backend(Protocol):
-    def open(self, event: Event, pid: int, cpu: int, group_fd: int, flags: int) -> int: ...
-    def read(self, fd: int) -> Reading: ...
+    def open(
+        self, event: Event, pid: int, cpu: int, group_fd: int, flags: int, read_format: int, inherit: bool
+    ) -> int: ...
+    def read_u64(self, fd: int, count: int) -> list[int]: ...
 
 
 class _NativeBackend:
@@ -71,27 +83,31 @@ class _NativeBackend:
         self._ffi = module.ffi  # type: ignore[attr-defined]
         self._lib = module.lib  # type: ignore[attr-defined]
 
-    def open(self, event: Event, pid: int, cpu: int, group_fd: int, flags: int) -> int:
-        fd = int(self._lib.koord_perf_open(event.type, event.config, pid, cpu, group_fd, flags))
+    def open(
+        self, event: Event, pid: int, cpu: int, group_fd: int, flags: int, read_format: int, inherit: bool
+    ) -> int:
+        fd = int(
+            self._lib.koord_perf_open(
+                event.type, event.config, pid, cpu, group_fd, flags, read_format, inherit
+            )
+        )
         if fd < 0:
             raise OSError(-fd, os.strerror(-fd))
         return fd
 
-    def read(self, fd: int) -> Reading:
-        out = self._ffi.new("uint64_t[3]")
-        rc = int(self._lib.koord_perf_read(fd, out, out + 1, out + 2))
-        if rc < 0:
-            raise OSError(-rc, os.strerror(-rc))
-        return Reading(int(out[0]), int(out[1]), int(out[2]))
+    def read_u64(self, fd: int, count: int) -> list[int]:
+        buf = self._ffi.new("uint64_t[]", count)
+        n = int(self._lib.koord_perf_read_u64(fd, buf, count))
+        if n < 0:
+            raise OSError(-n, os.strerror(-n))
+        return [int(buf[i]) for i in range(n)]
 
 
 class _CtypesBackend:
     """The same syscalls through libc's ``syscall()``; perf_event_attr in its VER0 layout."""
 
     _ATTR_SIZE = 64  # PERF_ATTR_SIZE_VER0
-    # disabled | inherit | exclude_hv, matching the C module
-    _FLAGS = (1 << 0) | (1 << 1) | (1 << 6)
-    _READ_FORMAT = 1 | 2  # TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING
+    _DISABLED, _INHERIT, _EXCLUDE_HV = 1 << 0, 1 << 1, 1 << 6
 
     def __init__(self) -> None:
         number = _SYSCALL_NUMBERS.get(platform.machine())
@@ -101,19 +117,13 @@ class _CtypesBackend:
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.syscall.restype = ctypes.c_long
 
-    def open(self, event: Event, pid: int, cpu: int, group_fd: int, flags: int) -> int:
+    def open(
+        self, event: Event, pid: int, cpu: int, group_fd: int, flags: int, read_format: int, inherit: bool
+    ) -> int:
+        bits = self._EXCLUDE_HV | (self._DISABLED if group_fd < 0 else 0) | (self._INHERIT if inherit else 0)
         attr = ctypes.create_string_buffer(128)
         struct.pack_into(
-            "<IIQQQQQ",
-            attr,
-            0,
-            event.type,
-            self._ATTR_SIZE,
-            event.config,
-            0,
-            0,
-            self._READ_FORMAT,
-            self._FLAGS,
+            "<IIQQQQQ", attr, 0, event.type, self._ATTR_SIZE, event.config, 0, 0, read_format, bits
         )
         fd = self._libc.syscall(
             ctypes.c_long(self._number),
@@ -128,12 +138,11 @@ class _CtypesBackend:
             raise OSError(code, os.strerror(code))
         return int(fd)
 
-    def read(self, fd: int) -> Reading:
-        data = os.read(fd, 24)
-        if len(data) != 24:
+    def read_u64(self, fd: int, count: int) -> list[int]:
+        data = os.read(fd, 8 * count)
+        if len(data) % 8:
             raise OSError(errno.EIO, "short read from a perf event")
-        value, enabled, running = struct.unpack("<QQQ", data)
-        return Reading(value, enabled, running)
+        return list(struct.unpack(f"<{len(data) // 8}Q", data))
 
 
 @cache
@@ -142,16 +151,20 @@ def _backend() -> _Backend:
     return _CtypesBackend() if module is None else _NativeBackend(module)
 
 
-def open_counter(event: Event, *, pid: int = 0, cpu: int = -1, group_fd: int = -1, flags: int = 0) -> int:
-    """Open a disabled counter; raises OSError with the kernel's errno."""
-    return _backend().open(event, pid, cpu, group_fd, flags | PERF_FLAG_FD_CLOEXEC)
+def open_counter(
+    event: Event, *, pid: int = 0, cpu: int = -1, group_fd: int = -1, flags: int = 0, inherit: bool = True
+) -> int:
+    """Open a disabled counter (time-enabled/running read format); raises OSError with the errno."""
+    return _backend().open(event, pid, cpu, group_fd, flags | PERF_FLAG_FD_CLOEXEC, _SINGLE, inherit)
 
 
 def open_cgroup_counter(event: Event, cgroup_dir: Path | str, cpu: int, group_fd: int = -1) -> int:
     """A counter for every task of a cgroup (perf_event hierarchy) on one CPU."""
     dfd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return open_counter(event, pid=dfd, cpu=cpu, group_fd=group_fd, flags=PERF_FLAG_PID_CGROUP)
+        return open_counter(
+            event, pid=dfd, cpu=cpu, group_fd=group_fd, flags=PERF_FLAG_PID_CGROUP, inherit=False
+        )
     finally:
         os.close(dfd)
 
@@ -165,7 +178,81 @@ def disable(fd: int) -> None:
 
 
 def read(fd: int) -> Reading:
-    return _backend().read(fd)
+    values = _backend().read_u64(fd, 3)
+    if len(values) != 3:
+        raise OSError(errno.EIO, "short read from a perf event")
+    return Reading(values[0], values[1], values[2])
+
+
+class CgroupCounters:
+    """One perf event group per CPU (the first event leads) counting a cgroup's tasks.
+
+    This is upstream's CPI collector set-up: cycles and instructions per container
+    cgroup, one group per CPU (cgroup events need a CPU), enabled for a window, read
+    once, scaled by time enabled / running and summed over CPUs.
+    """
+
+    def __init__(
+        self, cgroup_dir: Path | str, cpus: list[int], events: tuple[Event, ...] = (CYCLES, INSTRUCTIONS)
+    ) -> None:
+        if not events:
+            raise ValueError("a counter group needs at least one event")
+        self.events = events
+        self._leaders: list[int] = []
+        self._fds: list[int] = []
+        dfd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        backend = _backend()
+        flags = PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC
+        try:
+            for cpu in cpus:
+                leader = backend.open(events[0], dfd, cpu, -1, flags, _GROUP, False)
+                self._leaders.append(leader)
+                self._fds.append(leader)
+                for event in events[1:]:
+                    self._fds.append(backend.open(event, dfd, cpu, leader, flags, _GROUP, False))
+        except OSError:
+            self.close()
+            raise
+        finally:
+            os.close(dfd)
+
+    def __enter__(self) -> CgroupCounters:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ioctl(self, request: int) -> None:
+        for leader in self._leaders:
+            fcntl.ioctl(leader, request, _PERF_IOC_FLAG_GROUP)
+
+    def reset(self) -> None:
+        self._ioctl(_PERF_EVENT_IOC_RESET)
+
+    def enable(self) -> None:
+        self._ioctl(_PERF_EVENT_IOC_ENABLE)
+
+    def disable(self) -> None:
+        self._ioctl(_PERF_EVENT_IOC_DISABLE)
+
+    def read(self) -> dict[str, float]:
+        """Each event's count, scaled for multiplexing, summed over the CPUs."""
+        totals = dict.fromkeys((e.name for e in self.events), 0.0)
+        backend = _backend()
+        for leader in self._leaders:
+            values = backend.read_u64(leader, 3 + len(self.events))
+            nr, enabled, running = values[0], values[1], values[2]
+            if nr != len(self.events) or len(values) != 3 + nr:
+                raise OSError(errno.EIO, f"perf group read returned {nr} events, expected {len(self.events)}")
+            for event, value in zip(self.events, values[3:], strict=True):
+                totals[event.name] += Reading(value, enabled, running).scaled()
+        return totals
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+        self._leaders.clear()
 
 
 def _paranoid(proc_root: Path) -> str:

@@ -9,7 +9,6 @@ through the injected :class:`HostPaths`, so the same code inspects a DaemonSet's
 from __future__ import annotations
 
 import contextlib
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -24,11 +23,11 @@ from koordlet.system.cgroup.hierarchy import (
     detect_mode,
     discover_mounts,
 )
+from koordlet.system.cgroup.layout import detect_layout
 from koordlet.system.devices import nvml, rdma
 from koordlet.system.paths import HostPaths
+from koordlet.system.resctrl import Resctrl
 
-#: kubepods directories per cgroup driver, with kind-style custom kubelet roots (``*-kubepods``)
-_KUBEPODS = {"kubepods.slice": "systemd", "kubepods": "cgroupfs"}
 _RUNTIME_SOCKETS = {
     "containerd": ("containerd/containerd.sock", "containerd.sock"),
     "docker": ("docker.sock",),
@@ -61,25 +60,12 @@ class _Host:
         return None if info is None else info.mount_point
 
 
-def _find_kubepods(base: Path) -> Path | None:
-    """``kubepods.slice``/``kubepods`` directly under ``base`` or one level down (custom cgroupRoot)."""
-    for name in _KUBEPODS:
-        if (base / name).is_dir():
-            return base / name
-    try:
-        children = sorted(p for p in base.iterdir() if p.is_dir())
-    except OSError:
-        return None
-    for child in children:
-        for entry in sorted(child.glob("*kubepods.slice")) + sorted(child.glob("kubepods")):
-            if entry.is_dir():
-                return entry
-    return None
-
-
 def _kubepods(host: _Host) -> Path | None:
     base = host.controller_dir("cpu")
-    return None if base is None else _find_kubepods(base)
+    if base is None:
+        return None
+    layout, _ = detect_layout(host.paths, base)
+    return base / layout.root if (base / layout.root).is_dir() else None
 
 
 def _knob_dirs(host: _Host, controller: str) -> list[Path]:
@@ -147,34 +133,22 @@ def _controller_rows(host: _Host) -> Iterator[Capability]:
             yield Capability(f"cgroup {name}", False, "not mounted on v1 and not enabled on the v2 hierarchy")
 
 
-def _kubelet_config_driver(paths: HostPaths) -> str | None:
-    try:
-        text = (paths.var_lib_kubelet / "config.yaml").read_text()
-    except OSError:
-        return None
-    match = re.search(r"^cgroupDriver:\s*['\"]?(\w+)", text, re.MULTILINE)
-    return match.group(1) if match else None
-
-
 def _driver_rows(host: _Host) -> Iterator[Capability]:
-    kubepods = _kubepods(host)
-    if kubepods is not None:
-        driver = _KUBEPODS.get(kubepods.name) or (
-            "systemd" if kubepods.name.endswith(".slice") else "cgroupfs"
-        )
-        yield Capability("cgroup driver", True, f"{driver} (from {kubepods.name})")
-        yield Capability("kubepods root", True, str(kubepods))
+    base = host.controller_dir("cpu") or host.paths.cgroup_root
+    layout, how = detect_layout(host.paths, base)
+    if (base / layout.root).is_dir():
+        yield Capability("cgroup driver", True, f"{layout.driver} (from {layout.root})")
+        yield Capability("kubepods root", True, str(base / layout.root))
         return
-    configured = _kubelet_config_driver(host.paths)
-    if configured:
-        yield Capability("cgroup driver", True, f"{configured} (kubelet config.yaml; no kubepods cgroup yet)")
+    if how.startswith("kubelet"):
+        yield Capability("cgroup driver", True, f"{layout.driver} ({how}; no kubepods cgroup yet)")
     else:
         yield Capability(
-            "cgroup driver", False, "unknown: no kubepods cgroup and no kubelet config (no kubelet here)"
+            "cgroup driver",
+            False,
+            "unknown: no kubepods cgroup and no kubelet configuration (no kubelet here)",
         )
-    cpu = host.controller_dir("cpu")
-    where = cpu if cpu is not None else host.paths.cgroup_root
-    yield Capability("kubepods root", False, f"no kubepods.slice or kubepods under {where}")
+    yield Capability("kubepods root", False, f"no kubepods.slice or kubepods under {base}")
 
 
 def _psi_rows(host: _Host) -> Iterator[Capability]:
@@ -224,35 +198,27 @@ def _cpu_flags(paths: HostPaths) -> set[str]:
 
 
 def _resctrl_rows(paths: HostPaths) -> Iterator[Capability]:
-    root = paths.resctrl_root
-    info = root / "info"
+    info = Resctrl(paths).detect()
     flags = _cpu_flags(paths)
-    mounted = info.is_dir()
-    if mounted:
-        yield Capability("resctrl", True, f"mounted at {root}")
+    if info.mounted:
+        yield Capability("resctrl", True, info.reason)
     else:
         rdt = sorted(flags & {"cat_l3", "mba", "cqm_llc", "cqm_mbm_total"})
         hint = f"CPU flags present: {', '.join(rdt)}" if rdt else "CPU has no RDT flags"
-        yield Capability("resctrl", False, f"not mounted ({info} missing); {hint}")
-    mon_features = ""
-    if mounted:
-        try:
-            mon_features = (info / "L3_MON" / "mon_features").read_text()
-        except OSError:
-            mon_features = ""
+        yield Capability("resctrl", False, f"{info.reason}; {hint}")
     from_info = {
-        "resctrl L3 CAT": (info / "L3").is_dir(),
-        "resctrl MBA": (info / "MB").is_dir(),
-        "resctrl CMT": "llc_occupancy" in mon_features,
-        "resctrl MBM": "mbm_total_bytes" in mon_features or "mbm_local_bytes" in mon_features,
+        "resctrl L3 CAT": info.l3_cat,
+        "resctrl MBA": info.mba,
+        "resctrl CMT": info.cmt,
+        "resctrl MBM": info.mbm,
     }
     for label, wanted in _RESCTRL_FLAGS.items():
-        has_flag = bool(flags & set(wanted))
-        if mounted:
+        if info.mounted:
             ok = from_info[label]
             why = "listed in resctrl info/" if ok else "not listed in resctrl info/"
         else:
             ok = False
+            has_flag = bool(flags & set(wanted))
             why = f"resctrl not mounted; CPU flag {'/'.join(wanted)} {'present' if has_flag else 'absent'}"
         yield Capability(label, ok, why)
 

@@ -8,20 +8,72 @@ upstream of this module.
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Protocol, TypeVar
 
 from koordlet.system import native
 from koordlet.system.cgroup import pyio
-from koordlet.system.errors import HostError, from_errno
+from koordlet.system.errors import HostError, MalformedContentError, from_errno
+
+T = TypeVar("T")
 
 ReadDirs = Callable[[list[bytes], list[bytes]], list[list[bytes | int]]]
+#: one request of FileCache.read: (path, kind, keys for KIND_KEYS)
+Request = tuple[bytes, int, tuple[bytes, ...] | None]
+KIND_RAW, KIND_INT, KIND_KEYS, KIND_PSI = pyio.KIND_RAW, pyio.KIND_INT, pyio.KIND_KEYS, pyio.KIND_PSI
+
+
+class FileCache(Protocol):
+    """Kept descriptors read with pread(); the native class or its twin (pyio.FileCache)."""
+
+    max_open: int
+
+    def __len__(self) -> int: ...
+    def close(self) -> None: ...
+    def retain(self, paths: Iterable[bytes]) -> None: ...
+    def read(self, requests: list[Request]) -> list[bytes | int | tuple[int | None, ...] | OSError]: ...
+
+
+def _backend() -> ModuleType:
+    module = native.load("_cgroupfs")
+    return pyio if module is None else module
 
 
 def _reader() -> ReadDirs:
-    module = native.load("_cgroupfs")
-    return pyio.read_dirs if module is None else module.read_dirs
+    reader: ReadDirs = _backend().read_dirs
+    return reader
+
+
+def new_file_cache(max_open: int = 4096) -> FileCache:
+    """A FileCache of the active backend; at most ``max_open`` descriptors are kept."""
+    cache: FileCache = _backend().FileCache(max_open)
+    return cache
+
+
+def _parsed(parse: Callable[[], T], what: str) -> T:
+    try:
+        return parse()
+    except OSError as err:
+        raise MalformedContentError(err.errno or errno.EBADMSG, f"malformed {what}", what) from None
+
+
+def parse_int(data: bytes, what: str = "integer") -> int:
+    """The first integer (``max`` is -1); MalformedContentError naming ``what`` otherwise."""
+    return _parsed(lambda: int(_backend().parse_int(data)), what)
+
+
+def parse_keys(data: bytes, keys: tuple[bytes, ...], what: str = "key-value file") -> tuple[int | None, ...]:
+    """The integer after each of ``keys`` (distinct) at a line start, None where absent."""
+    return _parsed(lambda: tuple(_backend().parse_keys(data, keys)), what)
+
+
+def parse_psi(data: bytes, what: str = "pressure file") -> tuple[int | None, ...]:
+    """Eight PSI values: some avg10/60/300 (hundredths), total (us); the same for full (or None)."""
+    return _parsed(lambda: tuple(_backend().parse_psi(data)), what)
 
 
 def read_raw(dirs: Sequence[Path | str], names: Sequence[str]) -> list[list[bytes | int]]:
@@ -54,29 +106,41 @@ def read_file(directory: Path | str, name: str) -> bytes:
     return value
 
 
-def write_file(directory: Path | str, name: str, value: str | bytes) -> None:
-    """Write ``value`` to ``directory/name`` in a single write() (no create, no truncate games).
-
-    Raises the domain error: vanished cgroup, unsupported file, permission, invalid value
-    (the kernel's EINVAL) or busy.
-    """
-    data = value.encode() if isinstance(value, str) else value
+def _write(directory: Path | str, name: str, chunks: Sequence[bytes], flags: int) -> None:
     path = Path(directory) / name
     try:
         dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as err:
-        raise from_errno(err.errno or 5, path, directory=directory) from None
+        raise from_errno(err.errno or errno.EIO, path, directory=directory) from None
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=dfd)
+        fd = os.open(name, flags | os.O_CLOEXEC, dir_fd=dfd)
     except OSError as err:
-        raise from_errno(err.errno or 5, path, directory=directory) from None
+        raise from_errno(err.errno or errno.EIO, path, directory=directory) from None
     finally:
         os.close(dfd)
     try:
-        written = os.write(fd, data)
-    except OSError as err:
-        raise from_errno(err.errno or 5, path, directory=directory) from None
+        for data in chunks:
+            try:
+                written = os.write(fd, data)
+            except OSError as err:
+                raise from_errno(err.errno or errno.EIO, path, directory=directory) from None
+            if written != len(data):
+                raise from_errno(errno.EIO, path, directory=directory)  # short write to a kernel file
     finally:
         os.close(fd)
-    if written != len(data):
-        raise from_errno(5, path, directory=directory)  # EIO: short write to a kernel file
+
+
+def write_file(directory: Path | str, name: str, value: str | bytes) -> None:
+    """Write ``value`` to an existing ``directory/name`` in a single write() (never creates).
+
+    O_TRUNC is what ``echo v > file`` does: kernel files ignore it and plain files (fake
+    hosts) end up holding exactly the value. Raises the domain error: vanished cgroup,
+    unsupported file, permission, invalid value (the kernel's EINVAL) or busy.
+    """
+    data = value.encode() if isinstance(value, str) else value
+    _write(directory, name, [data], os.O_WRONLY | os.O_TRUNC)
+
+
+def append_values(directory: Path | str, name: str, values: Sequence[str]) -> None:
+    """Append each value with its own write() (resctrl and cgroup ``tasks`` take one id per write)."""
+    _write(directory, name, [v.encode() for v in values], os.O_WRONLY | os.O_APPEND)

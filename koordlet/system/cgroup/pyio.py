@@ -1,13 +1,29 @@
-"""Pure-Python twin of the native batch reader (``koordlet._native._cgroupfs``).
+"""Pure-Python twin of the native batch reader and parsers (``koordlet._native._cgroupfs``).
 
-Same signature and results: for every directory, every file name, either the file's
-bytes or the positive errno of the failing syscall. Used when extensions are disabled
-and as the reference the native module is tested against.
+Same signatures and results, byte for byte: ``read_dirs`` gives each file's bytes or the
+positive errno of the failing syscall; the parsers return the same integers and tuples
+and raise ``OSError(EBADMSG)`` on content the C parsers refuse; ``FileCache`` keeps the
+same descriptors and answers with the same values or ``OSError``. Used when extensions
+are disabled and as the reference the native module is tested against.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+from collections.abc import Iterable
+
+KIND_RAW = 0
+KIND_INT = 1
+KIND_KEYS = 2
+KIND_PSI = 3
+
+_SPACE = b" \t\n\r\v\f"
+_SCRATCH = 16384
+_INT64_MAX = (1 << 63) - 1
+_PSI_FIELDS = (b"avg10=", b"avg60=", b"avg300=", b"total=")
+
+Cell = bytes | int | tuple[int | None, ...] | OSError
 
 
 def _read_all(fd: int) -> bytes:
@@ -29,22 +45,224 @@ def read_dirs(dirs: list[bytes], names: list[bytes]) -> list[list[bytes | int]]:
         try:
             dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as err:
-            result.append([err.errno or 5] * len(names))
+            result.append([err.errno or errno.EIO] * len(names))
             continue
         try:
             for name in names:
                 try:
                     fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dfd)
                 except OSError as err:
-                    row.append(err.errno or 5)
+                    row.append(err.errno or errno.EIO)
                     continue
                 try:
                     row.append(_read_all(fd))
                 except OSError as err:
-                    row.append(err.errno or 5)
+                    row.append(err.errno or errno.EIO)
                 finally:
                     os.close(fd)
         finally:
             os.close(dfd)
         result.append(row)
     return result
+
+
+def _malformed() -> OSError:
+    return OSError(errno.EBADMSG, os.strerror(errno.EBADMSG))
+
+
+def _decimal(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """An optionally negative decimal ending at whitespace or ``end``: (value, next position)."""
+    i = pos
+    negative = i < end and buf[i] == 0x2D  # '-'
+    if negative:
+        i += 1
+    start = i
+    while i < end and 0x30 <= buf[i] <= 0x39:
+        i += 1
+    if i == start or (i < end and buf[i] not in _SPACE):
+        raise _malformed()
+    value = int(buf[start:i])
+    if value > _INT64_MAX + (1 if negative else 0):
+        raise _malformed()
+    return (-value if negative else value), i
+
+
+def parse_int(data: bytes) -> int:
+    i = 0
+    while i < len(data) and data[i] in _SPACE:
+        i += 1
+    if data[i : i + 3] == b"max" and (i + 3 == len(data) or data[i + 3] in _SPACE):
+        return -1
+    return _decimal(data, i, len(data))[0]
+
+
+def _lines(data: bytes) -> Iterable[tuple[int, int]]:
+    """(start, end) of each line; a trailing newline ends the last line."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = len(data)
+        yield start, end
+        start = end + 1
+
+
+def parse_keys(data: bytes, keys: tuple[bytes, ...]) -> tuple[int | None, ...]:
+    values: list[int | None] = [None] * len(keys)
+    index = {key: i for i, key in reversed(list(enumerate(keys)))}
+    remaining = len(keys)
+    for start, end in _lines(data):
+        if not remaining:
+            break
+        key_end = start
+        while key_end < end and data[key_end] not in b" \t":
+            key_end += 1
+        k = index.get(data[start:key_end])
+        if k is None or values[k] is not None:
+            continue
+        pos = key_end
+        while pos < end and data[pos] in b" \t":
+            pos += 1
+        values[k] = _decimal(data, pos, end)[0]
+        remaining -= 1
+    return tuple(values)
+
+
+def _hundredths(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    i, whole = pos, 0
+    while i < end and 0x30 <= buf[i] <= 0x39:
+        if whole > (_INT64_MAX // 100 - 9) // 10:
+            raise _malformed()
+        whole = whole * 10 + buf[i] - 0x30
+        i += 1
+    if i == pos:
+        raise _malformed()
+    frac_digits = b""
+    if i < end and buf[i] == 0x2E:  # '.'
+        i += 1
+        start = i
+        while i < end and 0x30 <= buf[i] <= 0x39:
+            i += 1
+        if i == start:
+            raise _malformed()
+        frac_digits = buf[start:i][:2]
+    if i < end and buf[i] not in _SPACE:
+        raise _malformed()
+    return whole * 100 + int(frac_digits.ljust(2, b"0")), i
+
+
+def _psi_line(buf: bytes, pos: int, end: int) -> list[int]:
+    values: list[int | None] = [None, None, None, None]
+    while pos < end:
+        while pos < end and buf[pos] in b" \t":
+            pos += 1
+        if pos >= end:
+            break
+        f = next((i for i, name in enumerate(_PSI_FIELDS) if buf.startswith(name, pos, end)), -1)
+        if f < 0:  # a field a newer kernel added: skip it
+            while pos < end and buf[pos] not in b" \t":
+                pos += 1
+            continue
+        token = pos + len(_PSI_FIELDS[f])
+        if f == 3:
+            if token >= end or buf[token] == 0x2D:
+                raise _malformed()
+            values[3], pos = _decimal(buf, token, end)
+        else:
+            values[f], pos = _hundredths(buf, token, end)
+    if any(v is None for v in values):
+        raise _malformed()
+    return [v for v in values if v is not None]
+
+
+def parse_psi(data: bytes) -> tuple[int | None, ...]:
+    some: list[int] | None = None
+    full: list[int] | None = None
+    for start, end in _lines(data):
+        if data.startswith(b"some ", start, end):
+            some = _psi_line(data, start + 5, end)
+        elif data.startswith(b"full ", start, end):
+            full = _psi_line(data, start + 5, end)
+    if some is None:
+        raise _malformed()
+    return (*some, *(full if full is not None else (None, None, None, None)))
+
+
+def _pread_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    size, want = 0, _SCRATCH
+    while True:
+        try:
+            data = os.pread(fd, want, size)
+        except InterruptedError:
+            continue
+        chunks.append(data)
+        size += len(data)
+        if len(data) < want:
+            return b"".join(chunks)
+        want = size  # the buffer doubles, as in C
+
+
+def _parse(data: bytes, kind: int, keys: tuple[bytes, ...] | None) -> Cell:
+    if kind == KIND_RAW:
+        return data
+    if kind == KIND_INT:
+        return parse_int(data)
+    if kind == KIND_KEYS:
+        return parse_keys(data, keys or ())
+    return parse_psi(data)
+
+
+class FileCache:
+    """Kept descriptors of files read every tick; see the native module for the contract."""
+
+    def __init__(self, max_open: int = 4096) -> None:
+        self._fds: dict[bytes, int] = {}
+        self.max_open = max_open
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def retain(self, paths: Iterable[bytes]) -> None:
+        keep = set(paths)
+        for path in [p for p in self._fds if p not in keep]:
+            os.close(self._fds.pop(path))
+
+    def read(self, requests: list[tuple[bytes, int, tuple[bytes, ...] | None]]) -> list[Cell]:
+        out: list[Cell] = []
+        can_keep = len(self._fds) < self.max_open
+        for path, kind, keys in requests:
+            fd = self._fds.get(path, -1)
+            kept = fd >= 0
+            try:
+                if fd < 0:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                data = _pread_all(fd)
+            except OSError as err:
+                code = err.errno or errno.EIO
+                out.append(OSError(code, os.strerror(code), os.fsdecode(path)))
+                if fd >= 0:
+                    if not kept:
+                        os.close(fd)
+                    elif self._fds.get(path) == fd:
+                        del self._fds[path]
+                        os.close(fd)
+                continue
+            try:
+                out.append(_parse(data, kind, keys))
+            except OSError as err:
+                out.append(OSError(err.errno, err.strerror, os.fsdecode(path)))
+            if not kept:
+                if can_keep and len(self._fds) < self.max_open and path not in self._fds:
+                    self._fds[path] = fd
+                else:
+                    os.close(fd)
+        return out

@@ -14,7 +14,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int koord_perf_open(uint32_t type, uint64_t config, int pid, int cpu, int group_fd, unsigned long flags)
+/* A disabled counter. Cgroup and group leaders are opened with inherit = 0: a cgroup
+ * event already counts every task of the cgroup, and group reads need it off. */
+int koord_perf_open(uint32_t type, uint64_t config, int pid, int cpu, int group_fd, unsigned long flags,
+                    uint64_t read_format, int inherit)
 {
     struct perf_event_attr attr;
     long fd;
@@ -23,46 +26,36 @@ int koord_perf_open(uint32_t type, uint64_t config, int pid, int cpu, int group_
     attr.size = sizeof(attr);
     attr.type = type;
     attr.config = config;
-    attr.disabled = 1;
-    attr.inherit = 1;
+    attr.disabled = group_fd < 0 ? 1 : 0; /* members follow their leader */
+    attr.inherit = inherit ? 1 : 0;
     attr.exclude_hv = 1;
-    attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+    attr.read_format = read_format;
     fd = syscall(SYS_perf_event_open, &attr, pid, cpu, group_fd, flags);
     if (fd < 0)
         return -errno;
     return (int)fd;
 }
 
-int koord_perf_enable(int fd)
+int koord_perf_ioctl(int fd, unsigned long request, unsigned long arg)
 {
-    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+    if (ioctl(fd, request, arg) < 0)
         return -errno;
     return 0;
 }
 
-int koord_perf_disable(int fd)
+/* Read up to count u64 values; returns how many were read or -errno. */
+long koord_perf_read_u64(int fd, uint64_t *buf, size_t count)
 {
-    if (ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) < 0)
-        return -errno;
-    return 0;
-}
-
-int koord_perf_read(int fd, uint64_t *value, uint64_t *enabled, uint64_t *running)
-{
-    uint64_t buf[3];
     ssize_t n;
 
     do {
-        n = read(fd, buf, sizeof(buf));
+        n = read(fd, buf, count * sizeof(uint64_t));
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;
-    if (n != (ssize_t)sizeof(buf))
+    if (n % (ssize_t)sizeof(uint64_t) != 0)
         return -EIO;
-    *value = buf[0];
-    *enabled = buf[1];
-    *running = buf[2];
-    return 0;
+    return (long)(n / (ssize_t)sizeof(uint64_t));
 }
 
 int koord_perf_close(int fd)

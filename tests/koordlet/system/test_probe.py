@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 from koordlet.system.probe import Capability, as_json, as_table, probe
 from tests.fakes.host import FakeHost
 
@@ -36,7 +38,7 @@ def test_v1_tree_with_systemd_kubepods(fake_host_v1):
 
 
 def test_v2_tree_knobs_live_below_the_root(tmp_path):
-    host = FakeHost(tmp_path, "v2")
+    host = FakeHost(tmp_path, "v2", driver="cgroupfs")
     pods = host.mkdir_cgroup("cpu", "kubepods")
     for knob in ("cpu.idle", "cpu.max.burst", "memory.min", "memory.low", "memory.high", "cpu.pressure"):
         (pods / knob).write_text("0\n")
@@ -53,25 +55,25 @@ def test_v2_tree_knobs_live_below_the_root(tmp_path):
     assert not rows["memory wmark"].supported
 
 
-def test_kubelet_config_names_the_driver_when_no_kubepods_yet(fake_host_v1):
-    fake_host_v1.write("var/lib/kubelet/config.yaml", "kind: KubeletConfiguration\ncgroupDriver: cgroupfs\n")
-    rows = rows_by_name(fake_host_v1)
+def test_kubelet_config_names_the_driver_when_no_kubepods_yet(tmp_path):
+    host = FakeHost(tmp_path, "v1", kubepods=False)
+    host.write("var/lib/kubelet/config.yaml", "kind: KubeletConfiguration\ncgroupDriver: cgroupfs\n")
+    rows = rows_by_name(host)
     assert rows["cgroup driver"].supported
-    assert rows["cgroup driver"].reason.startswith("cgroupfs (kubelet config.yaml")
+    assert rows["cgroup driver"].reason.startswith("cgroupfs (kubelet configuration")
     assert not rows["kubepods root"].supported
 
 
-def test_kind_style_custom_cgroup_root(fake_host_v1):
-    fake_host_v1.mkdir_cgroup("cpu", "kubelet.slice/kubelet-kubepods.slice")
-    rows = rows_by_name(fake_host_v1)
+def test_kind_style_custom_cgroup_root(tmp_path):
+    host = FakeHost(tmp_path, "v1", kubelet_cgroup_root="/kubelet")
+    rows = rows_by_name(host)
     assert rows["kubepods root"].reason.endswith("kubelet.slice/kubelet-kubepods.slice")
     assert rows["cgroup driver"].reason.startswith("systemd")
 
 
 def test_mounted_resctrl_reports_features_from_info(fake_host_v1):
     host = fake_host_v1
-    host.write("sys/fs/resctrl/info/L3/cbm_mask", "7ff\n")
-    host.write("sys/fs/resctrl/info/L3_MON/mon_features", "llc_occupancy\nmbm_total_bytes\nmbm_local_bytes\n")
+    host.add_resctrl("7ff", (0, 1), mba=False)
     rows = rows_by_name(host)
     assert rows["resctrl"].supported
     assert rows["resctrl L3 CAT"].supported
@@ -82,10 +84,8 @@ def test_mounted_resctrl_reports_features_from_info(fake_host_v1):
 
 def test_empty_root_says_no_hierarchy(tmp_path):
     host = FakeHost(tmp_path, "v1")
-    for child in host.paths.cgroup_root.iterdir():
-        for f in child.iterdir():
-            f.unlink()
-        child.rmdir()
+    shutil.rmtree(host.paths.cgroup_root)
+    host.paths.cgroup_root.mkdir()
     rows = rows_by_name(host)
     assert not rows["cgroup mode"].supported
 

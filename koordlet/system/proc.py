@@ -1,0 +1,211 @@
+"""procfs readers: CPU ticks (/proc/stat), memory (/proc/meminfo, NUMA meminfo), load
+average, and which cgroups a process belongs to.
+
+Every reader takes the injected :class:`HostPaths` and reports malformed content as
+MalformedContentError naming the file; a missing file is the domain error of its errno.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from koordlet.system.cgroup import io
+from koordlet.system.errors import MalformedContentError
+from koordlet.system.paths import HostPaths
+
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
+
+
+def _malformed(path: Path, why: str) -> MalformedContentError:
+    return MalformedContentError(errno.EBADMSG, why, str(path))
+
+
+def _read(path: Path) -> bytes:
+    return io.read_file(path.parent, path.name)
+
+
+@dataclass(frozen=True, slots=True)
+class CPUTicks:
+    """One ``cpu`` line of /proc/stat, in USER_HZ ticks."""
+
+    user: int
+    nice: int
+    system: int
+    idle: int
+    iowait: int
+    irq: int
+    softirq: int
+    steal: int
+    guest: int
+    guest_nice: int
+
+    @property
+    def busy(self) -> int:
+        """user + nice + system + irq + softirq: upstream's "used" ticks (no idle, iowait,
+        steal; guest time is already inside user)."""
+        return self.user + self.nice + self.system + self.irq + self.softirq
+
+    @property
+    def total(self) -> int:
+        return self.busy + self.idle + self.iowait + self.steal
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    total: CPUTicks
+    per_cpu: dict[int, CPUTicks]
+
+
+def parse_proc_stat(text: str, path: Path = Path("/proc/stat")) -> ProcStat:
+    total: CPUTicks | None = None
+    per_cpu: dict[int, CPUTicks] = {}
+    for line in text.splitlines():
+        if not line.startswith("cpu"):
+            continue
+        name, *fields = line.split()
+        try:
+            numbers = [int(f) for f in fields[: len(_CPU_FIELDS)]]
+        except ValueError:
+            raise _malformed(path, f"non-numeric {name} line") from None
+        if len(numbers) < 7:
+            raise _malformed(path, f"{name} line has {len(numbers)} fields, want at least 7")
+        ticks = CPUTicks(*numbers, *([0] * (len(_CPU_FIELDS) - len(numbers))))
+        if name == "cpu":
+            total = ticks
+        elif name[3:].isdigit():
+            per_cpu[int(name[3:])] = ticks
+    if total is None:
+        raise _malformed(path, "no aggregate cpu line")
+    return ProcStat(total, per_cpu)
+
+
+def read_proc_stat(paths: HostPaths) -> ProcStat:
+    path = paths.proc("stat")
+    return parse_proc_stat(_read(path).decode(errors="replace"), path)
+
+
+@dataclass(frozen=True, slots=True)
+class MemInfo:
+    """/proc/meminfo (or a NUMA node's meminfo) in KiB, by the kernel's field names."""
+
+    fields: dict[str, int]
+
+    def kib(self, name: str) -> int:
+        return self.fields.get(name, 0)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.kib("MemTotal") * 1024
+
+    @property
+    def used_bytes(self) -> int:
+        """Usage without page cache: MemTotal - MemAvailable (upstream's node memory usage)."""
+        return max(self.kib("MemTotal") - self.kib("MemAvailable"), 0) * 1024
+
+    @property
+    def used_with_page_cache_bytes(self) -> int:
+        return max(self.kib("MemTotal") - self.kib("MemFree"), 0) * 1024
+
+    @property
+    def numa_used_bytes(self) -> int:
+        """A NUMA node has no MemAvailable: total - (free + file LRU + reclaimable slab)."""
+        reclaimable = (
+            self.kib("MemFree")
+            + self.kib("Active(file)")
+            + self.kib("Inactive(file)")
+            + self.kib("SReclaimable")
+        )
+        return max(self.kib("MemTotal") - reclaimable, 0) * 1024
+
+
+_NODE_PREFIX = re.compile(r"^Node\s+\d+\s+")
+
+
+def parse_meminfo(text: str, path: Path = Path("/proc/meminfo")) -> MemInfo:
+    fields: dict[str, int] = {}
+    for line in text.splitlines():
+        line = _NODE_PREFIX.sub("", line)
+        name, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        value = rest.split()
+        if not value:
+            continue
+        try:
+            fields[name.strip()] = int(value[0])
+        except ValueError:
+            raise _malformed(path, f"non-numeric value for {name.strip()}") from None
+    if "MemTotal" not in fields:
+        raise _malformed(path, "no MemTotal")
+    return MemInfo(fields)
+
+
+def read_meminfo(paths: HostPaths) -> MemInfo:
+    path = paths.proc("meminfo")
+    return parse_meminfo(_read(path).decode(errors="replace"), path)
+
+
+def numa_nodes(paths: HostPaths) -> list[int]:
+    """NUMA node ids with memory or CPUs (sysfs ``node<N>`` directories)."""
+    base = paths.sys("bus", "node", "devices")
+    try:
+        names = [p.name for p in base.iterdir()]
+    except OSError:
+        return []
+    return sorted(int(n[4:]) for n in names if n.startswith("node") and n[4:].isdigit())
+
+
+def read_numa_meminfo(paths: HostPaths) -> dict[int, MemInfo]:
+    out: dict[int, MemInfo] = {}
+    for node in numa_nodes(paths):
+        path = paths.sys("bus", "node", "devices", f"node{node}", "meminfo")
+        out[node] = parse_meminfo(_read(path).decode(errors="replace"), path)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LoadAvg:
+    load1: float
+    load5: float
+    load15: float
+    running: int
+    total: int
+
+
+def read_loadavg(paths: HostPaths) -> LoadAvg:
+    path = paths.proc("loadavg")
+    fields = _read(path).decode(errors="replace").split()
+    try:
+        running, _, total = fields[3].partition("/")
+        return LoadAvg(float(fields[0]), float(fields[1]), float(fields[2]), int(running), int(total))
+    except (IndexError, ValueError):
+        raise _malformed(path, "expected 'l1 l5 l15 running/total lastpid'") from None
+
+
+def parse_proc_cgroup(text: str) -> dict[str, str]:
+    """``/proc/<pid>/cgroup`` -> controller -> cgroup path; the v2 entry is under ``""``."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, cgroup_path = parts
+        for controller in controllers.split(",") if controllers else [""]:
+            out[controller.removeprefix("name=") if controller.startswith("name=") else controller] = (
+                cgroup_path
+            )
+    return out
+
+
+def read_process_cgroups(paths: HostPaths, pid: int) -> dict[str, str]:
+    """Cgroup membership of ``pid``; CgroupVanishedError when the process has exited."""
+    path = paths.proc(str(pid), "cgroup")
+    return parse_proc_cgroup(_read(path).decode(errors="replace"))
+
+
+def parse_id_list(text: str) -> list[int]:
+    """``cgroup.procs`` / ``tasks`` content: one id per line."""
+    return [int(line) for line in text.split() if line.isdigit()]
