@@ -2,12 +2,14 @@
 
 The kernel prints ``some avg10=.. avg60=.. avg300=.. total=..`` and, for memory and io
 (and cpu since 5.13), a ``full`` line. Parsing is done by the native parser or its twin
-(koordlet.system.cgroup.io.parse_psi); this module gives the values their meaning.
+(koordlet.system.cgroup.io.parse_psi), which gives averages in hundredths of a percent;
+:class:`PSI` keeps those eight values as they come (it is built on the collectors' hot
+path) and gives them their meaning through properties.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from koordlet.system.cgroup import io
 from koordlet.system.paths import HostPaths
@@ -15,41 +17,47 @@ from koordlet.system.paths import HostPaths
 RESOURCES = ("cpu", "memory", "io")
 
 
-@dataclass(frozen=True, slots=True)
-class PSI:
-    """One pressure file: averages in percent, totals in microseconds; ``full`` may be absent."""
+class PSI(NamedTuple):
+    """One pressure file: averages in hundredths of a percent, totals in microseconds;
+    the ``full`` values are None when the kernel prints no ``full`` line."""
 
-    some_avg10: float
-    some_avg60: float
-    some_avg300: float
+    some10: int
+    some60: int
+    some300: int
     some_total_us: int
-    full_avg10: float | None
-    full_avg60: float | None
-    full_avg300: float | None
+    full10: int | None
+    full60: int | None
+    full300: int | None
     full_total_us: int | None
 
-    @classmethod
-    def from_values(cls, values: tuple[int | None, ...]) -> PSI:
-        """From the parser's eight values (averages in hundredths)."""
+    @property
+    def some_avg10(self) -> float:
+        return self.some10 / 100
 
-        def pct(v: int | None) -> float | None:
-            return None if v is None else v / 100
+    @property
+    def some_avg60(self) -> float:
+        return self.some60 / 100
 
-        s10, s60, s300, stotal, f10, f60, f300, ftotal = values
-        return cls(
-            pct(s10) or 0.0,
-            pct(s60) or 0.0,
-            pct(s300) or 0.0,
-            stotal or 0,
-            pct(f10),
-            pct(f60),
-            pct(f300),
-            ftotal,
-        )
+    @property
+    def some_avg300(self) -> float:
+        return self.some300 / 100
+
+    @property
+    def full_avg10(self) -> float | None:
+        return None if self.full10 is None else self.full10 / 100
+
+    @property
+    def full_avg60(self) -> float | None:
+        return None if self.full60 is None else self.full60 / 100
+
+    @property
+    def full_avg300(self) -> float | None:
+        return None if self.full300 is None else self.full300 / 100
 
     @property
     def full_supported(self) -> bool:
-        return self.full_avg10 is not None
+        """Older kernels print no ``full`` line for cpu."""
+        return self.full10 is not None
 
 
 def read_node_pressure(paths: HostPaths, resource: str) -> PSI:
@@ -57,4 +65,5 @@ def read_node_pressure(paths: HostPaths, resource: str) -> PSI:
     if resource not in RESOURCES:
         raise ValueError(f"unknown pressure resource {resource!r}")
     path = paths.proc("pressure", resource)
-    return PSI.from_values(io.parse_psi(io.read_file(path.parent, path.name), str(path)))
+    values = io.parse_psi(io.read_file(path.parent, path.name), str(path))
+    return PSI._make(values)

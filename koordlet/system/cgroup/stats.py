@@ -14,8 +14,11 @@ everything in one directory and reports CPU time as ``usage_usec`` in ``cpu.stat
 from __future__ import annotations
 
 import enum
+import errno
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from koordlet.system.cgroup import io
 from koordlet.system.cgroup.cgroupfs import CgroupFS
@@ -38,8 +41,7 @@ ALL_USAGE = frozenset({Stat.CPU_USAGE, Stat.THROTTLING, Stat.MEMORY})
 PRESSURES = (Stat.CPU_PRESSURE, Stat.MEMORY_PRESSURE, Stat.IO_PRESSURE)
 
 
-@dataclass(frozen=True, slots=True)
-class Throttling:
+class Throttling(NamedTuple):
     """Cumulative CFS bandwidth counters (``cpu.stat``); throttled time in nanoseconds."""
 
     nr_periods: int
@@ -47,8 +49,7 @@ class Throttling:
     throttled_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryStat:
+class MemoryStat(NamedTuple):
     """The ``memory.stat`` counters the koordlet uses, in bytes (v1 ``total_*``: hierarchical)."""
 
     inactive_anon: int
@@ -67,17 +68,23 @@ class MemoryStat:
         return self.usage + self.active_file + self.inactive_file
 
 
-@dataclass(slots=True)
 class CgroupSample:
     """What was read for one cgroup; a statistic that failed is None with its error kept."""
 
-    relative: str
-    cpu_usage_ns: int | None = None
-    throttling: Throttling | None = None
-    memory: MemoryStat | None = None
-    memory_usage: int | None = None
-    pressure: dict[Stat, PSI] = field(default_factory=dict)
-    errors: dict[Stat, HostError] = field(default_factory=dict)
+    __slots__ = ("cpu_usage_ns", "errors", "memory", "memory_usage", "pressure", "relative", "throttling")
+
+    def __init__(self, relative: str) -> None:
+        self.relative = relative
+        self.cpu_usage_ns: int | None = None
+        self.throttling: Throttling | None = None
+        self.memory: MemoryStat | None = None
+        self.memory_usage: int | None = None
+        self.pressure: dict[Stat, PSI] = {}
+        self.errors: dict[Stat, HostError] = {}
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in sorted(self.__slots__))
+        return f"CgroupSample({fields})"
 
     @property
     def vanished(self) -> bool:
@@ -96,118 +103,185 @@ _MEMORY_KEYS_V2 = (b"inactive_anon", b"active_anon", b"unevictable", b"inactive_
 _THROTTLE_KEYS_V1 = (b"nr_periods", b"nr_throttled", b"throttled_time")
 #: v2 cpu.stat serves usage and throttling from one file
 _CPU_KEYS_V2 = (b"usage_usec", b"nr_periods", b"nr_throttled", b"throttled_usec")
-_V2_CPU_FIELDS = {Stat.CPU_USAGE: (0,), Stat.THROTTLING: (1, 2, 3)}
+
+Store = Callable[[CgroupSample, tuple[int | None, ...] | int | bytes], None]
+
+
+def _store_cpu_usage(sample: CgroupSample, cell: object) -> None:
+    sample.cpu_usage_ns = cell  # type: ignore[assignment]
+
+
+def _store_memory_usage(sample: CgroupSample, cell: object) -> None:
+    sample.memory_usage = cell  # type: ignore[assignment]
+
+
+def _lacks(
+    sample: CgroupSample, stat: Stat, file: str, keys: tuple[bytes, ...], cell: tuple[int | None, ...]
+) -> None:
+    missing = ", ".join(k.decode() for k, v in zip(keys, cell, strict=True) if v is None)
+    sample.errors[stat] = MalformedContentError(errno.EBADMSG, f"{file} lacks {missing}", sample.relative)
+
+
+def _memory(keys: tuple[bytes, ...]) -> Store:
+    def store(sample: CgroupSample, cell: Any) -> None:
+        if None in cell:
+            _lacks(sample, Stat.MEMORY, "memory.stat", keys, cell)
+        else:
+            sample.memory = tuple.__new__(MemoryStat, cell)
+
+    return store
+
+
+def _store_throttling_v1(sample: CgroupSample, cell: Any) -> None:
+    if None in cell:
+        _lacks(sample, Stat.THROTTLING, "cpu.stat", _THROTTLE_KEYS_V1, cell)
+    else:
+        sample.throttling = tuple.__new__(Throttling, cell)
+
+
+def _v2_cpu(usage: bool, throttling: bool) -> Store:
+    def store(sample: CgroupSample, cell: Any) -> None:
+        if usage:
+            if cell[0] is None:
+                _lacks(sample, Stat.CPU_USAGE, "cpu.stat", _CPU_KEYS_V2[:1], cell[:1])
+            else:
+                sample.cpu_usage_ns = cell[0] * 1000
+        if throttling:
+            if None in cell[1:]:
+                _lacks(sample, Stat.THROTTLING, "cpu.stat", _CPU_KEYS_V2[1:], cell[1:])
+            else:
+                sample.throttling = Throttling(cell[1], cell[2], cell[3] * 1000)
+
+    return store
+
+
+def _pressure(stat: Stat) -> Store:
+    def store(sample: CgroupSample, cell: Any) -> None:
+        sample.pressure[stat] = tuple.__new__(PSI, cell)
+
+    return store
 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    stat: Stat
+    #: the statistics this file serves (v2 cpu.stat serves two)
+    stats: tuple[Stat, ...]
     subsystem: Subsystem
     file: str
     kind: int
     keys: tuple[bytes, ...] | None
+    store: Store
 
 
 class StatsReader:
-    """Batched statistic reads for many cgroups, sharing one FileCache across ticks."""
+    """Batched statistic reads for many cgroups, sharing one FileCache across ticks.
+
+    The request list of the last call is kept: collectors read the same cgroups tick
+    after tick, and building paths costs more than reading the files.
+    """
 
     def __init__(self, cgroups: CgroupFS, cache: io.FileCache | None = None) -> None:
         self.cgroups = cgroups
         self.cache = cache if cache is not None else io.new_file_cache()
+        self._roots = {s: str(cgroups.controller_root(s)).rstrip("/") for s in Subsystem}
+        self._last: tuple[list[str], frozenset[Stat], list[_Plan], list[io.Request]] | None = None
 
     def _plans(self, stats: frozenset[Stat]) -> list[_Plan]:
-        v2 = self.cgroups.version == 2
         plans: list[_Plan] = []
-        if v2 and stats & {Stat.CPU_USAGE, Stat.THROTTLING}:
-            plans.append(_Plan(Stat.CPU_USAGE, Subsystem.CPU, "cpu.stat", io.KIND_KEYS, _CPU_KEYS_V2))
-        elif not v2:
+        if self.cgroups.version == 2:
+            cpu = tuple(s for s in (Stat.CPU_USAGE, Stat.THROTTLING) if s in stats)
+            if cpu:
+                store = _v2_cpu(Stat.CPU_USAGE in cpu, Stat.THROTTLING in cpu)
+                plans.append(_Plan(cpu, Subsystem.CPU, "cpu.stat", io.KIND_KEYS, _CPU_KEYS_V2, store))
+            memory_keys, usage_file = _MEMORY_KEYS_V2, "memory.current"
+        else:
             if Stat.CPU_USAGE in stats:
-                plans.append(_Plan(Stat.CPU_USAGE, Subsystem.CPUACCT, "cpuacct.usage", io.KIND_INT, None))
+                plans.append(
+                    _Plan(
+                        (Stat.CPU_USAGE,),
+                        Subsystem.CPUACCT,
+                        "cpuacct.usage",
+                        io.KIND_INT,
+                        None,
+                        _store_cpu_usage,
+                    )
+                )
             if Stat.THROTTLING in stats:
                 plans.append(
-                    _Plan(Stat.THROTTLING, Subsystem.CPU, "cpu.stat", io.KIND_KEYS, _THROTTLE_KEYS_V1)
+                    _Plan(
+                        (Stat.THROTTLING,),
+                        Subsystem.CPU,
+                        "cpu.stat",
+                        io.KIND_KEYS,
+                        _THROTTLE_KEYS_V1,
+                        _store_throttling_v1,
+                    )
                 )
+            memory_keys, usage_file = _MEMORY_KEYS_V1, "memory.usage_in_bytes"
         if Stat.MEMORY in stats:
-            keys = _MEMORY_KEYS_V2 if v2 else _MEMORY_KEYS_V1
-            plans.append(_Plan(Stat.MEMORY, Subsystem.MEMORY, "memory.stat", io.KIND_KEYS, keys))
+            store = _memory(memory_keys)
+            plans.append(
+                _Plan((Stat.MEMORY,), Subsystem.MEMORY, "memory.stat", io.KIND_KEYS, memory_keys, store)
+            )
         if Stat.MEMORY_USAGE in stats:
-            name = "memory.current" if v2 else "memory.usage_in_bytes"
-            plans.append(_Plan(Stat.MEMORY_USAGE, Subsystem.MEMORY, name, io.KIND_INT, None))
+            plans.append(
+                _Plan(
+                    (Stat.MEMORY_USAGE,), Subsystem.MEMORY, usage_file, io.KIND_INT, None, _store_memory_usage
+                )
+            )
         for pressure in PRESSURES:
             if pressure in stats:
                 # v1 has per-cgroup PSI only on Anolis, under cpuacct
-                plans.append(_Plan(pressure, Subsystem.CPUACCT, pressure.value, io.KIND_PSI, None))
+                plans.append(
+                    _Plan(
+                        (pressure,), Subsystem.CPUACCT, pressure.value, io.KIND_PSI, None, _pressure(pressure)
+                    )
+                )
         return plans
 
-    def read(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> list[CgroupSample]:
-        """One sample per cgroup directory (relative to the controller roots), in order."""
+    def _requests(self, relatives: list[str], stats: frozenset[Stat]) -> tuple[list[_Plan], list[io.Request]]:
+        last = self._last
+        if last is not None and last[1] == stats and last[0] == relatives:
+            return last[2], last[3]
         plans = self._plans(stats)
         requests: list[io.Request] = []
         for relative in relatives:
+            rel = relative.strip("/")
             for plan in plans:
-                path = self.cgroups.directory(plan.subsystem, relative) / plan.file
+                path = (
+                    f"{self._roots[plan.subsystem]}/{rel}/{plan.file}"
+                    if rel
+                    else f"{self._roots[plan.subsystem]}/{plan.file}"
+                )
                 requests.append((os.fsencode(path), plan.kind, plan.keys))
+        self._last = (list(relatives), stats, plans, requests)
+        return plans, requests
+
+    def read(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> list[CgroupSample]:
+        """One sample per cgroup directory (relative to the controller roots), in order."""
+        plans, requests = self._requests(relatives, stats)
         cells = self.cache.read(requests)
         samples: list[CgroupSample] = []
         i = 0
         for relative in relatives:
             sample = CgroupSample(relative)
             for plan in plans:
-                self._store(sample, plan, cells[i], stats, requests[i][0])
+                cell = cells[i]
+                if isinstance(cell, OSError):
+                    error = from_oserror(cell, directory=os.path.dirname(os.fsdecode(requests[i][0])))
+                    for stat in plan.stats:
+                        sample.errors[stat] = error
+                else:
+                    plan.store(sample, cell)
                 i += 1
             samples.append(sample)
         return samples
 
-    def _store(
-        self, sample: CgroupSample, plan: _Plan, cell: object, stats: frozenset[Stat], path: bytes
-    ) -> None:
-        # v2 cpu.stat answers for both CPU usage and throttling
-        targets: list[Stat] = [plan.stat]
-        if plan.keys is _CPU_KEYS_V2:
-            targets = [s for s in (Stat.CPU_USAGE, Stat.THROTTLING) if s in stats]
-        if isinstance(cell, OSError):
-            error = from_oserror(cell, directory=os.path.dirname(os.fsdecode(path)))
-            for stat in targets:
-                sample.errors[stat] = error
-            return
-        if isinstance(cell, int):
-            if plan.stat is Stat.CPU_USAGE:
-                sample.cpu_usage_ns = cell
-            else:
-                sample.memory_usage = cell
-            return
-        assert isinstance(cell, tuple)
-        if plan.kind == io.KIND_PSI:
-            sample.pressure[plan.stat] = PSI.from_values(cell)
-            return
-        keys = plan.keys or ()
-        for stat in targets:
-            indices = _V2_CPU_FIELDS[stat] if keys is _CPU_KEYS_V2 else tuple(range(len(keys)))
-            values = [cell[i] for i in indices]
-            if any(v is None for v in values):
-                missing = ", ".join(keys[i].decode() for i in indices if cell[i] is None)
-                sample.errors[stat] = MalformedContentError(
-                    74, f"{plan.file} lacks {missing}", os.fsdecode(path)
-                )
-                continue
-            numbers = [int(v) for v in values if v is not None]
-            if stat is Stat.MEMORY:
-                sample.memory = MemoryStat(*numbers)
-            elif stat is Stat.CPU_USAGE:
-                sample.cpu_usage_ns = numbers[0] * 1000
-            elif keys is _CPU_KEYS_V2:
-                sample.throttling = Throttling(numbers[0], numbers[1], numbers[2] * 1000)
-            else:
-                sample.throttling = Throttling(numbers[0], numbers[1], numbers[2])
-
     def retain(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> None:
         """Close kept descriptors of cgroups no longer read (after pods went away)."""
-        keep = [
-            os.fsencode(self.cgroups.directory(plan.subsystem, relative) / plan.file)
-            for relative in relatives
-            for plan in self._plans(stats)
-        ]
-        self.cache.retain(keep)
+        _, requests = self._requests(relatives, stats)
+        self.cache.retain([r[0] for r in requests])
 
     def close(self) -> None:
         self.cache.close()
+        self._last = None
