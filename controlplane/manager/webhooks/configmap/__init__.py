@@ -1,0 +1,1 @@
+"""ConfigMap webhook: validation of the slo-controller-config ConfigMap."""

@@ -1,0 +1,111 @@
+"""From request body to AdmissionReview answer: the entry point shared by server, CLI and tests.
+
+:meth:`AdmissionDispatcher.review` takes the raw body the apiserver POSTed and always
+returns an encoded AdmissionReview: malformed input (not JSON, not an AdmissionReview,
+wrong field types, an object that does not decode, an oversized body, a wrong content
+type) is answered with ``allowed: false`` and status code 400, in the review version
+received when it can be read. A handler that raises or runs past ``timeout`` seconds is
+answered with 500; the error is logged with its traceback. Nothing a client sends can
+crash the server or leave a request unanswered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from controlplane.manager.webhooks import build_handlers
+from controlplane.manager.webhooks.context import Handler, WebhookContext
+from controlplane.manager.webhooks.review import (
+    V1,
+    AdmissionRequest,
+    AdmissionResponse,
+    ReviewError,
+    decode_review,
+    encode_review,
+    errored,
+    review_dict,
+)
+
+__all__ = ["DEFAULT_TIMEOUT_S", "MAX_REQUEST_BYTES", "AdmissionDispatcher", "UnknownPathError"]
+
+log = logging.getLogger(__name__)
+
+#: controller-runtime refuses bodies above 7 MiB.
+MAX_REQUEST_BYTES = 7 * 1024 * 1024
+#: Below the apiserver's 30 s maximum webhook timeout, so the apiserver gets our answer.
+DEFAULT_TIMEOUT_S = 25.0
+
+
+class UnknownPathError(LookupError):
+    """No webhook is served at this path (its gate is off, or it does not exist)."""
+
+
+def _content_type_ok(content_type: str | None) -> bool:
+    if content_type is None:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+class AdmissionDispatcher:
+    def __init__(
+        self,
+        ctx: WebhookContext,
+        handlers: Mapping[str, Handler] | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.ctx = ctx
+        self.handlers: dict[str, Handler] = dict(handlers) if handlers is not None else build_handlers(ctx)
+        self.timeout = timeout
+
+    @property
+    def paths(self) -> list[str]:
+        return sorted(self.handlers)
+
+    def _handler(self, path: str) -> Handler:
+        try:
+            return self.handlers[path]
+        except KeyError:
+            raise UnknownPathError(f"no webhook is served at {path}") from None
+
+    async def respond(self, path: str, request: AdmissionRequest) -> AdmissionResponse:
+        """The handler's answer to a decoded request; failures become 500 answers."""
+        handler = self._handler(path)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await handler.handle(request)
+        except TimeoutError:
+            log.error("webhook %s: request %s timed out after %.0fs", path, request.uid, self.timeout)
+            return errored(500, f"webhook {path} timed out after {self.timeout:.0f}s")
+        except Exception as exc:
+            log.exception("webhook %s: request %s failed", path, request.uid)
+            return errored(500, f"internal error in webhook {path}: {type(exc).__name__}: {exc}")
+
+    async def review(self, path: str, body: bytes, content_type: str | None = "application/json") -> bytes:
+        """Answer a raw request body; raises :class:`UnknownPathError` only for unserved paths."""
+        self._handler(path)
+        try:
+            if len(body) > MAX_REQUEST_BYTES:
+                raise ReviewError(f"request entity is too large; limit is {MAX_REQUEST_BYTES} bytes")
+            if not _content_type_ok(content_type):
+                raise ReviewError(f"contentType={content_type or ''}, expected application/json")
+            request = decode_review(body)
+        except ReviewError as exc:
+            return encode_review(exc.api_version, exc.uid, errored(400, str(exc)))
+        response = await self.respond(path, request)
+        return encode_review(request.api_version, request.uid, response)
+
+    async def admit(self, path: str, review: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer a decoded AdmissionReview dict (``koord-manager admit``)."""
+        try:
+            request = decode_review(orjson.dumps(review))
+        except ReviewError as exc:
+            self._handler(path)
+            return review_dict(exc.api_version or V1, exc.uid, errored(400, str(exc)))
+        response = await self.respond(path, request)
+        return review_dict(request.api_version, request.uid, response)

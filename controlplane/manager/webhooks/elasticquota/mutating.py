@@ -1,0 +1,84 @@
+"""``/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota``: defaults of new ElasticQuotas.
+
+On CREATE (gate ``ElasticMutatingWebhook``), except for the root quota itself:
+
+* the ``quota.scheduling.koordinator.sh/parent`` label defaults to ``koordinator-root-quota``;
+* a quota under another parent without a ``tree-id`` label inherits the parent's tree id;
+* the ``shared-weight`` annotation defaults to ``spec.max`` (Go's JSON of the list); when
+  present, resources of ``max`` it lacks are added with their ``max`` value and resources
+  not in ``max`` are dropped.
+
+An unknown parent is left for the validating webhook to refuse with its message.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from controlplane.manager.webhooks import metrics
+from controlplane.manager.webhooks.context import PluginStep, WebhookContext
+from controlplane.manager.webhooks.elasticquota.topology import QuotaError, annotation_resources
+from controlplane.manager.webhooks.jsonpatch import create_patch
+from controlplane.manager.webhooks.objects import ELASTIC_QUOTA, ObjectError, check
+from controlplane.manager.webhooks.review import (
+    AdmissionRequest,
+    AdmissionResponse,
+    allowed,
+    errored,
+    patched,
+)
+from koordinator.api import resourcelist
+from koordinator.api.extension.quota import (
+    ANNOTATION_SHARED_WEIGHT,
+    LABEL_QUOTA_PARENT,
+    LABEL_QUOTA_TREE_ID,
+    ROOT_QUOTA_NAME,
+)
+from koordinator.api.jsonutil import marshal
+
+__all__ = ["ElasticQuotaMutatingHandler"]
+
+NAME = "QuotaMetaChecker"
+
+
+class ElasticQuotaMutatingHandler:
+    def __init__(self, ctx: WebhookContext) -> None:
+        self.ctx = ctx
+
+    async def handle(self, request: AdmissionRequest) -> AdmissionResponse:
+        if request.sub_resource or request.resource_name != "elasticquotas" or request.operation != "CREATE":
+            return allowed()
+        try:
+            original = check(request.object, ELASTIC_QUOTA, "elastic quota")
+        except ObjectError as exc:
+            return errored(400, str(exc))
+        quota = copy.deepcopy(original)
+        meta = quota.setdefault("metadata", {})
+        if meta.get("name") == ROOT_QUOTA_NAME:
+            return allowed()
+        with PluginStep(self.ctx, metrics.MUTATING, metrics.ELASTIC_QUOTA, request.operation, NAME) as step:
+            labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+            parent = labels.get(LABEL_QUOTA_PARENT) or ""
+            if not parent:
+                labels[LABEL_QUOTA_PARENT] = parent = ROOT_QUOTA_NAME
+            if parent != ROOT_QUOTA_NAME and not labels.get(LABEL_QUOTA_TREE_ID):
+                parent_info = self.ctx.quotas.view().infos.get(parent)
+                if parent_info is not None and parent_info.tree_id:
+                    labels[LABEL_QUOTA_TREE_ID] = parent_info.tree_id
+            meta["labels"] = labels
+            maximum = resourcelist.parse((quota.get("spec") or {}).get("max"))
+            try:
+                weight = annotation_resources(quota, ANNOTATION_SHARED_WEIGHT)
+            except QuotaError as exc:
+                step.reject()
+                return errored(400, f"{meta.get('name', '')} {exc}")
+            if weight is None:
+                weight = maximum
+            else:
+                weight = {name: weight.get(name, value) for name, value in maximum.items()}
+            annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+            text = marshal(resourcelist.to_json(weight))
+            if annotations.get(ANNOTATION_SHARED_WEIGHT) != text:
+                annotations[ANNOTATION_SHARED_WEIGHT] = text
+            meta["annotations"] = annotations
+        return patched(create_patch(original, quota))

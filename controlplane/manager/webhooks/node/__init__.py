@@ -1,0 +1,1 @@
+"""Node webhooks: resource amplification of node status, node labels against slo-controller-config."""

@@ -1,0 +1,1 @@
+"""Pod webhooks: mutation (profiles, batch resources, annotations), validation, binding admission."""

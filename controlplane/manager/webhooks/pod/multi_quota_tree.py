@@ -1,0 +1,77 @@
+"""Node affinity of pods in a multi-tree ElasticQuota (gate ``MultiQuotaTree``).
+
+A pod belongs to the quota named by its ``quota.scheduling.koordinator.sh/name`` label, else
+to the quota named like its namespace. When that quota carries a tree id, the
+ElasticQuotaProfile labelled with the same ``tree-id`` says which nodes form the tree: its
+``nodeSelector`` (``matchLabels`` as ``In`` requirements, ``matchExpressions`` as given) is
+ANDed into every required node-affinity term of the pod, or becomes the only term when the
+pod has none. Profiles are taken in name order; the first with the tree id wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.manager.webhooks.context import WebhookContext
+from koordinator.api.extension.annotations import labels_of
+from koordinator.api.extension.quota import LABEL_QUOTA_NAME, LABEL_QUOTA_TREE_ID
+
+__all__ = ["NAME", "mutate_multi_quota_tree_affinity"]
+
+NAME = "MultiQuotaTree"
+
+Obj = dict[str, Any]
+
+
+def _requirements(selector: Obj) -> list[Obj]:
+    requirements: list[Obj] = [
+        {"key": key, "operator": "In", "values": [value]}
+        for key, value in sorted((selector.get("matchLabels") or {}).items())
+    ]
+    for expression in selector.get("matchExpressions") or ():
+        requirement: Obj = {"key": expression.get("key"), "operator": expression.get("operator")}
+        if expression.get("values"):
+            requirement["values"] = list(expression["values"])
+        requirements.append(requirement)
+    return requirements
+
+
+def mutate_multi_quota_tree_affinity(ctx: WebhookContext, pod: Obj, namespace: str) -> None:
+    quota_name = labels_of(pod).get(LABEL_QUOTA_NAME) or namespace
+    info = ctx.quotas.view().infos.get(quota_name)
+    if info is None or not info.tree_id:
+        return
+    profiles = sorted(
+        (
+            p
+            for p in ctx.cluster.elastic_quota_profiles()
+            if labels_of(p).get(LABEL_QUOTA_TREE_ID) == info.tree_id
+        ),
+        key=lambda p: str((p.get("metadata") or {}).get("name") or ""),
+    )
+    if not profiles:
+        return
+    selector = (profiles[0].get("spec") or {}).get("nodeSelector") or {}
+    requirements = _requirements(selector)
+    if not requirements:
+        return
+    spec = pod.setdefault("spec", {})
+    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None
+    if affinity is None:
+        affinity = {}
+        spec["affinity"] = affinity
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity.get("nodeAffinity"), dict) else None
+    if node_affinity is None:
+        node_affinity = {}
+        affinity["nodeAffinity"] = node_affinity
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(required, dict):
+        required = {}
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    terms = required.get("nodeSelectorTerms")
+    if not terms:
+        required["nodeSelectorTerms"] = [{"matchExpressions": requirements}]
+        return
+    for term in terms:
+        expressions = term.get("matchExpressions")
+        term["matchExpressions"] = [*(expressions or []), *(dict(r) for r in requirements)]

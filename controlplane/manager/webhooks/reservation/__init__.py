@@ -1,0 +1,1 @@
+"""Reservation webhook: ClusterColocationProfiles applied to new Reservations."""

@@ -1,0 +1,272 @@
+"""AdmissionReview wire format: decoding requests and encoding responses (v1 and v1beta1).
+
+The kube-apiserver POSTs an ``admission.k8s.io/v1`` (or ``v1beta1``) AdmissionReview and
+expects one of the same version back. Both versions share one shape, so one decoder serves
+both and the response is written in the version that was received.
+
+Everything that can go wrong with a request body becomes a :class:`ReviewError`; the
+dispatcher turns it into an error AdmissionReview (``allowed: false``, ``status.code:
+400``), exactly as controller-runtime answers a body it cannot decode. Responses follow
+controller-runtime's conventions, which the apiserver relays to clients:
+
+* :func:`allowed` -- ``{"allowed": true, "status": {"code": 200}}``;
+* :func:`patched` -- allowed with a base64 JSON patch and ``patchType: JSONPatch``;
+* :func:`errored` -- ``allowed: false`` with ``status.code`` (400 for invalid objects, 500
+  for internal failures) and the error text as ``status.message``;
+* :func:`denied` -- ``allowed: false``, ``403``/``Forbidden`` (``ValidationResponse(false)``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "ADMISSION_GROUP",
+    "OPERATIONS",
+    "SUPPORTED_VERSIONS",
+    "AdmissionRequest",
+    "AdmissionResponse",
+    "ReviewError",
+    "allowed",
+    "decode_review",
+    "denied",
+    "encode_review",
+    "errored",
+    "patched",
+]
+
+ADMISSION_GROUP = "admission.k8s.io"
+V1 = f"{ADMISSION_GROUP}/v1"
+V1BETA1 = f"{ADMISSION_GROUP}/v1beta1"
+SUPPORTED_VERSIONS = (V1, V1BETA1)
+KIND = "AdmissionReview"
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+Obj = dict[str, Any]
+
+
+class ReviewError(ValueError):
+    """A request body that is not a usable AdmissionReview (answered with status code 400).
+
+    ``api_version`` is the review version when it could be read, so the error review is
+    written in the version the caller speaks.
+    """
+
+    def __init__(self, message: str, api_version: str = V1, uid: str = "") -> None:
+        super().__init__(message)
+        self.api_version = api_version
+        self.uid = uid
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """The decoded ``request`` of an AdmissionReview.
+
+    ``object`` and ``old_object`` are the raw JSON objects (``None`` when absent: no
+    ``oldObject`` on CREATE, no ``object`` on DELETE).
+    """
+
+    api_version: str
+    uid: str
+    operation: str
+    kind: Mapping[str, str]
+    resource: Mapping[str, str]
+    sub_resource: str = ""
+    name: str = ""
+    namespace: str = ""
+    user_info: Mapping[str, Any] = field(default_factory=dict)
+    object: Obj | None = None
+    old_object: Obj | None = None
+    dry_run: bool = False
+    options: Obj | None = None
+
+    @property
+    def resource_name(self) -> str:
+        """The plural resource name (``pods``, ``elasticquotas`` ...)."""
+        return str(self.resource.get("resource", ""))
+
+    @property
+    def username(self) -> str:
+        return str(self.user_info.get("username", ""))
+
+
+@dataclass(slots=True)
+class AdmissionResponse:
+    """What a webhook answers; :func:`encode_review` puts it on the wire."""
+
+    allowed: bool
+    code: int = 200
+    message: str = ""
+    reason: str = ""
+    patch: list[Obj] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def status(self) -> Obj:
+        """The ``metav1.Status`` as Go marshals it (``metadata`` is always present)."""
+        status: Obj = {"metadata": {}}
+        if self.message:
+            status["message"] = self.message
+        if self.reason:
+            status["reason"] = self.reason
+        status["code"] = self.code
+        return status
+
+    def to_dict(self, uid: str) -> Obj:
+        body: Obj = {"uid": uid, "allowed": self.allowed, "status": self.status()}
+        if self.patch:
+            body["patch"] = base64.b64encode(orjson.dumps(self.patch)).decode("ascii")
+            body["patchType"] = "JSONPatch"
+        if self.warnings:
+            body["warnings"] = list(self.warnings)
+        return body
+
+
+def allowed(message: str = "") -> AdmissionResponse:
+    return AdmissionResponse(True, 200, message)
+
+
+def patched(operations: Sequence[Obj], warnings: Sequence[str] = ()) -> AdmissionResponse:
+    """Allowed with a JSON patch; an empty patch is a plain :func:`allowed`."""
+    return AdmissionResponse(True, 200, patch=list(operations) or None, warnings=list(warnings))
+
+
+def errored(code: int, message: str) -> AdmissionResponse:
+    """``admission.Errored(code, err)``: refused, the error text as the status message."""
+    return AdmissionResponse(False, code, message)
+
+
+def denied(message: str) -> AdmissionResponse:
+    """``admission.ValidationResponse(false, message)``: 403 Forbidden."""
+    return AdmissionResponse(False, 403, message, reason="Forbidden")
+
+
+# ---- decoding ----------------------------------------------------------------------------------
+
+
+def _string(request: Mapping[str, Any], key: str, api_version: str, uid: str) -> str:
+    value = request.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ReviewError(f"request.{key}: expected a string, got {_json_type(value)}", api_version, uid)
+    return value
+
+
+def _group_version(
+    request: Mapping[str, Any], key: str, names: tuple[str, ...], api_version: str, uid: str
+) -> dict[str, str]:
+    value = request.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ReviewError(f"request.{key}: expected an object, got {_json_type(value)}", api_version, uid)
+    out: dict[str, str] = {}
+    for name in names:
+        item = value.get(name)
+        if item is None:
+            continue
+        if not isinstance(item, str):
+            raise ReviewError(
+                f"request.{key}.{name}: expected a string, got {_json_type(item)}", api_version, uid
+            )
+        out[name] = item
+    return out
+
+
+def _raw_object(request: Mapping[str, Any], key: str, api_version: str, uid: str) -> Obj | None:
+    value = request.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ReviewError(f"request.{key}: expected a JSON object, got {_json_type(value)}", api_version, uid)
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def decode_review(body: bytes) -> AdmissionRequest:
+    """Parse an AdmissionReview body; raises :class:`ReviewError` with the reason."""
+    if not body:
+        raise ReviewError("request body is empty")
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ReviewError(f"couldn't decode the AdmissionReview: {exc}") from None
+    if not isinstance(review, dict):
+        raise ReviewError(
+            f"couldn't decode the AdmissionReview: expected a JSON object, got {_json_type(review)}"
+        )
+    api_version = review.get("apiVersion")
+    kind = review.get("kind")
+    if not isinstance(api_version, str) or not api_version or not isinstance(kind, str) or not kind:
+        raise ReviewError("couldn't get version/kind: apiVersion and kind must be set")
+    if api_version not in SUPPORTED_VERSIONS or kind != KIND:
+        raise ReviewError(
+            f"unsupported review {api_version}, Kind={kind}: "
+            f"expected {KIND} in {' or '.join(SUPPORTED_VERSIONS)}"
+        )
+    request = review.get("request")
+    if request is None:
+        raise ReviewError("got an empty AdmissionRequest", api_version)
+    if not isinstance(request, dict):
+        raise ReviewError(f"request: expected an object, got {_json_type(request)}", api_version)
+    uid_value = request.get("uid")
+    uid = uid_value if isinstance(uid_value, str) else ""
+    uid = _string(request, "uid", api_version, uid)
+    operation = _string(request, "operation", api_version, uid)
+    if operation not in OPERATIONS:
+        raise ReviewError(
+            f"request.operation: unsupported value {operation!r}: "
+            "must be one of CREATE, UPDATE, DELETE, CONNECT",
+            api_version,
+            uid,
+        )
+    user_info = request.get("userInfo")
+    if user_info is not None and not isinstance(user_info, dict):
+        raise ReviewError(
+            f"request.userInfo: expected an object, got {_json_type(user_info)}", api_version, uid
+        )
+    dry_run = request.get("dryRun")
+    if dry_run is not None and not isinstance(dry_run, bool):
+        raise ReviewError(f"request.dryRun: expected a bool, got {_json_type(dry_run)}", api_version, uid)
+    return AdmissionRequest(
+        api_version=api_version,
+        uid=uid,
+        operation=operation,
+        kind=_group_version(request, "kind", ("group", "version", "kind"), api_version, uid),
+        resource=_group_version(request, "resource", ("group", "version", "resource"), api_version, uid),
+        sub_resource=_string(request, "subResource", api_version, uid),
+        name=_string(request, "name", api_version, uid),
+        namespace=_string(request, "namespace", api_version, uid),
+        user_info=user_info or {},
+        object=_raw_object(request, "object", api_version, uid),
+        old_object=_raw_object(request, "oldObject", api_version, uid),
+        dry_run=bool(dry_run),
+        options=_raw_object(request, "options", api_version, uid),
+    )
+
+
+def encode_review(api_version: str, uid: str, response: AdmissionResponse) -> bytes:
+    """The AdmissionReview carrying ``response``, in ``api_version``."""
+    return orjson.dumps(review_dict(api_version, uid, response))
+
+
+def review_dict(api_version: str, uid: str, response: AdmissionResponse) -> Obj:
+    return {"apiVersion": api_version, "kind": KIND, "response": response.to_dict(uid)}

@@ -1,0 +1,169 @@
+"""Strategic merge patch for pods and reservations (the ClusterColocationProfile ``patch``).
+
+Upstream applies a profile's ``patch`` with ``strategicpatch.StrategicMergePatch`` against
+the Go ``Pod`` (or ``Reservation``) struct, whose ``patchStrategy``/``patchMergeKey`` tags
+decide how lists merge. The same tags are tabulated here by field path:
+
+* maps merge key by key; ``null`` deletes a key; ``{"$patch": "replace"}`` replaces the map,
+  ``{"$patch": "delete"}`` removes it; ``$retainKeys`` keeps only the listed keys;
+* lists with a merge key (containers and init/ephemeral containers by ``name``, ``env`` by
+  ``name``, ``ports`` by ``containerPort``, ``volumeMounts`` by ``mountPath``, ``volumes``
+  by ``name``, ``tolerations`` are *not* merged, ...) merge item by item, an item with
+  ``"$patch": "delete"`` removes the matching one, new items are appended;
+* primitive lists with the merge strategy (``metadata.finalizers``) are unions, and
+  ``$deleteFromPrimitiveList/<field>`` removes values;
+* every other list is replaced, as are scalars.
+
+Functions return new documents and never modify their arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["POD_RULES", "RESERVATION_RULES", "StrategicMergeError", "strategic_merge"]
+
+Path = tuple[str, ...]
+
+
+class StrategicMergeError(ValueError):
+    """A patch the apiserver's strategic merge would refuse."""
+
+
+#: path of a list (field names only) -> merge key, or "" for a merged primitive list.
+_CONTAINER_LISTS: dict[Path, str] = {
+    ("ports",): "containerPort",
+    ("env",): "name",
+    ("volumeMounts",): "mountPath",
+    ("volumeDevices",): "devicePath",
+}
+_POD_SPEC_LISTS: dict[Path, str] = {
+    ("volumes",): "name",
+    ("imagePullSecrets",): "name",
+    ("hostAliases",): "ip",
+    ("topologySpreadConstraints",): "topologyKey",
+    ("resourceClaims",): "name",
+    ("schedulingGates",): "name",
+}
+for _containers in ("containers", "initContainers", "ephemeralContainers"):
+    _POD_SPEC_LISTS[(_containers,)] = "name"
+    for _path, _key in _CONTAINER_LISTS.items():
+        _POD_SPEC_LISTS[(_containers, *_path)] = _key
+_METADATA_LISTS: dict[Path, str] = {("finalizers",): "", ("ownerReferences",): "uid"}
+
+
+def _mount(prefix: Path, table: Mapping[Path, str]) -> dict[Path, str]:
+    return {prefix + path: key for path, key in table.items()}
+
+
+POD_RULES: dict[Path, str] = {
+    **_mount(("metadata",), _METADATA_LISTS),
+    **_mount(("spec",), _POD_SPEC_LISTS),
+    ("status", "conditions"): "type",
+    ("status", "podIPs"): "ip",
+}
+RESERVATION_RULES: dict[Path, str] = {
+    **_mount(("metadata",), _METADATA_LISTS),
+    **_mount(("spec", "template", "metadata"), _METADATA_LISTS),
+    **_mount(("spec", "template", "spec"), _POD_SPEC_LISTS),
+    ("status", "conditions"): "type",
+}
+
+_DELETE_FROM = "$deleteFromPrimitiveList/"
+_SET_ORDER = "$setElementOrder/"
+_DIRECTIVES = ("$patch", "$retainKeys")
+
+
+def strategic_merge(original: Mapping[str, Any], patch: Any, rules: Mapping[Path, str]) -> dict[str, Any]:
+    """``original`` with ``patch`` applied; raises :class:`StrategicMergeError`."""
+    if not isinstance(patch, dict):
+        raise StrategicMergeError("a strategic merge patch must be a JSON object")
+    return _merge_map(dict(original), patch, rules, ())
+
+
+def _merge_map(
+    original: dict[str, Any], patch: dict[str, Any], rules: Mapping[Path, str], path: Path
+) -> dict[str, Any]:
+    directive = patch.get("$patch")
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    if directive not in (None, "merge", "delete"):
+        raise StrategicMergeError(f"unknown patch directive {directive!r}")
+    result = dict(original)
+    for key, value in patch.items():
+        if not isinstance(key, str):
+            raise StrategicMergeError("patch keys must be strings")
+        if key in _DIRECTIVES or key.startswith(_SET_ORDER):
+            continue
+        if key.startswith(_DELETE_FROM):
+            name = key[len(_DELETE_FROM) :]
+            if not isinstance(value, list):
+                raise StrategicMergeError(f"{key}: expected a list of values to delete")
+            current = result.get(name)
+            if isinstance(current, list):
+                result[name] = [item for item in current if item not in value]
+            continue
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            if value.get("$patch") == "delete":
+                result.pop(key, None)
+                continue
+            current = result.get(key)
+            result[key] = _merge_map(current if isinstance(current, dict) else {}, value, rules, (*path, key))
+        elif isinstance(value, list):
+            result[key] = _merge_list(result.get(key), value, rules, (*path, key))
+        else:
+            result[key] = value
+    retain = patch.get("$retainKeys")
+    if retain is not None:
+        if not isinstance(retain, list) or not all(isinstance(k, str) for k in retain):
+            raise StrategicMergeError("$retainKeys must be a list of strings")
+        result = {k: v for k, v in result.items() if k in retain}
+    return result
+
+
+def _merge_list(original: Any, patch: list[Any], rules: Mapping[Path, str], path: Path) -> list[Any]:
+    current = list(original) if isinstance(original, list) else []
+    if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
+        return [
+            copy.deepcopy(item)
+            for item in patch
+            if not (isinstance(item, dict) and item.get("$patch") == "replace")
+        ]
+    if path not in rules:
+        return copy.deepcopy(patch)
+    key = rules[path]
+    if not key:
+        merged = list(current)
+        for item in patch:
+            if isinstance(item, dict | list):
+                raise StrategicMergeError(f"{'.'.join(path)} is a list of scalars")
+            if item not in merged:
+                merged.append(item)
+        return merged
+    result = [copy.deepcopy(item) for item in current]
+    for item in patch:
+        if not isinstance(item, dict):
+            raise StrategicMergeError(f"{'.'.join(path)} items must be objects merged by {key!r}")
+        if key not in item:
+            raise StrategicMergeError(f"map: {item!r} does not contain declared merge key: {key}")
+        position = next(
+            (
+                i
+                for i, existing in enumerate(result)
+                if isinstance(existing, dict) and existing.get(key) == item[key]
+            ),
+            None,
+        )
+        if item.get("$patch") == "delete":
+            if position is not None:
+                del result[position]
+            continue
+        if position is None:
+            result.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
+        else:
+            result[position] = _merge_map(result[position], item, rules, path)
+    return result
