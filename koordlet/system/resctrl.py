@@ -267,12 +267,13 @@ class Resctrl:
             if tid in current or tid <= 0:
                 continue
             try:
-                io.append_values(self.group_dir(group), "tasks", [str(tid)])
+                io.append_values(self.group_dir(group), "tasks", [f"{tid}\n"])
             except HostError as err:
                 if err.errno == errno.ESRCH:
                     continue
                 raise
             added.append(tid)
+            current.add(tid)
         return added
 
     def mon_data(self, group: str) -> dict[int, MonData]:

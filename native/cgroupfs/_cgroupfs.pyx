@@ -40,6 +40,7 @@ cdef extern from "parse.h" nogil:
 cdef enum:
     CHUNK = 4096
     SCRATCH = 16384
+    ENOENT_ = 2
     ENOMEM_ = 12
     EBADMSG_ = 74
 
@@ -368,6 +369,7 @@ cdef class FileCache:
                         fds[i] = fd
                     err = _pread_all(fd, &scratch, &cap, &length)
                     if err == 0:
+                        raw_len[i] = length
                         kind = kinds[i]
                         if kind == K_RAW:
                             raw[i] = <char *>malloc(length + 1)
@@ -375,7 +377,6 @@ cdef class FileCache:
                                 err = ENOMEM_
                             else:
                                 memcpy(raw[i], scratch, length)
-                                raw_len[i] = length
                         elif kind == K_INT:
                             err = koord_parse_int(scratch, length, &values[val_off[i]])
                         elif kind == K_KEYS:
@@ -387,6 +388,10 @@ cdef class FileCache:
             for i in range(n):
                 err = errs[i]
                 fd = fds[i]
+                if (err == EBADMSG_ or (err == 0 and raw_len[i] == 0)) and not _os.path.exists(path_refs[i]):
+                    # the file was removed under a kept descriptor (the kernel says ENODEV
+                    # for a removed cgroup; other filesystems keep serving the old inode)
+                    err = ENOENT_
                 if err != 0:
                     out[i] = OSError(err, _os.strerror(err), _os.fsdecode(path_refs[i]))
                     if fd >= 0 and err != EBADMSG_:

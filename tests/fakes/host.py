@@ -10,6 +10,7 @@ through the production registry (validated and converted for the cgroup version)
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
@@ -226,12 +227,18 @@ class FakeHost:
         return rel
 
     def remove_cgroup(self, relative: str) -> None:
-        """The cgroup disappears (a pod or container ended), in every hierarchy."""
-        import shutil
+        """The cgroup disappears (a pod or container ended), in every hierarchy.
 
+        Files are emptied before they are removed: a reader holding a descriptor then
+        reads nothing, as a removed cgroup's files answer nothing on a node (ENODEV).
+        """
         subsystems = V1_SUBSYSTEMS if self.version == "v1" else ("cpu",)
         for subsystem in subsystems:
-            shutil.rmtree(self.cgroups.directory(subsystem, relative), ignore_errors=True)
+            top = self.cgroups.directory(subsystem, relative)
+            for path in sorted(top.rglob("*"), reverse=True) if top.exists() else []:
+                if path.is_file():
+                    path.write_bytes(b"")
+            shutil.rmtree(top, ignore_errors=True)
 
     def set(self, key: str, relative: str, value: Value) -> None:
         """Write a registered resource as the koordlet would: validated and converted for

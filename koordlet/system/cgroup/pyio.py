@@ -257,8 +257,20 @@ class FileCache:
                         os.close(fd)
                 continue
             try:
-                out.append(_parse(data, kind, keys))
+                parsed = _parse(data, kind, keys)
+                if not data and not os.path.exists(path):
+                    raise _malformed()
+                out.append(parsed)
             except OSError as err:
+                if not os.path.exists(path):  # removed under a kept descriptor
+                    code = errno.ENOENT
+                    out.append(OSError(code, os.strerror(code), os.fsdecode(path)))
+                    if not kept:
+                        os.close(fd)
+                    elif self._fds.get(path) == fd:
+                        del self._fds[path]
+                        os.close(fd)
+                    continue
                 out.append(OSError(err.errno, err.strerror, os.fsdecode(path)))
             if not kept:
                 if can_keep and len(self._fds) < self.max_open and path not in self._fds:

@@ -98,6 +98,15 @@ def _check_device_value(key: str, value: Value) -> str:
     return text
 
 
+def _check_device_weight(key: str, value: Value) -> str:
+    """``"<major>:<minor> <weight>"`` with the iocost weight range [1, 10000]."""
+    text = _check_device_value(key, value)
+    weight = int(text.rsplit(" ", 1)[1])
+    if not convert.MIN_IO_WEIGHT <= weight <= convert.MAX_IO_WEIGHT:
+        raise _invalid(key, value, f"weight must be in [{convert.MIN_IO_WEIGHT}, {convert.MAX_IO_WEIGHT}]")
+    return text
+
+
 _DEVICE_SETTINGS = re.compile(r"^(\d+):(\d+)( [a-z]+=[0-9.]+)+$")
 
 
@@ -166,11 +175,6 @@ def _parse_usage_usec(text: str) -> int:
         if name == "usage_usec":
             return convert.usage_usec_to_ns(int(rest))
     raise ValueError("cpu.stat has no usage_usec line")
-
-
-def _render_io_weight(value: Value) -> str:
-    major_minor, _, weight = str(value).partition(" ")
-    return f"{major_minor} {convert.blkio_weight_to_io_weight(int(weight))}"
 
 
 def _render_default_io_weight(value: Value) -> str:
@@ -492,10 +496,10 @@ RESOURCES = Registry(
             BLKIO,
             "blkio.cost.weight",
             "io.weight",
-            _check_device_value,
+            # the iocost weight (Anolis v1) has io.weight's scale: no conversion
+            _check_device_weight,
             Support.IF_EXISTS,
             parse_v1=_text,
-            render_v2=_render_io_weight,
             parse_v2=_text,
         ),
         Resource(

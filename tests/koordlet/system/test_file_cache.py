@@ -1,0 +1,109 @@
+"""FileCache: kept descriptors, pread, parse; same body for the compiled class and its twin."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from koordlet.system.cgroup import io
+
+
+def _req(path: os.PathLike[str], kind: int, keys: tuple[bytes, ...] | None = None) -> io.Request:
+    return (os.fsencode(path), kind, keys)
+
+
+def test_reads_and_parses_every_kind(backend, tmp_path):
+    (tmp_path / "usage").write_text("1234\n")
+    (tmp_path / "stat").write_text("nr_periods 3\nnr_throttled 1\nthrottled_time 99\n")
+    (tmp_path / "psi").write_text("some avg10=0.10 avg60=0.20 avg300=0.30 total=7\n")
+    (tmp_path / "raw").write_text("0-3\n")
+    cache = io.new_file_cache()
+    cells = cache.read(
+        [
+            _req(tmp_path / "usage", io.KIND_INT),
+            _req(tmp_path / "stat", io.KIND_KEYS, (b"nr_throttled", b"nr_periods")),
+            _req(tmp_path / "psi", io.KIND_PSI),
+            _req(tmp_path / "raw", io.KIND_RAW),
+        ]
+    )
+    assert cells == [1234, (1, 3), (10, 20, 30, 7, None, None, None, None), b"0-3\n"]
+    assert len(cache) == 4
+    cache.close()
+    assert len(cache) == 0
+
+
+def test_kept_descriptor_sees_new_content(backend, tmp_path):
+    path = tmp_path / "cpuacct.usage"
+    path.write_text("1\n")
+    cache = io.new_file_cache()
+    assert cache.read([_req(path, io.KIND_INT)]) == [1]
+    with open(path, "r+") as f:  # rewrite in place, as the kernel does: same inode
+        f.write("22\n")
+    assert cache.read([_req(path, io.KIND_INT)]) == [22]
+    assert len(cache) == 1
+
+
+def test_large_files_are_read_whole(backend, tmp_path):
+    body = "".join(f"key{i} {i}\n" for i in range(5000)) + "wanted 42\n"
+    (tmp_path / "big").write_text(body)
+    cache = io.new_file_cache()
+    assert cache.read([_req(tmp_path / "big", io.KIND_KEYS, (b"wanted",))]) == [(42,)]
+    assert cache.read([_req(tmp_path / "big", io.KIND_RAW)]) == [body.encode()]
+
+
+def test_failures_are_per_request_and_never_break_the_batch(backend, tmp_path):
+    (tmp_path / "good").write_text("5\n")
+    (tmp_path / "bad").write_text("not a number\n")
+    cache = io.new_file_cache()
+    cells = cache.read(
+        [
+            _req(tmp_path / "missing", io.KIND_INT),
+            _req(tmp_path / "bad", io.KIND_INT),
+            _req(tmp_path / "good", io.KIND_INT),
+        ]
+    )
+    assert isinstance(cells[0], OSError)
+    assert cells[0].errno == errno.ENOENT
+    assert cells[0].filename == str(tmp_path / "missing")
+    assert isinstance(cells[1], OSError)
+    assert cells[1].errno == errno.EBADMSG
+    assert cells[2] == 5
+    # malformed content keeps its descriptor (the file exists); the missing one is not kept
+    assert len(cache) == 2
+
+
+def test_retain_closes_what_is_no_longer_read(backend, tmp_path):
+    paths = []
+    for name in "abc":
+        (tmp_path / name).write_text("1\n")
+        paths.append(tmp_path / name)
+    cache = io.new_file_cache()
+    cache.read([_req(p, io.KIND_INT) for p in paths])
+    cache.retain([os.fsencode(paths[0])])
+    assert len(cache) == 1
+
+
+def test_descriptor_limit_falls_back_to_open_read_close(backend, tmp_path):
+    for name in "abc":
+        (tmp_path / name).write_text("7\n")
+    cache = io.new_file_cache(max_open=2)
+    requests = [_req(tmp_path / n, io.KIND_INT) for n in "abc"]
+    assert cache.read(requests) == [7, 7, 7]
+    assert cache.read(requests) == [7, 7, 7]
+    assert len(cache) == 2
+
+
+def test_the_same_file_twice_in_one_batch(backend, tmp_path):
+    (tmp_path / "x").write_text("3\n")
+    cache = io.new_file_cache()
+    requests = [_req(tmp_path / "x", io.KIND_INT)] * 2
+    assert cache.read(requests) == [3, 3]
+    assert cache.read(requests) == [3, 3]
+    assert len(cache) == 1
+
+
+@pytest.mark.parametrize("kind", [io.KIND_INT, io.KIND_RAW])
+def test_empty_request_list(backend, kind):
+    assert io.new_file_cache().read([]) == []

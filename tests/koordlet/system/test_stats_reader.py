@@ -1,0 +1,118 @@
+"""StatsReader: CPU, memory, throttling and PSI of many cgroups in one batch, v1 and v2,
+both backends; a cgroup that vanishes mid-collection is flagged and skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from koordinator.api.kubeqos import KubeQOSClass
+from koordlet.system.cgroup.cgroupfs import CgroupFS
+from koordlet.system.cgroup.stats import ALL_USAGE, PRESSURES, Stat, StatsReader
+from koordlet.system.errors import MalformedContentError
+from koordlet.system.psi import PSI
+from tests.fakes.host import FakeHost
+
+UIDS = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(3)]
+EVERYTHING = ALL_USAGE | {Stat.MEMORY_USAGE, *PRESSURES}
+
+
+@pytest.fixture(params=["v1", "v2"])
+def host(request, tmp_path) -> FakeHost:
+    return FakeHost(tmp_path, request.param, features={"psi"})
+
+
+def _pods(host: FakeHost) -> list[str]:
+    pods = []
+    for i, uid in enumerate(UIDS):
+        pod = host.add_pod(KubeQOSClass.BURSTABLE, uid)
+        host.set_cpu_usage(pod, (i + 1) * 1_000_000_000)
+        host.set_throttling(pod, nr_periods=100 * (i + 1), nr_throttled=i, throttled_ns=i * 5_000_000)
+        host.set_memory_stat(
+            pod,
+            inactive_anon=1 << 20,
+            active_anon=(i + 1) << 20,
+            unevictable=4096,
+            inactive_file=2 << 20,
+            active_file=3 << 20,
+        )
+        host.set_memory_usage(pod, 64 << 20)
+        host.set_pressure(pod, "cpu", (1.5, 0.5, 0.25, 1000 + i), None)
+        host.set_pressure(pod, "memory", (0, 0, 0, 10), (0.1, 0, 0, 5))
+        pods.append(pod)
+    return pods
+
+
+def test_reads_every_statistic(backend, host):
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    samples = reader.read(pods, EVERYTHING)
+    assert [s.relative for s in samples] == pods
+    for i, sample in enumerate(samples):
+        assert sample.errors == {}
+        assert sample.cpu_usage_ns == (i + 1) * 1_000_000_000
+        assert sample.throttling == (100 * (i + 1), i, i * 5_000_000)
+        assert sample.memory is not None
+        assert sample.memory.usage == (1 << 20) + ((i + 1) << 20) + 4096
+        assert sample.memory.usage_with_page_cache == sample.memory.usage + (5 << 20)
+        assert sample.memory_usage == 64 << 20
+        cpu = sample.pressure[Stat.CPU_PRESSURE]
+        assert (cpu.some_avg10, cpu.some_avg60, cpu.some_total_us) == (1.5, 0.5, 1000 + i)
+        assert not cpu.full_supported
+        memory = sample.pressure[Stat.MEMORY_PRESSURE]
+        assert memory.full_avg10 == pytest.approx(0.1)
+        assert memory.full_supported
+
+
+def test_second_read_sees_new_values_through_kept_descriptors(backend, host):
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    reader.read(pods)
+    host.set_cpu_usage(pods[0], 9_000_000_000)
+    assert reader.read(pods)[0].cpu_usage_ns == 9_000_000_000
+
+
+def test_a_cgroup_vanishing_mid_collection_is_flagged_not_fatal(backend, host):
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    reader.read(pods)
+    host.remove_cgroup(pods[1])
+    samples = reader.read(pods)
+    assert not samples[0].vanished
+    assert not samples[2].vanished
+    assert samples[1].vanished
+    assert samples[1].cpu_usage_ns is None
+    assert set(samples[1].errors) == ALL_USAGE
+    assert samples[2].cpu_usage_ns == 3_000_000_000
+
+
+def test_malformed_memory_stat_is_a_domain_error_for_that_statistic_only(backend, host):
+    pods = _pods(host)
+    stat_dir = host.cgroups.directory("memory", pods[0])
+    (stat_dir / "memory.stat").write_text("cache 1\n")
+    sample = StatsReader(CgroupFS.detect(host.paths)).read(pods)[0]
+    assert isinstance(sample.errors[Stat.MEMORY], MalformedContentError)
+    assert "lacks" in str(sample.errors[Stat.MEMORY])
+    assert sample.cpu_usage_ns == 1_000_000_000
+
+
+def test_truncated_cpu_stat(backend, host):
+    pods = _pods(host)
+    (host.cgroups.directory("cpu", pods[0]) / "cpu.stat").write_text("nr_periods 1\nnr_thrott")
+    sample = StatsReader(CgroupFS.detect(host.paths)).read(pods)[0]
+    assert Stat.THROTTLING in sample.errors
+    assert sample.memory is not None
+
+
+def test_retain_drops_descriptors_of_removed_pods(backend, host):
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    reader.read(pods)
+    kept = len(reader.cache)
+    reader.retain(pods[:1])
+    assert len(reader.cache) == kept // 3
+
+
+def test_psi_values_keep_hundredths():
+    psi = PSI(125, 50, 10, 7, None, None, None, None)
+    assert (psi.some_avg10, psi.some_avg60, psi.some_avg300) == (1.25, 0.5, 0.1)
+    assert psi.full_avg10 is None
