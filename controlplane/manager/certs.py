@@ -490,9 +490,6 @@ def render_webhooks(
         config = dict(webhook.get("clientConfig") or {})
         path = _client_config_path(config)
         if path not in served:
-            log.warning(
-                "ignoring webhook %s for %s: the path is not served", webhook.get("name"), path or "<none>"
-            )
             continue
         config["caBundle"] = encoded
         service = config.get("service")
@@ -533,6 +530,10 @@ async def ensure_webhook_configurations(
         configuration["webhooks"] = render_webhooks(template, ca_bundle, served, target)
         if marshal(configuration) == before:
             continue
+        kept = {str(w.get("name")) for w in configuration["webhooks"]}
+        dropped = [str(w.get("name")) for w in template if str(w.get("name")) not in kept]
+        if dropped:
+            log.warning("%s %s: leaving out %s (path not served)", resource.kind, name, ", ".join(dropped))
         try:
             await client.replace(resource, configuration)
         except (ApiError, ApiConnectionError) as exc:
@@ -647,31 +648,46 @@ class CertController:
         ]
         return b"".join([bundle.ca_cert, *(ca for ca, _ in self._previous_cas)])
 
-    async def sync(self) -> None:
-        """One pass: ensure the certificate, publish the CA bundle, then serve the certificate."""
-        bundle, replaced_ca = await self._ensure_bundle()
+    def _remember(self, bundle: CertBundle, replaced_ca: bytes | None) -> None:
         if replaced_ca is None and self.tls.loaded is not None and self.tls.loaded.ca_cert != bundle.ca_cert:
             replaced_ca = self.tls.loaded.ca_cert
         if replaced_ca is not None:
             self._previous_cas.append((replaced_ca, self.clock() + self.ca_overlap))
-        ca_bundle = self.ca_bundle(bundle)
+
+    def _serve(self, bundle: CertBundle) -> None:
+        loaded = self.tls.loaded
+        if loaded is not None and loaded.cert == bundle.cert and loaded.key == bundle.key:
+            return
+        write_cert_dir(self.cert_dir, bundle)
+        self.tls.load(self.cert_dir / SERVER_CERT_KEY, self.cert_dir / SERVER_KEY_KEY, bundle)
+        log.info("serving webhook certificate %x", bundle.serving_certificate().serial_number)
+
+    async def prepare(self) -> None:
+        """Ensure the certificate and load it into the server context (nothing is published yet)."""
+        bundle, replaced_ca = await self._ensure_bundle()
+        self._remember(bundle, replaced_ca)
+        self._serve(bundle)
+
+    async def sync(self) -> None:
+        """One pass: ensure the certificate, publish the CA bundle, serve the certificate.
+
+        A server that already serves a certificate switches only after the bundle that
+        trusts the new one is published; a server that serves nothing yet starts first.
+        """
+        bundle, replaced_ca = await self._ensure_bundle()
+        self._remember(bundle, replaced_ca)
+        if self.tls.loaded is None:
+            self._serve(bundle)
         if self.client is not None:
             await ensure_webhook_configurations(
                 self.client,
-                ca_bundle,
+                self.ca_bundle(bundle),
                 self.served_paths,
                 self.target,
                 mutating_name=self.mutating_name,
                 validating_name=self.validating_name,
             )
-        if (
-            self.tls.loaded is None
-            or self.tls.loaded.cert != bundle.cert
-            or self.tls.loaded.key != bundle.key
-        ):
-            write_cert_dir(self.cert_dir, bundle)
-            self.tls.load(self.cert_dir / SERVER_CERT_KEY, self.cert_dir / SERVER_KEY_KEY, bundle)
-            log.info("serving webhook certificate %x", bundle.serving_certificate().serial_number)
+        self._serve(bundle)
         self.last_error = ""
         self.initialized.set()
 

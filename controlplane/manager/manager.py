@@ -1,0 +1,224 @@
+"""The koord-manager process: caches, webhook server with self-managed TLS, probes, metrics.
+
+Start-up order, chosen so no request meets a half-started server:
+
+1. health and metrics servers (liveness answers while the rest starts);
+2. the informers the enabled webhooks read, up to their initial sync;
+3. the serving certificate (created or renewed in the Secret) loaded into the TLS context;
+4. the webhook server on ``--webhook-port``;
+5. background runnables: the certificate controller (publishes the ``caBundle``, then
+   re-checks every minute and whenever the Secret or a webhook configuration changes)
+   and any runnable added with :meth:`Manager.add_runnable` -- the slo-controller and
+   other controllers plug in here.
+
+``/readyz`` turns green once the caches are synced and the webhook server presents a
+certificate that verifies against the current CA. :meth:`Manager.stop` stops accepting
+requests, lets in-flight ones finish (bounded), cancels the runnables and the informers.
+A runnable that fails stops the process: :meth:`Manager.wait` raises its error, so a
+supervisor restarts the manager instead of leaving it half-working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from controlplane.manager.cache import InformerCluster
+from controlplane.manager.certs import (
+    CertController,
+    CertStore,
+    ClientConfigTarget,
+    DirectoryCertStore,
+    SecretCertStore,
+    ServingTLS,
+    service_dns_name,
+)
+from controlplane.manager.options import ManagerOptions
+from controlplane.manager.server import SiteSpec, health_app, metrics_app, start_site, webhook_app
+from controlplane.manager.webhooks.context import WebhookContext
+from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
+from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
+from controlplane.manager.webhooks.metrics import WebhookMetrics
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.informer import InformerFactory
+
+__all__ = ["Manager", "ManagerError"]
+
+log = logging.getLogger(__name__)
+
+Runnable = Callable[[], Coroutine[Any, Any, None]]
+
+
+class ManagerError(RuntimeError):
+    """The manager could not start, or a runnable failed."""
+
+
+class Manager:
+    def __init__(
+        self,
+        options: ManagerOptions,
+        client: ApiClient,
+        *,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.options = options
+        self.client = client
+        self.metrics = WebhookMetrics(registry)
+        self.topology = QuotaTopology(on_change=self._quota_changed)
+        self.factory = InformerFactory(client, freeze_after_sync=False)
+        self.cluster = InformerCluster(
+            client,
+            self.factory,
+            options.gates,
+            self.topology,
+            config_namespace=options.webhook.config_namespace,
+        )
+        self.ctx = WebhookContext(
+            cluster=self.cluster,
+            gates=options.gates,
+            metrics=self.metrics,
+            quotas=self.topology,
+            options=options.webhook,
+        )
+        self.dispatcher = AdmissionDispatcher(self.ctx)
+        self.tls = ServingTLS()
+        store: CertStore
+        if options.webhook_cert_writer == "fs":
+            store = DirectoryCertStore(options.webhook_cert_dir)
+        else:
+            store = SecretCertStore(client, options.webhook_namespace, options.webhook_secret_name)
+        self.certs = CertController(
+            store=store,
+            dns_name=options.webhook_host
+            or service_dns_name(options.webhook_service_name, options.webhook_namespace),
+            cert_dir=options.webhook_cert_dir,
+            tls=self.tls,
+            served_paths=self.dispatcher.paths,
+            target=ClientConfigTarget(
+                options.webhook_namespace,
+                options.webhook_service_name,
+                options.webhook_host,
+                options.webhook_port,
+            ),
+            client=client,
+            policy=options.cert_policy,
+            resync_period=options.cert_resync_s,
+        )
+        self._watch_certificate_inputs()
+        self._runnables: list[tuple[str, Runnable]] = [("webhook-certificates", self.certs.run)]
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sites: list[SiteSpec] = []
+        self.webhook_site: SiteSpec | None = None
+        self._stopping = asyncio.Event()
+
+    # --- wiring -------------------------------------------------------------------------
+
+    def _quota_changed(self, old: QuotaInfo | None, new: QuotaInfo | None) -> None:
+        if old is not None and (new is None or set(old.shared_weight) - set(new.shared_weight)):
+            gone = set(old.shared_weight) - (set(new.shared_weight) if new is not None else set())
+            self.metrics.forget_shared_weight(old.name, sorted(gone))
+        if new is not None:
+            self.metrics.set_shared_weight(new.name, {k: v.value() for k, v in new.shared_weight.items()})
+
+    def _watch_certificate_inputs(self) -> None:
+        """A changed Secret or webhook configuration (another replica, a helm upgrade) triggers a sync."""
+        options = self.options
+
+        def changed(*_: object) -> None:
+            self.certs.trigger()
+
+        watched: list[tuple[res.Resource, str | None, str]] = [
+            (res.MUTATING_WEBHOOK_CONFIGURATIONS, None, self.certs.mutating_name),
+            (res.VALIDATING_WEBHOOK_CONFIGURATIONS, None, self.certs.validating_name),
+        ]
+        if options.webhook_cert_writer == "secret":
+            watched.append((res.SECRETS, options.webhook_namespace, options.webhook_secret_name))
+        for resource, namespace, name in watched:
+            self.factory.informer(
+                resource, namespace=namespace, field_selector=f"metadata.name={name}"
+            ).add_consumer(lambda _obj: None, name=f"webhook-cert-{resource.plural}", on_update=changed)
+
+    def add_runnable(self, name: str, runnable: Runnable) -> None:
+        """Run ``runnable`` once the webhook server is up (controllers join the process here)."""
+        if self._tasks:
+            raise ManagerError("runnables must be added before the manager starts")
+        self._runnables.append((name, runnable))
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        options = self.options
+        for address, app in (
+            (options.health_probe_addr, health_app(self.readiness)),
+            (options.metrics_addr, metrics_app(self.metrics.registry)),
+        ):
+            if address[1]:
+                self._sites.append(await start_site(app, *address))
+        self.factory.start()
+        try:
+            async with asyncio.timeout(options.cache_sync_timeout_s):
+                await self.factory.wait_for_sync()
+        except TimeoutError:
+            raise ManagerError(
+                f"informer caches did not sync within {options.cache_sync_timeout_s:.0f}s"
+            ) from None
+        await self.certs.prepare()
+        debug = self.topology.summary if options.gates.enabled("ElasticValidatingWebhook") else None
+        self.webhook_site = await start_site(
+            webhook_app(self.dispatcher, self.readiness, debug),
+            options.webhook_bind_host,
+            options.webhook_port,
+            self.tls.context,
+        )
+        self._sites.append(self.webhook_site)
+        if self.certs.target.port != self.webhook_site.port:
+            self.certs.target = replace(self.certs.target, port=self.webhook_site.port)
+        log.info("serving webhooks: %s", ", ".join(self.dispatcher.paths) or "none")
+        for name, runnable in self._runnables:
+            self._tasks.append(asyncio.create_task(runnable(), name=name))
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def wait(self) -> None:
+        """Until :meth:`request_stop`; raises :class:`ManagerError` when a runnable ends or fails."""
+        stop = asyncio.create_task(self._stopping.wait())
+        try:
+            done, _ = await asyncio.wait({stop, *self._tasks}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        for task in done:
+            if task is stop:
+                continue
+            error = task.exception() if not task.cancelled() else None
+            raise ManagerError(f"runnable {task.get_name()} stopped: {error or 'returned'}") from error
+
+    async def stop(self) -> None:
+        for site in reversed(self._sites):
+            with contextlib.suppress(Exception):
+                await site.stop()
+        self._sites.clear()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self.factory.stop()
+
+    async def readiness(self) -> str:
+        """``""`` when ready, else why not."""
+        if not all(informer.has_synced for informer in self.factory.informers):
+            return "informer caches are not synced"
+        if self.webhook_site is None:
+            return "webhook server is not started"
+        host = self.options.webhook_bind_host
+        probe_host = host if host and host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return await self.certs.serving_valid(probe_host, self.webhook_site.port)

@@ -1,0 +1,218 @@
+"""koord-manager's flags and environment, validated into one :class:`ManagerOptions`.
+
+Flags follow upstream's names; the webhook settings also read upstream's environment
+variables (the chart sets them): ``WEBHOOK_PORT`` (9876), ``WEBHOOK_CERT_DIR``
+(``/tmp/koordinator-webhook-certs``), ``WEBHOOK_HOST`` (call the webhooks at this host or
+IP instead of through the Service), ``POD_NAMESPACE`` (``koordinator-system``),
+``SECRET_NAME`` (``koordinator-webhook-certs``), ``SERVICE_NAME``
+(``koordinator-webhook-service``) and ``WEBHOOK_CERT_WRITER`` (``secret`` or ``fs``). A
+flag given on the command line wins over its variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controlplane.manager.certs import CertPolicy
+from controlplane.manager.server import parse_address
+from controlplane.manager.webhooks.context import WebhookOptions
+from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
+from koordinator.api.goparse import GoParseError, parse_duration
+
+__all__ = ["ManagerOptions", "OptionsError", "add_manager_flags", "options_from_args"]
+
+DEFAULT_CERT_DIR = "/tmp/koordinator-webhook-certs"
+DEFAULT_NAMESPACE = "koordinator-system"
+DEFAULT_SECRET = "koordinator-webhook-certs"
+DEFAULT_SERVICE = "koordinator-webhook-service"
+DEFAULT_WEBHOOK_PORT = 9876
+CERT_WRITERS = ("secret", "fs")
+
+
+class OptionsError(ValueError):
+    """A flag or environment value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    gates: FeatureGates = field(default_factory=lambda: FeatureGates(CONTROL_PLANE_FEATURES))
+    kubeconfig: str | None = None
+    kube_api_qps: float = 50.0
+    kube_api_burst: int = 100
+    metrics_addr: tuple[str, int] = ("", 8080)
+    health_probe_addr: tuple[str, int] = ("", 8000)
+    webhook_bind_host: str = ""
+    webhook_port: int = DEFAULT_WEBHOOK_PORT
+    webhook_host: str = ""
+    webhook_cert_dir: Path = Path(DEFAULT_CERT_DIR)
+    webhook_namespace: str = DEFAULT_NAMESPACE
+    webhook_secret_name: str = DEFAULT_SECRET
+    webhook_service_name: str = DEFAULT_SERVICE
+    webhook_cert_writer: str = "secret"
+    cert_policy: CertPolicy = field(default_factory=CertPolicy)
+    cert_resync_s: float = 60.0
+    cache_sync_timeout_s: float = 120.0
+    webhook: WebhookOptions = field(default_factory=WebhookOptions)
+
+
+def _env(environ: Mapping[str, str], name: str, default: str) -> str:
+    value = environ.get(name, "")
+    return value if value else default
+
+
+def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
+    """The process flags (defaults come from the environment where upstream reads it)."""
+    env = os.environ if environ is None else environ
+    parser.add_argument(
+        "--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)"
+    )
+    parser.add_argument(
+        "--kube-api-qps", type=float, default=50.0, help="client-side QPS limit to the apiserver"
+    )
+    parser.add_argument("--kube-api-burst", type=int, default=100, help="client-side burst to the apiserver")
+    parser.add_argument("--metrics-addr", default=":8080", help='metrics listen address ("0" disables)')
+    parser.add_argument(
+        "--health-probe-addr", default=":8000", help='health probe listen address ("0" disables)'
+    )
+    parser.add_argument(
+        "--webhook-port",
+        default=_env(env, "WEBHOOK_PORT", str(DEFAULT_WEBHOOK_PORT)),
+        help="webhook server port (env WEBHOOK_PORT)",
+    )
+    parser.add_argument(
+        "--webhook-bind-address", default="", help="address the webhook server binds (default: all)"
+    )
+    parser.add_argument(
+        "--webhook-host",
+        default=_env(env, "WEBHOOK_HOST", ""),
+        help="call the webhooks at https://HOST:PORT instead of the Service (env WEBHOOK_HOST)",
+    )
+    parser.add_argument(
+        "--webhook-cert-dir",
+        default=_env(env, "WEBHOOK_CERT_DIR", DEFAULT_CERT_DIR),
+        help="directory the serving certificate is written to (env WEBHOOK_CERT_DIR)",
+    )
+    parser.add_argument(
+        "--webhook-namespace",
+        default=_env(env, "POD_NAMESPACE", DEFAULT_NAMESPACE),
+        help="namespace of the certificate Secret and webhook Service (env POD_NAMESPACE)",
+    )
+    parser.add_argument(
+        "--webhook-secret-name",
+        default=_env(env, "SECRET_NAME", DEFAULT_SECRET),
+        help="Secret holding the webhook certificates (env SECRET_NAME)",
+    )
+    parser.add_argument(
+        "--webhook-service-name",
+        default=_env(env, "SERVICE_NAME", DEFAULT_SERVICE),
+        help="Service the apiserver calls the webhooks through (env SERVICE_NAME)",
+    )
+    parser.add_argument(
+        "--webhook-cert-writer",
+        default=_env(env, "WEBHOOK_CERT_WRITER", "secret"),
+        help="where certificates are kept: secret (shared by replicas) or fs (env WEBHOOK_CERT_WRITER)",
+    )
+    parser.add_argument(
+        "--webhook-cert-validity", default="8760h", help="lifetime of a serving certificate (Go duration)"
+    )
+    parser.add_argument(
+        "--webhook-cert-renew-before",
+        default="4320h",
+        help="renew the serving certificate when it would expire within this duration (Go duration)",
+    )
+    parser.add_argument(
+        "--config-namespace", default=DEFAULT_NAMESPACE, help="namespace of slo-controller-config"
+    )
+    parser.add_argument(
+        "--slo-config-name", default="slo-controller-config", help="name of the SLO ConfigMap"
+    )
+    parser.add_argument(
+        "--node-strategy-name-need-check",
+        action="store_true",
+        help="slo-controller-config node strategies need unique, non-empty names",
+    )
+    parser.add_argument(
+        "--binding-admission-user-name",
+        default="",
+        help="comma-separated substrings of user names allowed to bind pods (empty: no check)",
+    )
+    parser.add_argument(
+        "--binding-admission-namespaces", default="", help="comma-separated namespaces checked ('*': all)"
+    )
+    parser.add_argument(
+        "--binding-admission-exclude-namespaces", default="kube-system", help="namespaces never checked"
+    )
+    parser.add_argument(
+        "--binding-admission-dry-run", action="store_true", help="count would-be binding denials, allow all"
+    )
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _duration(flag: str, text: str) -> datetime.timedelta:
+    try:
+        nanos = parse_duration(text)
+    except GoParseError as exc:
+        raise OptionsError(f"{flag}: {exc}") from None
+    if nanos <= 0:
+        raise OptionsError(f"{flag}: must be positive, got {text}")
+    return datetime.timedelta(microseconds=nanos // 1000)
+
+
+def options_from_args(args: argparse.Namespace) -> ManagerOptions:
+    """Validate parsed flags; raises :class:`OptionsError` naming the flag."""
+    try:
+        port = int(args.webhook_port)
+    except ValueError:
+        raise OptionsError(
+            f"--webhook-port / WEBHOOK_PORT: {args.webhook_port!r} is not a port number"
+        ) from None
+    if not 0 <= port <= 65535:
+        raise OptionsError(f"--webhook-port: {port} is out of range")
+    if args.webhook_cert_writer not in CERT_WRITERS:
+        raise OptionsError(
+            f"--webhook-cert-writer / WEBHOOK_CERT_WRITER: {args.webhook_cert_writer!r} "
+            "is not one of secret, fs"
+        )
+    try:
+        metrics_addr = parse_address(args.metrics_addr)
+        health_addr = parse_address(args.health_probe_addr)
+    except ValueError as exc:
+        raise OptionsError(str(exc)) from None
+    validity = _duration("--webhook-cert-validity", args.webhook_cert_validity)
+    renew = _duration("--webhook-cert-renew-before", args.webhook_cert_renew_before)
+    if renew >= validity:
+        raise OptionsError("--webhook-cert-renew-before must be shorter than --webhook-cert-validity")
+    return ManagerOptions(
+        gates=args.feature_gates,
+        kubeconfig=args.kubeconfig,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
+        metrics_addr=metrics_addr,
+        health_probe_addr=health_addr,
+        webhook_bind_host=args.webhook_bind_address,
+        webhook_port=port,
+        webhook_host=args.webhook_host,
+        webhook_cert_dir=Path(args.webhook_cert_dir),
+        webhook_namespace=args.webhook_namespace,
+        webhook_secret_name=args.webhook_secret_name,
+        webhook_service_name=args.webhook_service_name,
+        webhook_cert_writer=args.webhook_cert_writer,
+        cert_policy=CertPolicy(serving_validity=validity, renew_before=renew),
+        webhook=WebhookOptions(
+            config_namespace=args.config_namespace,
+            slo_config_name=args.slo_config_name,
+            node_strategy_name_need_check=args.node_strategy_name_need_check,
+            binding_admission_user_names=_split(args.binding_admission_user_name),
+            binding_admission_namespaces=_split(args.binding_admission_namespaces),
+            binding_admission_excluded_namespaces=_split(args.binding_admission_exclude_namespaces),
+            binding_admission_dry_run=args.binding_admission_dry_run,
+        ),
+    )
