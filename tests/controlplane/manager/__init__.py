@@ -1,0 +1,1 @@
+"""Tests of koord-manager: webhooks, TLS, the server, the admit command."""
