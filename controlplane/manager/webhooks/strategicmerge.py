@@ -9,7 +9,9 @@ decide how lists merge. The same tags are tabulated here by field path:
 * lists with a merge key (containers and init/ephemeral containers by ``name``, ``env`` by
   ``name``, ``ports`` by ``containerPort``, ``volumeMounts`` by ``mountPath``, ``volumes``
   by ``name``, ``tolerations`` are *not* merged, ...) merge item by item, an item with
-  ``"$patch": "delete"`` removes the matching one, new items are appended;
+  ``"$patch": "delete"`` removes the matching one; the result is ordered as the apiserver
+  orders it: patch items in patch order, an untouched item before them only when it
+  preceded them in the original list;
 * primitive lists with the merge strategy (``metadata.finalizers``) are unions, and
   ``$deleteFromPrimitiveList/<field>`` removes values;
 * every other list is replaced, as are scalars.
@@ -125,6 +127,28 @@ def _merge_map(
     return result
 
 
+def _interleave(server_only: list[Any], patched: list[Any], position: Any) -> list[Any]:
+    """The apiserver's order: a server-only item comes first only if it preceded the patched item."""
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(patched):
+        if j >= len(patched):
+            out.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            out.append(patched[j])
+            j += 1
+        else:
+            left, right = position(server_only[i]), position(patched[j])
+            if 0 <= left < right:
+                out.append(server_only[i])
+                i += 1
+            else:
+                out.append(patched[j])
+                j += 1
+    return out
+
+
 def _merge_list(original: Any, patch: list[Any], rules: Mapping[Path, str], path: Path) -> list[Any]:
     current = list(original) if isinstance(original, list) else []
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
@@ -137,33 +161,37 @@ def _merge_list(original: Any, patch: list[Any], rules: Mapping[Path, str], path
         return copy.deepcopy(patch)
     key = rules[path]
     if not key:
-        merged = list(current)
+        values: list[Any] = []
         for item in patch:
             if isinstance(item, dict | list):
                 raise StrategicMergeError(f"{'.'.join(path)} is a list of scalars")
-            if item not in merged:
-                merged.append(item)
-        return merged
-    result = [copy.deepcopy(item) for item in current]
+            if item not in values:
+                values.append(item)
+        server_only = [item for item in current if item not in values]
+        return _interleave(server_only, values, lambda v: current.index(v) if v in current else -1)
+    by_key = {item.get(key): item for item in current if isinstance(item, dict)}
+    touched: list[Any] = []
+    patched: list[Any] = []
     for item in patch:
         if not isinstance(item, dict):
             raise StrategicMergeError(f"{'.'.join(path)} items must be objects merged by {key!r}")
         if key not in item:
             raise StrategicMergeError(f"map: {item!r} does not contain declared merge key: {key}")
-        position = next(
-            (
-                i
-                for i, existing in enumerate(result)
-                if isinstance(existing, dict) and existing.get(key) == item[key]
-            ),
-            None,
-        )
+        touched.append(item[key])
         if item.get("$patch") == "delete":
-            if position is not None:
-                del result[position]
             continue
-        if position is None:
-            result.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
+        existing = by_key.get(item[key])
+        if existing is None:
+            patched.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
         else:
-            result[position] = _merge_map(result[position], item, rules, path)
-    return result
+            patched.append(_merge_map(existing, item, rules, path))
+    server_only = [
+        copy.deepcopy(item) for item in current if not (isinstance(item, dict) and item.get(key) in touched)
+    ]
+    order = [item.get(key) if isinstance(item, dict) else None for item in current]
+
+    def position(item: Any) -> int:
+        value = item.get(key) if isinstance(item, dict) else None
+        return order.index(value) if value in order else -1
+
+    return _interleave(server_only, patched, position)

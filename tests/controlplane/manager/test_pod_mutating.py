@@ -280,7 +280,8 @@ async def test_strategic_merge_patch_of_the_profile():
     }
     mutated = apply(pod, await Admission([profile("p", patch=patch)]).call(MUTATE, review(pod)))
     container = mutated["spec"]["containers"][0]
-    assert container["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    # the apiserver's merge order: patched items first unless a kept item preceded them
+    assert container["env"] == [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]
     assert container["image"] == "registry.example/app:1.0"
     assert mutated["spec"]["tolerations"] == [{"key": "batch", "operator": "Exists"}]
     assert mutated["spec"]["nodeSelector"] == {"pool": "batch"}

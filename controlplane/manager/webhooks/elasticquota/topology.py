@@ -78,7 +78,9 @@ def annotation_resources(quota: Mapping[str, Any], key: str) -> ResourceList | N
     try:
         data = unmarshal(raw)
         if not isinstance(data, dict):
-            raise QuotaError(f"quota.Annotation[{key}] must be a JSON object of quantities")
+            raise QuotaError(
+                f"quota.Annotation[{key}]'s value is invalid: expected a JSON object of quantities"
+            )
         return resourcelist.parse(data, path=key)
     except (JSONError, ResourceListError) as exc:
         raise QuotaError(f"quota.Annotation[{key}]'s value is invalid: {exc}") from None

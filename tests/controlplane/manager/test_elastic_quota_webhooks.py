@@ -1,0 +1,349 @@
+"""ElasticQuota webhooks: defaults on create, tree invariants on create/update/delete, admitted overlay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
+from tests.controlplane.manager.builders import Admission, apply, make_pod, patch_of, quota, review
+
+MUTATE = "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
+VALIDATE = "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
+PARENT = "quota.scheduling.koordinator.sh/parent"
+IS_PARENT = "quota.scheduling.koordinator.sh/is-parent"
+TREE_ID = "quota.scheduling.koordinator.sh/tree-id"
+SHARED_WEIGHT = "quota.scheduling.koordinator.sh/shared-weight"
+
+TREE = [
+    quota(
+        "root-a",
+        max={"cpu": "100", "memory": "100Gi"},
+        min={"cpu": "50", "memory": "50Gi"},
+        labels={IS_PARENT: "true", TREE_ID: "t1"},
+    ),
+    quota(
+        "child-1",
+        max={"cpu": "60", "memory": "60Gi"},
+        min={"cpu": "30", "memory": "30Gi"},
+        labels={PARENT: "root-a", TREE_ID: "t1"},
+    ),
+]
+
+
+def refused(message: str) -> dict[str, Any]:
+    return {"metadata": {}, "message": message, "code": 400}
+
+
+async def test_defaults_are_filled_on_create():
+    new = quota("child-2", max={"cpu": "10", "memory": "10Gi"}, labels={PARENT: "root-a"})
+    response = await Admission(TREE).call(MUTATE, review(new))
+    assert patch_of(response) == [
+        {"op": "add", "path": "/metadata/labels/quota.scheduling.koordinator.sh~1tree-id", "value": "t1"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {SHARED_WEIGHT: '{"cpu":"10","memory":"10Gi"}'},
+        },
+    ]
+
+
+async def test_parent_defaults_to_root_and_shared_weight_keys_follow_max():
+    new = quota(
+        "solo", max={"cpu": "4", "memory": "8Gi"}, annotations={SHARED_WEIGHT: '{"cpu":"2","gpu":"1"}'}
+    )
+    mutated = apply(new, await Admission().call(MUTATE, review(new)))
+    assert mutated["metadata"]["labels"] == {PARENT: "koordinator-root-quota"}
+    assert mutated["metadata"]["annotations"] == {SHARED_WEIGHT: '{"cpu":"2","memory":"8Gi"}'}
+
+
+async def test_unreadable_shared_weight_is_refused():
+    new = quota("solo", max={"cpu": "4"}, annotations={SHARED_WEIGHT: "[1]"})
+    response = await Admission().call(MUTATE, review(new))
+    assert response["status"]["code"] == 400
+    assert "shared-weight]'s value is invalid" in response["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("new", "message"),
+    [
+        pytest.param(
+            quota(
+                "child-2",
+                max={"cpu": "10", "memory": "10Gi"},
+                min={"cpu": "5", "memory": "5Gi"},
+                labels={PARENT: "root-a", TREE_ID: "t1"},
+            ),
+            None,
+            id="fits",
+        ),
+        pytest.param(
+            quota("child-1", max={"cpu": "1", "memory": "1Gi"}),
+            "AddQuota quota already exist:child-1",
+            id="duplicate-name",
+        ),
+        pytest.param(
+            quota("neg", max={"cpu": "-1"}),
+            "neg quota.Spec.Max's value < 0, in dimensions :[cpu]",
+            id="negative-max",
+        ),
+        pytest.param(
+            quota("m", max={"cpu": "1"}, min={"memory": "1Gi"}),
+            "resourceKey memory of quota m is included in min, which is not included in max",
+            id="min-key-not-in-max",
+        ),
+        pytest.param(
+            quota("m", max={"cpu": "1"}, min={"cpu": "2"}),
+            "resourceKey cpu of quota m min 2 > max 1",
+            id="min-above-max",
+        ),
+        pytest.param(
+            quota("orphan", max={"cpu": "1", "memory": "1Gi"}, labels={PARENT: "nope"}),
+            "orphan has parentName nope but not find parentInfo in quotaInfoMap",
+            id="unknown-parent",
+        ),
+        pytest.param(
+            quota("grandchild", max={"cpu": "1", "memory": "1Gi"}, labels={PARENT: "child-1", TREE_ID: "t1"}),
+            "grandchild has parentName child-1 but the parentQuotaInfo's IsParent is false",
+            id="parent-is-not-a-parent",
+        ),
+        pytest.param(
+            quota("child-2", max={"cpu": "10"}, labels={PARENT: "root-a", TREE_ID: "t1"}),
+            "failed to check sub and parent group quotaKey, err: checkSubAndParentGroupQuotaKey failed: "
+            "root-a's max keys are not the same with child-2's",
+            id="max-keys-differ",
+        ),
+        pytest.param(
+            quota(
+                "child-2",
+                max={"cpu": "40", "memory": "10Gi"},
+                min={"cpu": "30"},
+                labels={PARENT: "root-a", TREE_ID: "t1"},
+            ),
+            "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: root-a",
+            id="siblings-min-above-parent-min",
+        ),
+        pytest.param(
+            quota("child-2", max={"cpu": "10", "memory": "10Gi"}, labels={PARENT: "root-a", TREE_ID: "t2"}),
+            "child-2 tree id is different from parent root-a, [t2] vs [t1]",
+            id="tree-id-differs-from-parent",
+        ),
+        pytest.param(
+            quota(
+                "strict",
+                max={"cpu": "1"},
+                annotations={"quota.scheduling.koordinator.sh/max-strict-check-resource-keys": '["cpu"]'},
+                used={"cpu": "2"},
+            ),
+            "resourceKey cpu of quota strict max 1 < used 2",
+            id="strict-max-below-used",
+        ),
+        pytest.param(
+            quota(
+                "greedy",
+                max={"cpu": "1"},
+                annotations={"quota.scheduling.koordinator.sh/namespaces": '["team-x"]'},
+            ),
+            "namespace team-x is already bound to quota owner",
+            id="namespace-already-bound",
+        ),
+    ],
+)
+async def test_create_invariants(new, message):
+    objects = [
+        *TREE,
+        quota(
+            "owner",
+            max={"cpu": "1"},
+            annotations={"quota.scheduling.koordinator.sh/namespaces": '["team-x"]'},
+        ),
+    ]
+    response = await Admission(objects).call(VALIDATE, review(new))
+    assert response["allowed"] is (message is None)
+    if message:
+        assert response["status"] == refused(message)
+
+
+async def test_child_max_may_exceed_parent_max():
+    """Upstream has no child.max <= parent.max rule; max sums are unconstrained."""
+    big = quota("big", max={"cpu": "1000", "memory": "1000Gi"}, labels={PARENT: "root-a", TREE_ID: "t1"})
+    assert (await Admission(TREE).call(VALIDATE, review(big)))["allowed"] is True
+
+
+async def test_update_key_set_may_shrink_with_gate():
+    shrink = quota("child-2", max={"cpu": "10"}, labels={PARENT: "root-a", TREE_ID: "t1"})
+    admission = Admission(TREE, feature_gates="ElasticQuotaEnableUpdateResourceKey=true")
+    assert (await admission.call(VALIDATE, review(shrink)))["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "pods", "message"),
+    [
+        pytest.param(TREE[1], {**TREE[1], "status": {"used": {"cpu": "1"}}}, [], None, id="unrelated-change"),
+        pytest.param(
+            TREE[1],
+            quota(
+                "child-1",
+                max={"cpu": "60", "memory": "60Gi"},
+                min={"cpu": "30", "memory": "30Gi"},
+                labels={PARENT: "root-a", TREE_ID: "t9"},
+            ),
+            [],
+            "child-1 tree id changed [t1] vs [t9]",
+            id="tree-id-immutable",
+        ),
+        pytest.param(
+            TREE[0],
+            quota(
+                "root-a",
+                max={"cpu": "100", "memory": "100Gi"},
+                min={"cpu": "50", "memory": "50Gi"},
+                labels={TREE_ID: "t1"},
+            ),
+            [],
+            "quota has children, isParent is forbidden to modify as false, quotaName:root-a",
+            id="parent-with-children-stays-parent",
+        ),
+        pytest.param(
+            TREE[1],
+            quota(
+                "child-1",
+                max={"cpu": "60", "memory": "60Gi"},
+                min={"cpu": "30", "memory": "30Gi"},
+                labels={PARENT: "root-a", TREE_ID: "t1", IS_PARENT: "true"},
+            ),
+            [make_pod("worker").labels(**{"quota.scheduling.koordinator.sh/name": "child-1"}).build()],
+            "quota has bound pods, isParent is forbidden to modify as true, quotaName: child-1",
+            id="leaf-with-pods-stays-leaf",
+        ),
+        pytest.param(
+            TREE[1],
+            quota(
+                "child-1",
+                max={"cpu": "60", "memory": "60Gi"},
+                min={"cpu": "60", "memory": "30Gi"},
+                labels={PARENT: "root-a", TREE_ID: "t1"},
+            ),
+            [],
+            "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: root-a",
+            id="min-grows-past-parent",
+        ),
+    ],
+)
+async def test_update_invariants(old, new, pods, message):
+    response = await Admission([*TREE, *pods]).call(VALIDATE, review(new, operation="UPDATE", old=old))
+    assert response["allowed"] is (message is None)
+    if message:
+        assert response["status"] == refused(message)
+
+
+@pytest.mark.parametrize("name", ["koordinator-root-quota", "koordinator-system-quota"])
+async def test_protected_quotas_cannot_change(name):
+    old = quota(name, namespace="koordinator-system", max={"cpu": "1"})
+    new = quota(name, namespace="koordinator-system", max={"cpu": "2"})
+    response = await Admission([old]).call(VALIDATE, review(new, operation="UPDATE", old=old))
+    assert response["status"] == refused(f"forbidden to modify quota {name}")
+
+
+@pytest.mark.parametrize(
+    ("name", "pods", "message"),
+    [
+        pytest.param("child-1", [], None, id="leaf"),
+        pytest.param("root-a", [], "delete quota failed, quotaroot-a has child quota", id="has-children"),
+        pytest.param(
+            "koordinator-default-quota",
+            [],
+            "can not delete quotaGroup :koordinator-default-quota",
+            id="default-quota",
+        ),
+        pytest.param(
+            "child-1",
+            [
+                make_pod("b")
+                .namespace("x")
+                .labels(**{"quota.scheduling.koordinator.sh/name": "child-1"})
+                .build(),
+                make_pod("a")
+                .namespace("x")
+                .labels(**{"quota.scheduling.koordinator.sh/name": "child-1"})
+                .build(),
+            ],
+            "delete quota failed, quota child-1 has 2 child pods: x/a, x/b",
+            id="has-pods",
+        ),
+    ],
+)
+async def test_delete_guards(name, pods, message):
+    old = next(
+        (q for q in TREE if q["metadata"]["name"] == name), quota(name, namespace="koordinator-system")
+    )
+    response = await Admission([*TREE, *pods]).call(VALIDATE, review(None, operation="DELETE", old=old))
+    assert response["allowed"] is (message is None)
+    if message:
+        assert response["status"] == refused(message)
+
+
+async def test_admitted_quota_counts_until_confirmed_and_expires():
+    admission = Admission(TREE)
+    first = quota(
+        "child-2",
+        max={"cpu": "20", "memory": "10Gi"},
+        min={"cpu": "15", "memory": "1Gi"},
+        labels={PARENT: "root-a", TREE_ID: "t1"},
+    )
+    second = quota(
+        "child-3",
+        max={"cpu": "20", "memory": "10Gi"},
+        min={"cpu": "15", "memory": "1Gi"},
+        labels={PARENT: "root-a", TREE_ID: "t1"},
+    )
+    assert (await admission.call(VALIDATE, review(first)))["allowed"] is True
+    # 30 + 15 + 15 > 50: the first admission already counts
+    refusal = await admission.call(VALIDATE, review(second))
+    assert (
+        refusal["status"]["message"]
+        == "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: root-a"
+    )
+
+
+async def test_dry_run_admissions_do_not_count():
+    admission = Admission(TREE)
+    first = quota(
+        "child-2",
+        max={"cpu": "20", "memory": "10Gi"},
+        min={"cpu": "15", "memory": "1Gi"},
+        labels={PARENT: "root-a", TREE_ID: "t1"},
+    )
+    assert (await admission.call(VALIDATE, review(first, dry_run=True)))["allowed"] is True
+    assert (await admission.call(VALIDATE, review(first)))["allowed"] is True
+
+
+def test_overlay_expires_without_confirmation_and_confirmation_replaces_it():
+    now = [0.0]
+    topology = QuotaTopology(pending_ttl=30.0, clock=lambda: now[0])
+    topology.admit("ghost", QuotaInfo(name="ghost"))
+    topology.admit("real", QuotaInfo(name="real"))
+    assert set(topology.view().infos) == {"ghost", "real"}
+    topology.upsert(quota("real", max={"cpu": "1"}))
+    now[0] = 31.0
+    assert set(topology.view().infos) == {"real"}
+    assert topology.view().infos["real"].max["cpu"].value() == 1
+
+
+def test_informer_deletes_and_malformed_quotas():
+    topology = QuotaTopology()
+    broken = quota(
+        "broken", max={"cpu": "1"}, annotations={"quota.scheduling.koordinator.sh/namespaces": "{"}
+    )
+    topology.upsert(broken)
+    assert topology.view().infos["broken"].max == {}
+    topology.remove("broken")
+    assert topology.view().infos == {}
+
+
+async def test_debug_summary_lists_the_tree():
+    admission = Admission(TREE)
+    summary = admission.ctx.quotas.summary()
+    assert summary["quotaHierarchyInfo"]["root-a"] == ["child-1"]
+    assert summary["quotaInfoMap"]["child-1"]["min"] == {"cpu": "30", "memory": "30Gi"}

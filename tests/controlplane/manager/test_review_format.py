@@ -1,0 +1,199 @@
+"""AdmissionReview wire format: versions echoed, malformed bodies answered with error reviews."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from controlplane.manager.webhooks.dispatch import MAX_REQUEST_BYTES, UnknownPathError
+from tests.controlplane.manager.builders import Admission, make_pod, review
+
+
+@pytest.mark.parametrize("api_version", ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"])
+async def test_answer_uses_the_version_received(api_version):
+    body = review(make_pod().build(), api_version=api_version, uid="abc")
+    answer = orjson.loads(await Admission().dispatcher.review("/mutate-pod", orjson.dumps(body)))
+    assert answer == {
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "response": {"uid": "abc", "allowed": True, "status": {"metadata": {}, "code": 200}},
+    }
+
+
+GOOD = review(make_pod().build(), uid="u-1")
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "version", "uid", "message"),
+    [
+        pytest.param(b"", "application/json", "admission.k8s.io/v1", "", "request body is empty", id="empty"),
+        pytest.param(
+            b"{",
+            "application/json",
+            "admission.k8s.io/v1",
+            "",
+            "couldn't decode the AdmissionReview",
+            id="truncated-json",
+        ),
+        pytest.param(
+            b"[]",
+            "application/json",
+            "admission.k8s.io/v1",
+            "",
+            "expected a JSON object, got array",
+            id="array",
+        ),
+        pytest.param(
+            b'{"kind":"AdmissionReview"}',
+            "application/json",
+            "admission.k8s.io/v1",
+            "",
+            "couldn't get version/kind",
+            id="no-api-version",
+        ),
+        pytest.param(
+            b'{"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{}}',
+            "application/json",
+            "admission.k8s.io/v1",
+            "",
+            "unsupported review admission.k8s.io/v2",
+            id="unknown-version",
+        ),
+        pytest.param(
+            b'{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}',
+            "application/json",
+            "admission.k8s.io/v1beta1",
+            "",
+            "got an empty AdmissionRequest",
+            id="no-request",
+        ),
+        pytest.param(
+            orjson.dumps({**GOOD, "request": {**GOOD["request"], "operation": "PATCH"}}),
+            "application/json",
+            "admission.k8s.io/v1",
+            "u-1",
+            "request.operation: unsupported value 'PATCH'",
+            id="unknown-operation",
+        ),
+        pytest.param(
+            orjson.dumps({**GOOD, "request": {**GOOD["request"], "object": "pod"}}),
+            "application/json",
+            "admission.k8s.io/v1",
+            "u-1",
+            "request.object: expected a JSON object, got string",
+            id="object-not-an-object",
+        ),
+        pytest.param(
+            orjson.dumps(GOOD),
+            "text/plain",
+            "admission.k8s.io/v1",
+            "",
+            "contentType=text/plain, expected application/json",
+            id="content-type",
+        ),
+        pytest.param(
+            b" " * (MAX_REQUEST_BYTES + 1),
+            "application/json",
+            "admission.k8s.io/v1",
+            "",
+            "request entity is too large",
+            id="too-large",
+        ),
+    ],
+)
+async def test_malformed_bodies_get_error_reviews(body, content_type, version, uid, message):
+    answer = orjson.loads(await Admission().dispatcher.review("/validate-pod", body, content_type))
+    assert answer["apiVersion"] == version
+    assert answer["kind"] == "AdmissionReview"
+    response = answer["response"]
+    assert response["uid"] == uid
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400
+    assert message in response["status"]["message"]
+
+
+async def test_content_type_parameters_are_accepted():
+    answer = orjson.loads(
+        await Admission().dispatcher.review(
+            "/validate-pod", orjson.dumps(GOOD), "application/json; charset=utf-8"
+        )
+    )
+    assert answer["response"]["allowed"] is True
+
+
+async def test_handler_crash_becomes_500():
+    admission = Admission()
+
+    class Exploding:
+        async def handle(self, request):
+            raise KeyError("boom")
+
+    admission.dispatcher.handlers["/validate-pod"] = Exploding()
+    answer = orjson.loads(await admission.dispatcher.review("/validate-pod", orjson.dumps(GOOD)))
+    assert answer["response"]["status"] == {
+        "metadata": {},
+        "message": "internal error in webhook /validate-pod: KeyError: 'boom'",
+        "code": 500,
+    }
+
+
+async def test_slow_handler_times_out_with_500():
+    import asyncio
+
+    admission = Admission()
+    admission.dispatcher.timeout = 0.05
+
+    class Slow:
+        async def handle(self, request):
+            await asyncio.sleep(10)
+
+    admission.dispatcher.handlers["/validate-pod"] = Slow()
+    answer = orjson.loads(await admission.dispatcher.review("/validate-pod", orjson.dumps(GOOD)))
+    assert answer["response"]["status"]["code"] == 500
+    assert "timed out" in answer["response"]["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("gates", "served"),
+    [
+        pytest.param(
+            "",
+            [
+                "/mutate-pod",
+                "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+                "/validate-pod",
+                "/validate-pod-binding",
+                "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+            ],
+            id="defaults",
+        ),
+        pytest.param(
+            "PodMutatingWebhook=false,PodValidatingWebhook=false,ElasticMutatingWebhook=false,"
+            "ElasticValidatingWebhook=false,ConfigMapValidatingWebhook=true",
+            ["/validate-configmap"],
+            id="only-configmap",
+        ),
+        pytest.param(
+            "AllAlpha=true",
+            [
+                "/mutate-node-status",
+                "/mutate-pod",
+                "/mutate-reservation",
+                "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+                "/validate-configmap",
+                "/validate-node",
+                "/validate-pod",
+                "/validate-pod-binding",
+                "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+            ],
+            id="all-alpha",
+        ),
+    ],
+)
+def test_feature_gates_decide_the_served_paths(gates, served):
+    assert Admission(feature_gates=gates).dispatcher.paths == served
+
+
+async def test_unserved_path_is_an_error_for_the_caller():
+    with pytest.raises(UnknownPathError):
+        await Admission().dispatcher.review("/validate-node", orjson.dumps(GOOD))
