@@ -97,6 +97,7 @@ CA_COMMON_NAME = "webhook-cert-ca"
 MUTATING_CONFIGURATION = "koordinator-mutating-webhook-configuration"
 VALIDATING_CONFIGURATION = "koordinator-validating-webhook-configuration"
 TEMPLATE_ANNOTATION = "template"
+_CONFLICT_RETRIES = 5
 _DAY = datetime.timedelta(days=1)
 
 
@@ -504,21 +505,15 @@ def render_webhooks(
     return rendered
 
 
-async def ensure_webhook_configurations(
+async def _ensure_configuration(
     client: ApiClient,
+    resource: res.Resource,
+    name: str,
     ca_bundle: bytes,
     served: Collection[str],
     target: ClientConfigTarget,
-    *,
-    mutating_name: str = MUTATING_CONFIGURATION,
-    validating_name: str = VALIDATING_CONFIGURATION,
 ) -> bool:
-    """Patch both configurations; returns whether anything was written."""
-    changed = False
-    for resource, name in (
-        (res.MUTATING_WEBHOOK_CONFIGURATIONS, mutating_name),
-        (res.VALIDATING_WEBHOOK_CONFIGURATIONS, validating_name),
-    ):
+    for _ in range(_CONFLICT_RETRIES):
         try:
             configuration = await client.get(resource, name)
         except NotFoundError:
@@ -529,17 +524,38 @@ async def ensure_webhook_configurations(
         template = _template(configuration)
         configuration["webhooks"] = render_webhooks(template, ca_bundle, served, target)
         if marshal(configuration) == before:
-            continue
+            return False
         kept = {str(w.get("name")) for w in configuration["webhooks"]}
         dropped = [str(w.get("name")) for w in template if str(w.get("name")) not in kept]
         if dropped:
             log.warning("%s %s: leaving out %s (path not served)", resource.kind, name, ", ".join(dropped))
         try:
             await client.replace(resource, configuration)
+        except ConflictError:
+            continue  # another replica or a helm upgrade wrote it: read it again
         except (ApiError, ApiConnectionError) as exc:
             raise CertError(f"failed to update {name}: {exc}") from exc
         log.info("updated %s %s", resource.kind, name)
-        changed = True
+        return True
+    raise CertError(f"failed to update {name}: it kept changing ({_CONFLICT_RETRIES} conflicts)")
+
+
+async def ensure_webhook_configurations(
+    client: ApiClient,
+    ca_bundle: bytes,
+    served: Collection[str],
+    target: ClientConfigTarget,
+    *,
+    mutating_name: str = MUTATING_CONFIGURATION,
+    validating_name: str = VALIDATING_CONFIGURATION,
+) -> bool:
+    """Patch both configurations (re-read on write conflicts); returns whether anything was written."""
+    changed = False
+    for resource, name in (
+        (res.MUTATING_WEBHOOK_CONFIGURATIONS, mutating_name),
+        (res.VALIDATING_WEBHOOK_CONFIGURATIONS, validating_name),
+    ):
+        changed = await _ensure_configuration(client, resource, name, ca_bundle, served, target) or changed
     return changed
 
 

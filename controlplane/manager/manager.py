@@ -110,6 +110,8 @@ class Manager:
             client=client,
             policy=options.cert_policy,
             resync_period=options.cert_resync_s,
+            mutating_name=options.mutating_configuration,
+            validating_name=options.validating_configuration,
         )
         self._watch_certificate_inputs()
         self._runnables: list[tuple[str, Runnable]] = [("webhook-certificates", self.certs.run)]

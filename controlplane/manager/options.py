@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlplane.manager.certs import CertPolicy
+from controlplane.manager.certs import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION, CertPolicy
 from controlplane.manager.server import parse_address
 from controlplane.manager.webhooks.context import WebhookOptions
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
@@ -54,6 +54,9 @@ class ManagerOptions:
     webhook_secret_name: str = DEFAULT_SECRET
     webhook_service_name: str = DEFAULT_SERVICE
     webhook_cert_writer: str = "secret"
+    #: The webhook configurations whose ``caBundle`` the manager keeps current.
+    mutating_configuration: str = MUTATING_CONFIGURATION
+    validating_configuration: str = VALIDATING_CONFIGURATION
     cert_policy: CertPolicy = field(default_factory=CertPolicy)
     cert_resync_s: float = 60.0
     cache_sync_timeout_s: float = 120.0
