@@ -53,7 +53,9 @@ def webhook(name: str, path: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-MUTATING = {
+MUTATING_NAME = "koordinator-mutating-webhook-configuration"
+VALIDATING_NAME = "koordinator-validating-webhook-configuration"
+MUTATING: dict[str, Any] = {
     "apiVersion": "admissionregistration.k8s.io/v1",
     "kind": "MutatingWebhookConfiguration",
     "metadata": {"name": "koordinator-mutating-webhook-configuration"},
@@ -62,7 +64,7 @@ MUTATING = {
         webhook("mnode.koordinator.sh", "/mutate-node-status"),
     ],
 }
-VALIDATING = {
+VALIDATING: dict[str, Any] = {
     "apiVersion": "admissionregistration.k8s.io/v1",
     "kind": "ValidatingWebhookConfiguration",
     "metadata": {"name": "koordinator-validating-webhook-configuration"},
@@ -143,8 +145,8 @@ async def stored_bundle(client: ApiClient) -> CertBundle:
 async def ca_bundles(client: ApiClient) -> list[bytes]:
     bundles = []
     for resource, name in (
-        (res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING["metadata"]["name"]),
-        (res.VALIDATING_WEBHOOK_CONFIGURATIONS, VALIDATING["metadata"]["name"]),
+        (res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING_NAME),
+        (res.VALIDATING_WEBHOOK_CONFIGURATIONS, VALIDATING_NAME),
     ):
         configuration = await client.get(resource, name)
         bundles += [base64.b64decode(w["clientConfig"]["caBundle"]) for w in configuration["webhooks"]]
@@ -166,7 +168,7 @@ async def test_first_sync_creates_secret_and_patches_configurations(cluster, tmp
     bundle = await stored_bundle(cluster)
     assert certificate_valid(bundle, DNS)
     assert await ca_bundles(cluster) == [bundle.ca_cert, bundle.ca_cert]
-    mutating = await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING["metadata"]["name"])
+    mutating = await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING_NAME)
     assert [w["name"] for w in mutating["webhooks"]] == ["mpod-create.koordinator.sh"]  # node path not served
     assert mutating["webhooks"][0]["clientConfig"]["service"] == {
         "name": "koordinator-webhook-service",
@@ -187,7 +189,7 @@ async def test_sync_is_idempotent(cluster, tmp_path):
         (await cluster.get(res.SECRETS, "koordinator-webhook-certs", "koordinator-system"))["metadata"][
             "resourceVersion"
         ],
-        (await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING["metadata"]["name"]))["metadata"][
+        (await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING_NAME))["metadata"][
             "resourceVersion"
         ],
     ]
@@ -196,7 +198,7 @@ async def test_sync_is_idempotent(cluster, tmp_path):
         (await cluster.get(res.SECRETS, "koordinator-webhook-certs", "koordinator-system"))["metadata"][
             "resourceVersion"
         ],
-        (await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING["metadata"]["name"]))["metadata"][
+        (await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING_NAME))["metadata"][
             "resourceVersion"
         ],
     ]
@@ -208,14 +210,14 @@ async def test_served_paths_come_back_from_the_template(cluster, tmp_path):
     await controller(
         cluster, tmp_path, served_paths=["/mutate-pod", "/mutate-node-status", "/validate-pod"]
     ).sync()
-    mutating = await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING["metadata"]["name"])
+    mutating = await cluster.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING_NAME)
     assert [w["name"] for w in mutating["webhooks"]] == ["mpod-create.koordinator.sh", "mnode.koordinator.sh"]
 
 
 async def test_webhook_host_turns_services_into_urls(cluster, tmp_path):
     target = ClientConfigTarget("koordinator-system", "svc", host="10.0.0.7", port=9876)
     await controller(cluster, tmp_path, dns_name="10.0.0.7", target=target).sync()
-    validating = await cluster.get(res.VALIDATING_WEBHOOK_CONFIGURATIONS, VALIDATING["metadata"]["name"])
+    validating = await cluster.get(res.VALIDATING_WEBHOOK_CONFIGURATIONS, VALIDATING_NAME)
     config = validating["webhooks"][0]["clientConfig"]
     assert config["url"] == "https://10.0.0.7:9876/validate-pod"
     assert "service" not in config
