@@ -186,3 +186,21 @@ def split_key(key: str) -> tuple[str | None, str]:
     """The inverse of :func:`object_key`."""
     namespace, sep, name = key.partition("/")
     return (namespace, name) if sep else (None, namespace)
+
+# Koordinator's custom resources (crds/), addressed like any other resource.
+NODE_SLOS = Resource("slo.koordinator.sh", "v1alpha1", "nodeslos", "NodeSLO", False)
+NODE_METRICS = Resource("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", False)
+NODE_RESOURCE_TOPOLOGIES = Resource(
+    "topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", "NodeResourceTopology", False
+)
+DEVICES = Resource("scheduling.koordinator.sh", "v1alpha1", "devices", "Device", False)
+RESERVATIONS = Resource("scheduling.koordinator.sh", "v1alpha1", "reservations", "Reservation", False)
+POD_MIGRATION_JOBS = Resource("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", False)
+CLUSTER_COLOCATION_PROFILES = Resource(
+    "config.koordinator.sh", "v1alpha1", "clustercolocationprofiles", "ClusterColocationProfile", False
+)
+ELASTIC_QUOTAS = Resource("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", True)
+ELASTIC_QUOTA_PROFILES = Resource(
+    "quota.koordinator.sh", "v1alpha1", "elasticquotaprofiles", "ElasticQuotaProfile", True
+)
+POD_GROUPS = Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", True)

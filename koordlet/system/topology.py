@@ -156,3 +156,22 @@ def read_cpu_basic_info(paths: HostPaths, topology: CPUTopology | None = None) -
         turbo=turbo,
         flags=frozenset(fields.get("flags", "").split()),
     )
+
+
+@dataclass(frozen=True)
+class NodeCPUInfo:
+    """What the NodeInfoCollector stores as ``node_cpu_info``."""
+
+    topology: CPUTopology
+    basic: CPUBasicInfo
+    #: ``info/L3/cbm_mask`` of resctrl ("" without resctrl)
+    cat_l3_cbm_mask: str
+
+
+@dataclass(frozen=True)
+class NUMANodeInfo:
+    """One entry of ``node_numa_info``."""
+
+    node_id: int
+    mem_total_bytes: int
+    mem_free_bytes: int

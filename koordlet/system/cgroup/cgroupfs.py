@@ -139,8 +139,13 @@ class CgroupFS:
         """Relative paths of cgroups below ``relative`` down to ``max_depth`` levels (upstream's
         ``GetBECPUSetPathsByMaxDepth``: 1 = pods, 2 = containers), parents before children."""
         found: list[str] = []
-        level = [relative.strip("/")]
-        for _ in range(max_depth):
-            level = [f"{parent}/{child}" for parent in level for child in self.children(subsystem, parent)]
-            found += level
+        for depth in range(1, max_depth + 1):
+            found += self.at_depth(subsystem, relative, depth)
         return found
+
+    def at_depth(self, subsystem: Subsystem | str, relative: str, depth: int) -> list[str]:
+        """Cgroups exactly ``depth`` levels below ``relative`` (``GetCgroupPathsByTargetDepth``)."""
+        level = [relative.strip("/")]
+        for _ in range(depth):
+            level = [f"{parent}/{child}" for parent in level for child in self.children(subsystem, parent)]
+        return level

@@ -1,0 +1,186 @@
+"""In-memory time series for the koordlet's samples, and a key-value store for node facts.
+
+Upstream embeds a Prometheus TSDB on disk; the consumers only ever read recent windows
+(QoS loops the last two collect intervals, NodeMetric the aggregation durations, 30
+minutes by default), so this cache keeps raw samples in memory for a retention window and
+under a byte budget. Each series is two ``array('d')`` columns (timestamp, value): 16 bytes
+a sample, no per-sample objects. A sample is a metric kind with a fixed label schema, as
+upstream's ``MetricResource`` (an unknown or missing label is refused when the sample is
+built, not when it is queried).
+
+Thread-safety: the collectors append from their worker thread while reporters query from
+the event loop, so every operation holds one lock; appends are batched per tick.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from koordlet.metriccache.query import AggregateResult
+
+_SAMPLE_BYTES = 16
+
+
+@dataclass(frozen=True)
+class MetricKind:
+    """A metric name (upstream's ``__name__``) and the labels every sample of it carries."""
+
+    name: str
+    labels: tuple[str, ...] = ()
+
+    def sample(self, value: float, timestamp: float, **labels: str) -> Sample:
+        """A sample of this kind; refuses unknown or missing labels."""
+        if set(labels) != set(self.labels):
+            missing = sorted(set(self.labels) - set(labels))
+            unknown = sorted(set(labels) - set(self.labels))
+            raise ValueError(f"{self.name}: missing labels {missing}, unknown labels {unknown}")
+        return Sample(self, tuple(labels[name] for name in self.labels), timestamp, value)
+
+    def key(self, **labels: str) -> tuple[str, ...]:
+        return tuple(labels[name] for name in self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    kind: MetricKind
+    label_values: tuple[str, ...]
+    timestamp: float
+    value: float
+
+
+class _Series:
+    __slots__ = ("timestamps", "values")
+
+    def __init__(self) -> None:
+        self.timestamps = array("d")
+        self.values = array("d")
+
+    def trim_before(self, cutoff: float) -> int:
+        """Drop samples older than ``cutoff``; returns how many were dropped."""
+        n = bisect.bisect_left(self.timestamps, cutoff)  # appended in time order
+        if n:
+            del self.timestamps[:n]
+            del self.values[:n]
+        return n
+
+    def window(self, start: float, end: float) -> tuple[list[float], list[float]]:
+        lo = bisect.bisect_left(self.timestamps, start)
+        hi = bisect.bisect_right(self.timestamps, end)
+        return self.timestamps[lo:hi].tolist(), self.values[lo:hi].tolist()
+
+
+class MetricCache:
+    """Labelled series with a retention window and a byte budget."""
+
+    def __init__(self, retention_seconds: float = 1800.0, max_bytes: int = 100 << 20) -> None:
+        if retention_seconds <= 0:
+            raise ValueError("retention must be positive")
+        self.retention_seconds = retention_seconds
+        self.max_bytes = max_bytes
+        self._series: dict[str, dict[tuple[str, ...], _Series]] = {}
+        self._samples = 0
+        self._appends = 0
+        self._lock = threading.Lock()
+
+    def append(self, samples: Iterable[Sample]) -> None:
+        """Add a batch (one collector tick); old samples are trimmed every few batches."""
+        with self._lock:
+            newest = 0.0
+            for sample in samples:
+                by_labels = self._series.setdefault(sample.kind.name, {})
+                series = by_labels.get(sample.label_values)
+                if series is None:
+                    series = by_labels[sample.label_values] = _Series()
+                series.timestamps.append(sample.timestamp)
+                series.values.append(sample.value)
+                self._samples += 1
+                newest = max(newest, sample.timestamp)
+            self._appends += 1
+            if newest and (self._appends % 64 == 0 or self._samples * _SAMPLE_BYTES > self.max_bytes):
+                self._trim(newest - self.retention_seconds)
+
+    def _trim(self, cutoff: float) -> None:
+        for by_labels in self._series.values():
+            emptied = []
+            for key, series in by_labels.items():
+                series.trim_before(cutoff)
+                if not series.timestamps:
+                    emptied.append(key)
+            for key in emptied:
+                del by_labels[key]
+        self._samples = sum(len(s.values) for by in self._series.values() for s in by.values())
+        # over budget: drop the oldest half of the largest series until under it
+        while self._samples * _SAMPLE_BYTES > self.max_bytes:
+            largest = max(
+                (s for by in self._series.values() for s in by.values()),
+                key=lambda s: len(s.values),
+                default=None,
+            )
+            if largest is None or len(largest.values) < 2:
+                break
+            half = len(largest.values) // 2
+            del largest.timestamps[:half]
+            del largest.values[:half]
+            self._samples -= half
+
+    def gc(self, now: float) -> None:
+        """Drop samples past the retention window (also done while appending)."""
+        with self._lock:
+            self._trim(now - self.retention_seconds)
+
+    def query(self, kind: MetricKind, start: float, end: float, **labels: str) -> AggregateResult:
+        """Samples of ``kind`` in ``[start, end]`` of every series matching ``labels``
+        (equality on each given label; the rest match anything), concatenated."""
+        unknown = set(labels) - set(kind.labels)
+        if unknown:
+            raise ValueError(f"{kind.name}: unknown labels {sorted(unknown)}")
+        with self._lock:
+            by_labels = self._series.get(kind.name, {})
+            if len(labels) == len(kind.labels):
+                found = by_labels.get(kind.key(**labels))
+                matching = [found] if found is not None else []
+            else:
+                index = [(kind.labels.index(k), v) for k, v in labels.items()]
+                matching = [s for key, s in by_labels.items() if all(key[i] == v for i, v in index)]
+            timestamps: list[float] = []
+            values: list[float] = []
+            for series in matching:
+                t, v = series.window(start, end)
+                timestamps += t
+                values += v
+        return AggregateResult(tuple(timestamps), tuple(values))
+
+    def label_values(self, kind: MetricKind) -> list[tuple[str, ...]]:
+        """The label values of every series of ``kind`` currently held."""
+        with self._lock:
+            return list(self._series.get(kind.name, {}))
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            series = sum(len(by) for by in self._series.values())
+            return {"series": series, "samples": self._samples, "bytes": self._samples * _SAMPLE_BYTES}
+
+
+class KVStore:
+    """Static node facts by key (``node_cpu_info``, ``node_numa_info``, ...)."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def set(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            return self._data.get(key)
+
+    def snapshot(self) -> Mapping[str, Any]:
+        with self._lock:
+            return dict(self._data)

@@ -1,0 +1,241 @@
+"""The koordlet's Prometheus metrics: upstream's ``koordlet_*`` names and labels, on an
+injectable registry, and a Go-compatible text rendering.
+
+Dashboards built for Koordinator query these exact names. The Python client appends
+``_total`` to counters and adds ``_created`` samples; Go's client does neither, so
+:func:`render` writes counters under their plain names (``koordlet_pod_eviction``) and
+omits ``_created``. Rendering is done off the event loop by the HTTP handler.
+
+Series labelled by pod or container are pruned with :func:`prune` when the object goes
+away (upstream's expiring "GC gauge vecs").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+NAMESPACE = "koordlet"
+CORE, BYTE, INTEGER = "core", "byte", "integer"
+
+_CONTAINER = ("node", "container_id", "container_name", "pod_uid", "pod_name", "pod_namespace")
+_PSI = ("psi_resource_type", "psi_precision", "psi_degree", "cpu_full_supported")
+_MS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+
+
+class KoordletMetrics:
+    """Every koordlet metric, registered on ``registry``; ``node`` fills the node label."""
+
+    def __init__(self, registry: CollectorRegistry, node: str) -> None:
+        self.registry = registry
+        self.node = node
+
+        def gauge(name: str, doc: str, labels: Iterable[str]) -> Gauge:
+            return Gauge(name, doc, list(labels), namespace=NAMESPACE, registry=registry)
+
+        def counter(name: str, doc: str, labels: Iterable[str]) -> Counter:
+            return Counter(name, doc, list(labels), namespace=NAMESPACE, registry=registry)
+
+        def histogram(name: str, doc: str, labels: Iterable[str], buckets: Iterable[float]) -> Histogram:
+            return Histogram(
+                name, doc, list(labels), namespace=NAMESPACE, registry=registry, buckets=tuple(buckets)
+            )
+
+        self.start_time = gauge("start_time", "the start time of koordlet", ["node"])
+        self.collect_node_cpu_info_status = counter(
+            "collect_node_cpu_info_status", "the count of CollectNodeCPUInfo status", ["node", "status"]
+        )
+        self.collect_node_numa_info_status = counter(
+            "collect_node_numa_info_status", "the count of CollectNodeNUMAInfo status", ["node", "status"]
+        )
+        self.collect_node_local_storage_info_status = counter(
+            "collect_node_local_storage_info_status",
+            "the count of CollectNodeLocalStorageInfo status",
+            ["node", "status"],
+        )
+        self.pod_eviction = counter(
+            "pod_eviction", "Number of eviction launched by koordlet", ["node", "reason"]
+        )
+        self.node_used_cpu_cores = gauge(
+            "node_used_cpu_cores", "Number of cpu cores used by node in realtime", ["node"]
+        )
+        self.node_used_memory_bytes = gauge(
+            "node_used_memory_bytes", "Memory bytes used by node in realtime", ["node"]
+        )
+        self.be_suppress_cpu_cores = gauge(
+            "be_suppress_cpu_cores", "Number of cores suppress by koordlet", ["node", "type"]
+        )
+        self.be_suppress_ls_used_cpu_cores = gauge(
+            "be_suppress_ls_used_cpu_cores", "Number of cpu cores used by LS", ["node"]
+        )
+        self.be_suppress_be_used_cpu_cores = gauge(
+            "be_suppress_be_used_cpu_cores", "Number of cpu cores used by BE", ["node"]
+        )
+        burst_labels = ("node", "pod_namespace", "pod_name", "container_id", "container_name")
+        self.container_scaled_cfs_burst_us = gauge(
+            "container_scaled_cfs_burst_us", "The maximum accumulated run-time(in microseconds)", burst_labels
+        )
+        self.container_scaled_cfs_quota_us = gauge(
+            "container_scaled_cfs_quota_us",
+            "Run-time replenished within a period (in microseconds)",
+            burst_labels,
+        )
+        self.cpuset_share_pool_cpu_cores = gauge(
+            "cpuset_share_pool_cpu_cores", "Number of cpu cores in the LS share pool", ["node"]
+        )
+        self.cpuset_be_share_pool_cpu_cores = gauge(
+            "cpuset_be_share_pool_cpu_cores", "Number of cpu cores in the BE share pool", ["node"]
+        )
+        self.container_oom_score_adj = gauge(
+            "container_oom_score_adj",
+            "oom_score_adj of the container processes",
+            ["node", "pod_name", "pod_namespace", "pod_uid", "container_name"],
+        )
+        predicted = ("node", "predictor", "resource", "unit")
+        self.node_predicted_resource_reclaimable = gauge(
+            "node_predicted_resource_reclaimable", "the node resource reclaimable by the predictor", predicted
+        )
+        self.node_predicted_resource_peak = gauge(
+            "node_predicted_resource_peak", "the node resource peak by the predictor", predicted
+        )
+        usage = ("node", "resource", "unit")
+        numa_usage = ("node", "numa_node_id", "resource", "unit")
+        self.node_metric_node_usage = gauge("node_metric_node_usage", "the node usage in NodeMetric", usage)
+        self.node_metric_system_usage = gauge(
+            "node_metric_system_usage", "the system usage in NodeMetric", usage
+        )
+        self.node_metric_numa_node_usage = gauge(
+            "node_metric_numa_node_usage", "the NUMA node usage in NodeMetric", numa_usage
+        )
+        self.node_metric_numa_system_usage = gauge(
+            "node_metric_numa_system_usage", "the NUMA system usage in NodeMetric", numa_usage
+        )
+        self.resource_update_duration_milliseconds = histogram(
+            "resource_update_duration_milliseconds",
+            "time cost of resource update",
+            ["type", "status"],
+            _MS_BUCKETS,
+        )
+        self.kubelet_request_duration_seconds = histogram(
+            "kubelet_request_duration_seconds",
+            "time cost of kubelet request",
+            ["verb", "path", "code"],
+            (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.runtime_hook_invoked_duration_milliseconds = histogram(
+            "runtime_hook_invoked_duration_milliseconds",
+            "time cost of runtime hook invocations",
+            ["node", "hook", "stage", "status"],
+            _MS_BUCKETS,
+        )
+        self.runtime_hook_reconciler_invoked_duration_milliseconds = histogram(
+            "runtime_hook_reconciler_invoked_duration_milliseconds",
+            "time cost of runtime hook reconciler invocations",
+            ["node", "level", "resource_type", "status"],
+            _MS_BUCKETS,
+        )
+        self.host_application_resource_usage = gauge(
+            "host_application_resource_usage",
+            "resource usage of host applications",
+            ["node", "host_application_name", "resource", "priority_class", "qos"],
+        )
+        self.node_resource_allocatable = gauge(
+            "node_resource_allocatable", "the node allocatable of resources updated by koordinator", usage
+        )
+        self.node_priority_resource_reclaimable = gauge(
+            "node_priority_resource_reclaimable",
+            "the node resource reclaimable of a priority",
+            ("node", "priority", "resource", "unit"),
+        )
+        self.node_resource_priority_reclaimable_status = gauge(
+            "node_resource_priority_reclaimable_status",
+            "whether the priority reclaimable is valid",
+            ["node", "priority"],
+        )
+        request_labels = (
+            "node",
+            "resource",
+            "unit",
+            "pod_uid",
+            "pod_name",
+            "pod_namespace",
+            "container_id",
+            "container_name",
+        )
+        self.container_resource_requests = gauge(
+            "container_resource_requests",
+            "the container requests of resources updated by koordinator",
+            request_labels,
+        )
+        self.container_resource_limits = gauge(
+            "container_resource_limits",
+            "the container limits of resources updated by koordinator",
+            request_labels,
+        )
+        self.container_cpi = gauge(
+            "container_cpi", "Container cpi collected by koordlet", (*_CONTAINER, "cpi_field")
+        )
+        self.container_psi = gauge(
+            "container_psi", "Container psi collected by koordlet", (*_CONTAINER, *_PSI)
+        )
+        self.pod_psi = gauge(
+            "pod_psi",
+            "Pod psi collected by koordlet",
+            ("node", "pod_uid", "pod_name", "pod_namespace", *_PSI),
+        )
+        self.resctrl_llc_occupancy = gauge(
+            "resctrl_llc_occupancy",
+            "resctrl default qos(LSR, LS, BE) llc occupancy",
+            ["node", "cache_id", "qos"],
+        )
+        self.resctrl_memory_bandwidth = gauge(
+            "resctrl_memory_bandwidth",
+            "resctrl default qos(LSR, LS, BE) memory bandwidth",
+            ["node", "cache_id", "qos", "mb_type"],
+        )
+
+
+def prune(metric: MetricWrapperBase, keep: set[tuple[str, ...]]) -> None:
+    """Remove the series of ``metric`` whose label values are not in ``keep``."""
+    stale = [labels for labels in list(metric._metrics) if labels not in keep]
+    for labels in stale:
+        metric.remove(*labels)
+
+
+def _go_float(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The text exposition format as Go's client writes it (counters without ``_total``)."""
+    out: list[str] = []
+    for family in registry.collect():
+        name, kind = family.name, family.type
+        if kind == "unknown":
+            kind = "untyped"
+        samples = [s for s in family.samples if not s.name.endswith("_created")]
+        if not samples:
+            continue
+        doc = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
+        for sample in samples:
+            sample_name = name if kind == "counter" else sample.name
+            if sample.labels:
+                labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()))
+                out.append(f"{sample_name}{{{labels}}} {_go_float(sample.value)}\n")
+            else:
+                out.append(f"{sample_name} {_go_float(sample.value)}\n")
+    return "".join(out).encode()

@@ -1,0 +1,2 @@
+"""Collectors, one module each, named after upstream's; registered explicitly in
+:data:`koordlet.metricsadvisor.registry.COLLECTORS`."""

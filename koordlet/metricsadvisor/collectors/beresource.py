@@ -1,0 +1,110 @@
+"""BEResourceCollector: the CPU the best-effort tier may use, asks for and uses (milli-cores).
+
+* real-limit: the smaller of the smallest cpuset among the BE QoS cgroup and its container
+  cgroups (CPUs x 1000) and the BE QoS cgroup's CFS quota (quota x 1000 / period; none when
+  unlimited);
+* request: the ``kubernetes.io/batch-cpu`` requests of pods labelled
+  ``koordinator.sh/qosClass=BE`` (containers and init containers; the quantity is already
+  in milli-cores);
+* usage: the CPU rate of the BE QoS cgroup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from koordinator.api.cpuset import CPUSetError, parse_cpuset
+from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
+from koordinator.api.extension.resources import BATCH_CPU
+from koordinator.api.kubeqos import KubeQOSClass
+from koordinator.api.quantity import Quantity, QuantityError
+from koordlet.metriccache import Sample, kinds
+from koordlet.metricsadvisor.framework import CollectContext, RateCache
+from koordlet.system.cgroup.registry import Subsystem
+from koordlet.system.cgroup.stats import Stat
+from koordlet.system.errors import HostError
+
+
+def batch_cpu_request_milli(pod: Mapping[str, Any]) -> int:
+    """Σ batch-cpu requests of a pod's containers and init containers (the quantity's value)."""
+    spec = pod.get("spec") or {}
+    total = 0
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or ():
+            raw = ((container.get("resources") or {}).get("requests") or {}).get(BATCH_CPU)
+            if raw is None:
+                continue
+            try:
+                total += Quantity.parse(str(raw)).value()
+            except QuantityError:
+                continue
+    return total
+
+
+class BEResourceCollector:
+    NAME = "BEResourceCollector"
+
+    def __init__(self, ctx: CollectContext) -> None:
+        self.ctx = ctx
+        self.interval = ctx.config.collect_res_used_interval
+        self._usage = RateCache(ttl=20 * self.interval)
+        self._started = False
+
+    def enabled(self) -> bool:
+        return True
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def real_limit_milli(self) -> float | None:
+        cgroups = self.ctx.cgroups
+        be_dir = cgroups.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+        limits: list[float] = []
+        sizes = []
+        for rel in [be_dir, *cgroups.at_depth(Subsystem.CPUSET, be_dir, 2)]:
+            try:
+                cpus = parse_cpuset(str(cgroups.read("cpuset.cpus", rel)))
+            except (HostError, CPUSetError):
+                continue
+            if cpus:
+                sizes.append(len(cpus))
+        if sizes:
+            limits.append(min(sizes) * 1000.0)
+        try:
+            quota = int(cgroups.read("cpu.cfs_quota_us", be_dir))
+            period = int(cgroups.read("cpu.cfs_period_us", be_dir))
+        except HostError:
+            quota, period = -1, 0
+        if quota > 0 and period > 0:
+            limits.append(quota * 1000.0 / period)
+        return min(limits) if limits else None
+
+    def collect(self, now: float) -> None:
+        samples: list[Sample] = []
+        limit = self.real_limit_milli()
+        if limit is not None:
+            samples.append(
+                kinds.NODE_BE.sample(limit, now, be_resource="cpu", be_allocation=kinds.BE_REAL_LIMIT)
+            )
+        request = sum(
+            batch_cpu_request_milli(p.pod)
+            for p in self.ctx.states.get_all_pods()
+            if get_pod_qos_class_raw(p.pod) is QoSClass.BE
+        )
+        samples.append(
+            kinds.NODE_BE.sample(float(request), now, be_resource="cpu", be_allocation=kinds.BE_REQUEST)
+        )
+        be_dir = self.ctx.cgroups.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+        sample = self.ctx.reader.read([be_dir], frozenset({Stat.CPU_USAGE}))[0]
+        if sample.cpu_usage_ns is not None:
+            rate = self._usage.rate("be", now, sample.cpu_usage_ns)
+            if rate is not None:
+                milli = rate / 1e6
+                samples.append(
+                    kinds.NODE_BE.sample(milli, now, be_resource="cpu", be_allocation=kinds.BE_USAGE)
+                )
+                self.ctx.metrics.be_suppress_be_used_cpu_cores.labels(self.ctx.metrics.node).set(milli / 1000)
+                self._started = True
+        self.ctx.cache.append(samples)

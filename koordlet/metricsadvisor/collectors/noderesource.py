@@ -1,0 +1,83 @@
+"""NodeResourceCollector: node CPU and memory usage, overall and per NUMA node.
+
+CPU is the busy ticks of /proc/stat (user + nice + system + irq + softirq) over the wall
+time elapsed, in cores: ``Δticks / (Δseconds * CLK_TCK)``. Memory is ``MemTotal -
+MemAvailable`` (and ``MemTotal - MemFree`` with page cache). A NUMA node's CPU is the sum of
+its CPUs' busy-tick rates; its memory is what its meminfo does not count as free or
+reclaimable. The first tick only primes the tick counters.
+"""
+
+from __future__ import annotations
+
+from koordlet.metriccache import Sample, kinds
+from koordlet.metricsadvisor.framework import CollectContext, RateCache, UsagePoint
+from koordlet.system import kernel, proc
+from koordlet.system.topology import read_cpu_topology
+
+
+class NodeResourceCollector:
+    NAME = "NodeResourceCollector"
+
+    def __init__(self, ctx: CollectContext) -> None:
+        self.ctx = ctx
+        self.interval = ctx.config.collect_res_used_interval
+        self._ticks = RateCache(ttl=20 * self.interval)
+        self._cpu_node: dict[int, int] = {}
+        self._started = False
+
+    def enabled(self) -> bool:
+        return True
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def _numa_of_cpus(self) -> dict[int, int]:
+        if not self._cpu_node:
+            try:
+                topology = read_cpu_topology(self.ctx.paths)
+            except OSError:
+                return {}
+            self._cpu_node = {p.cpu: p.node for p in topology.processors}
+        return self._cpu_node
+
+    def collect(self, now: float) -> None:
+        paths = self.ctx.paths
+        hz = kernel.clock_ticks()
+        stat = proc.read_proc_stat(paths)
+        meminfo = proc.read_meminfo(paths)
+        samples: list[Sample] = []
+        memory = float(meminfo.used_bytes)
+        samples.append(kinds.NODE_MEMORY_USAGE.sample(memory, now))
+        if self.ctx.config.enable_pagecache_collector:
+            samples.append(
+                kinds.NODE_MEMORY_USAGE_WITH_PAGE_CACHE.sample(float(meminfo.used_with_page_cache_bytes), now)
+            )
+        rate = self._ticks.rate("node", now, stat.total.busy)
+        numa_cpu: dict[int, float] = {}
+        cpu_node = self._numa_of_cpus()
+        for cpu_id, ticks in stat.per_cpu.items():
+            cpu_rate = self._ticks.rate(("cpu", cpu_id), now, ticks.busy)
+            if cpu_rate is not None and cpu_id in cpu_node:
+                numa_cpu[cpu_node[cpu_id]] = numa_cpu.get(cpu_node[cpu_id], 0.0) + cpu_rate / hz
+        numa_memory: dict[int, float] = {}
+        try:
+            for node, info in proc.read_numa_meminfo(paths).items():
+                numa_memory[node] = float(info.numa_used_bytes)
+        except OSError:
+            numa_memory = {}
+        for node, used in numa_memory.items():
+            samples.append(kinds.NODE_NUMA_MEMORY_USAGE.sample(used, now, numa_node_id=str(node)))
+        numa_points = {}
+        if rate is not None:
+            cpu = rate / hz
+            samples.append(kinds.NODE_CPU_USAGE.sample(cpu, now))
+            for node_id, node_cpu in numa_cpu.items():
+                samples.append(kinds.NODE_NUMA_CPU_USAGE.sample(node_cpu, now, numa_node_id=str(node_id)))
+                numa_points[node_id] = UsagePoint(node_cpu, numa_memory.get(node_id, 0.0), now)
+            self.ctx.shared.update(node=UsagePoint(cpu, memory, now), node_numa=numa_points)
+            metrics = self.ctx.metrics
+            metrics.node_used_cpu_cores.labels(metrics.node).set(cpu)
+            metrics.node_used_memory_bytes.labels(metrics.node).set(memory)
+            self._started = True
+        self.ctx.cache.append(samples)

@@ -1,0 +1,220 @@
+"""Collector framework: the context collectors share, rate computation, and the runner.
+
+A collector is a small object with a ``NAME`` (upstream's), an ``interval``, an
+``enabled()`` answer and a ``collect(now)`` tick that reads the host and appends one batch
+to the metric cache. CPU usage is a rate (counter delta over wall-clock delta, in cores);
+the first tick of any object only primes its counter, as upstream. Ticks run in one worker
+thread (the native reader releases the GIL), so the event loop serving HTTP never waits
+on the host; a failing tick is logged and counted, and never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from koordinator.api.features import FeatureGates
+from koordinator.api.types.slo import NodeSLOSpec
+from koordlet.metriccache import KVStore, MetricCache
+from koordlet.metrics import KoordletMetrics
+from koordlet.statesinformer.podmeta import PodMeta
+from koordlet.system.cgroup.cgroupfs import CgroupFS
+from koordlet.system.cgroup.stats import StatsReader
+from koordlet.system.paths import HostPaths
+
+log = logging.getLogger(__name__)
+
+
+class States(Protocol):
+    """What collectors need from the states informer."""
+
+    def get_all_pods(self) -> list[PodMeta]: ...
+    def get_node(self) -> Mapping[str, Any] | None: ...
+    def get_node_slo(self) -> NodeSLOSpec | None: ...
+
+
+@dataclass
+class CollectorConfig:
+    """Upstream's metricsadvisor flags (``--collect-res-used-interval`` ...), in seconds."""
+
+    collect_res_used_interval: float = 1.0
+    collect_sys_metric_outdated_interval: float = 10.0
+    collect_node_cpu_info_interval: float = 60.0
+    psi_collector_interval: float = 10.0
+    enable_pagecache_collector: bool = False
+
+
+@dataclass(frozen=True)
+class UsagePoint:
+    cpu: float
+    memory: float
+    timestamp: float
+
+
+@dataclass
+class SharedState:
+    """Latest values one collector hands to another (upstream ``framework.SharedState``)."""
+
+    node: UsagePoint | None = None
+    node_numa: dict[int, UsagePoint] = field(default_factory=dict)
+    pods: UsagePoint | None = None
+    pods_numa_memory: dict[int, float] = field(default_factory=dict)
+    host_apps: UsagePoint | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def update(self, **values: Any) -> None:
+        with self.lock:
+            for name, value in values.items():
+                setattr(self, name, value)
+
+    def snapshot(self) -> SharedState:
+        with self.lock:
+            return SharedState(
+                self.node, dict(self.node_numa), self.pods, dict(self.pods_numa_memory), self.host_apps
+            )
+
+
+@dataclass
+class CollectContext:
+    paths: HostPaths
+    cgroups: CgroupFS
+    cache: MetricCache
+    kv: KVStore
+    states: States
+    metrics: KoordletMetrics
+    gates: FeatureGates
+    config: CollectorConfig = field(default_factory=CollectorConfig)
+    shared: SharedState = field(default_factory=SharedState)
+    stats: StatsReader | None = None
+
+    def __post_init__(self) -> None:
+        if self.stats is None:
+            self.stats = StatsReader(self.cgroups)
+
+    @property
+    def reader(self) -> StatsReader:
+        assert self.stats is not None
+        return self.stats
+
+
+class RateCache:
+    """Per-object cumulative counters turned into rates; entries unused for ``ttl`` expire.
+
+    ``rate(key, now, counter)`` is None on an object's first sample, after a counter went
+    backwards (a restarted cgroup) and when no time passed.
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._last: dict[Any, tuple[float, float]] = {}
+        self._swept = 0.0
+
+    def rate(self, key: Any, now: float, counter: float) -> float | None:
+        previous = self._last.get(key)
+        self._last[key] = (now, counter)
+        if previous is None:
+            return None
+        then, before = previous
+        if now <= then or counter < before:
+            return None
+        return (counter - before) / (now - then)
+
+    def sweep(self, now: float) -> None:
+        """Forget objects not seen for ``ttl`` (pods that went away)."""
+        if now - self._swept < self.ttl:
+            return
+        self._swept = now
+        for key in [k for k, (t, _) in self._last.items() if now - t > self.ttl]:
+            del self._last[key]
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+
+class Collector(Protocol):
+    NAME: str
+
+    @property
+    def interval(self) -> float: ...
+    def enabled(self) -> bool: ...
+    def collect(self, now: float) -> None: ...
+    @property
+    def started(self) -> bool: ...
+
+
+CollectorFactory = Callable[[CollectContext], Collector]
+
+
+def build_collectors(
+    ctx: CollectContext, registry: Sequence[tuple[str, CollectorFactory]]
+) -> list[Collector]:
+    """Instantiate the registered collectors (names checked unique) and keep the enabled ones."""
+    names = [name for name, _ in registry]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise ValueError(f"collectors registered twice: {sorted(duplicates)}")
+    collectors = []
+    for name, factory in registry:
+        collector = factory(ctx)
+        if name != collector.NAME:
+            raise ValueError(f"collector registered as {name!r} calls itself {collector.NAME!r}")
+        if collector.enabled():
+            collectors.append(collector)
+        else:
+            log.info("collector %s disabled", name)
+    return collectors
+
+
+class CollectorRunner:
+    """Runs each collector every ``interval`` in one worker thread."""
+
+    def __init__(self, collectors: Sequence[Collector], clock: Callable[[], float] = time.time) -> None:
+        self.collectors = list(collectors)
+        self.clock = clock
+        self.failures: dict[str, int] = {c.NAME: 0 for c in collectors}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koordlet-collect")
+        self._tasks: list[asyncio.Task[None]] = []
+        self._all_started = asyncio.Event()
+
+    def tick(self, collector: Collector) -> None:
+        """One collection, with failures contained."""
+        try:
+            collector.collect(self.clock())
+        except Exception:
+            self.failures[collector.NAME] += 1
+            log.exception("collector %s failed", collector.NAME)
+
+    async def _loop(self, collector: Collector) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = time.monotonic()
+            await loop.run_in_executor(self._executor, self.tick, collector)
+            if not self._all_started.is_set() and self.all_started():
+                self._all_started.set()
+            await asyncio.sleep(max(collector.interval - (time.monotonic() - started), 0.0))
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._loop(c), name=f"collector-{c.NAME}") for c in self.collectors
+        ]
+
+    def all_started(self) -> bool:
+        return all(c.started for c in self.collectors)
+
+    async def wait_started(self) -> None:
+        """Upstream waits for every enabled collector's first data before QoS starts
+        (callers bound the wait with ``asyncio.timeout``)."""
+        if self.collectors:
+            await self._all_started.wait()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,299 @@
+"""NodeMetric reporting: the node's, system's, pods' and host applications' usage.
+
+The koordlet never creates its NodeMetric (the slo-controller does); it writes the status
+of the existing one through the status subresource, at ``reportIntervalSeconds`` and no
+more than once every ten seconds (upstream's 0.1 qps limiter). Every value is the average
+over ``aggregateDurationSeconds``; the node and system usages are also aggregated (avg,
+p50, p90, p95, p99) over each duration of ``nodeAggregatePolicy``, with an entry left
+without values while its samples span less than half the duration (cold start). Memory
+follows ``nodeMemoryCollectPolicy``. CPU is written in milli-cores, memory in bytes.
+
+The metric cache is reached through the narrow :class:`UsageQuerier` protocol (the
+agent wires it), so this layer does not depend on the cache's storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from koordinator.api.extension.priority import get_pod_priority_class_with_default
+from koordinator.api.goparse import format_duration, parse_duration
+from koordinator.api.quantity import Format, Quantity
+from koordinator.api.sloconfig.config import default_node_metric_collect_policy
+from koordinator.api.types.slo import NodeMetricCollectPolicy, NodeMetricSpec
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.errors import ConflictError, NotFoundError
+from koordinator.kube.timeutil import format_time
+from koordlet.statesinformer.podmeta import PodMeta
+
+log = logging.getLogger(__name__)
+
+AGGREGATIONS = ("avg", "p50", "p90", "p95", "p99")
+MIN_AGGREGATE_SECONDS = 60
+MIN_REPORT_SECONDS = 30
+MIN_UPDATE_GAP_SECONDS = 10.0  # 0.1 qps
+_MEMORY_METRICS = {
+    "usageWithoutPageCache": ("node_memory_usage", "pod_memory_usage", "host_application_memory_usage"),
+    "usageWithPageCache": (
+        "node_memory_usage_with_page_cache",
+        "pod_memory_usage_with_page_cache",
+        "host_application_memory_usage_with_page_cache",
+    ),
+}
+
+
+class Aggregate(Protocol):
+    def count(self) -> int: ...
+    def value(self, aggregation: str) -> float: ...
+    def time_range(self) -> float: ...
+
+
+class UsageQuerier(Protocol):
+    def __call__(self, metric: str, start: float, end: float, **labels: str) -> Aggregate: ...
+
+
+@dataclass(frozen=True)
+class HostApplication:
+    name: str
+    priority: str
+    qos: str
+
+
+@dataclass(frozen=True)
+class CollectPolicy:
+    aggregate_seconds: int
+    report_seconds: int
+    durations: tuple[str, ...]
+    memory_policy: str
+
+    @classmethod
+    def of(cls, spec: NodeMetricSpec | None) -> CollectPolicy:
+        """The spec merged onto upstream's defaults, with the minimums applied."""
+        default = default_node_metric_collect_policy()
+        policy: NodeMetricCollectPolicy = (spec.metric_collect_policy if spec else None) or default
+        aggregate = policy.aggregate_duration_seconds or default.aggregate_duration_seconds or 300
+        report = policy.report_interval_seconds or default.report_interval_seconds or 60
+        durations = policy.node_aggregate_policy or default.node_aggregate_policy
+        memory = policy.node_memory_collect_policy or "usageWithoutPageCache"
+        return cls(
+            max(aggregate, MIN_AGGREGATE_SECONDS),
+            max(report, MIN_REPORT_SECONDS),
+            tuple(durations.durations if durations else ()),
+            memory,
+        )
+
+
+def cpu_quantity(cores: float) -> str:
+    return str(Quantity.from_milli(int(cores * 1000)))
+
+
+def memory_quantity(value: float) -> str:
+    return str(Quantity.from_int(int(value), Format.BINARY_SI))
+
+
+def _average(query: UsageQuerier, metric: str, start: float, end: float, **labels: str) -> float | None:
+    result = query(metric, start, end, **labels)
+    return result.value("avg") if result.count() else None
+
+
+def _usage(
+    query: UsageQuerier, cpu_metric: str, memory_metric: str, start: float, end: float, **labels: str
+) -> dict[str, Any] | None:
+    cpu = _average(query, cpu_metric, start, end, **labels)
+    memory = _average(query, memory_metric, start, end, **labels)
+    if cpu is None and memory is None:
+        return None
+    resources: dict[str, str] = {}
+    if cpu is not None:
+        resources["cpu"] = cpu_quantity(cpu)
+    if memory is not None:
+        resources["memory"] = memory_quantity(memory)
+    return {"resources": resources}
+
+
+def _aggregated(
+    query: UsageQuerier, cpu_metric: str, memory_metric: str, durations: tuple[str, ...], now: float
+) -> list[dict[str, Any]]:
+    out = []
+    for text in durations:
+        seconds = parse_duration(text) / 1e9
+        entry: dict[str, Any] = {}
+        cpu = query(cpu_metric, now - seconds, now)
+        memory = query(memory_metric, now - seconds, now)
+        # cold start: too short a history would misreport the percentiles
+        if (
+            cpu.count()
+            and memory.count()
+            and cpu.time_range() >= seconds / 2
+            and memory.time_range() >= seconds / 2
+        ):
+            entry["usage"] = {
+                agg: {
+                    "resources": {
+                        "cpu": cpu_quantity(cpu.value(agg)),
+                        "memory": memory_quantity(memory.value(agg)),
+                    }
+                }
+                for agg in AGGREGATIONS
+            }
+        entry["duration"] = format_duration(int(seconds * 1e9))
+        out.append(entry)
+    return out
+
+
+def build_status(
+    query: UsageQuerier,
+    policy: CollectPolicy,
+    pods: list[PodMeta],
+    host_apps: list[HostApplication],
+    numa_nodes: list[int],
+    now: float,
+) -> dict[str, Any]:
+    """The NodeMetric status for the window ending at ``now``."""
+    start = now - policy.aggregate_seconds
+    node_memory, pod_memory, app_memory = _MEMORY_METRICS.get(
+        policy.memory_policy, _MEMORY_METRICS["usageWithoutPageCache"]
+    )
+    node_metric: dict[str, Any] = {}
+    node_usage = _usage(query, "node_cpu_usage", node_memory, start, now)
+    if node_usage is not None:
+        node_metric["nodeUsage"] = node_usage
+    aggregated = _aggregated(query, "node_cpu_usage", node_memory, policy.durations, now)
+    if aggregated:
+        node_metric["aggregatedNodeUsages"] = aggregated
+    system_usage = _usage(query, "sys_cpu_usage", "sys_memory_usage", start, now)
+    if system_usage is not None:
+        node_metric["systemUsage"] = system_usage
+    aggregated = _aggregated(query, "sys_cpu_usage", "sys_memory_usage", policy.durations, now)
+    if aggregated:
+        node_metric["aggregatedSystemUsages"] = aggregated
+    numa_usages = []
+    for node_id in sorted(numa_nodes):
+        label = str(node_id)
+        numa_node = _usage(
+            query, "node_numa_cpu_usage", "node_numa_memory_usage", start, now, numa_node_id=label
+        )
+        numa_sys = _usage(
+            query, "sys_numa_cpu_usage", "sys_numa_memory_usage", start, now, numa_node_id=label
+        )
+        if numa_node is None and numa_sys is None:
+            continue
+        entry: dict[str, Any] = {"numaNodeID": node_id}
+        if numa_node is not None:
+            entry["nodeUsage"] = numa_node
+        if numa_sys is not None:
+            entry["systemUsage"] = numa_sys
+        numa_usages.append(entry)
+    if numa_usages:
+        node_metric["numaUsages"] = numa_usages
+    pods_metric = []
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+        usage = _usage(query, "pod_cpu_usage", pod_memory, start, now, pod_uid=pod.uid)
+        if usage is None:
+            continue
+        pods_metric.append(
+            {
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "podUsage": usage,
+                "priority": str(get_pod_priority_class_with_default(pod.pod)),
+                "qos": str(pod.qos),
+            }
+        )
+    apps_metric = []
+    for app in sorted(host_apps, key=lambda a: a.name):
+        usage = _usage(query, "host_application_cpu_usage", app_memory, start, now, host_app_name=app.name)
+        if usage is None:
+            continue
+        apps_metric.append({"name": app.name, "usage": usage, "priority": app.priority, "qos": app.qos})
+    status: dict[str, Any] = {"updateTime": format_time(now), "nodeMetric": node_metric}
+    if pods_metric:
+        status["podsMetric"] = pods_metric
+    if apps_metric:
+        status["hostApplicationMetric"] = apps_metric
+    return status
+
+
+class NodeMetricStates(Protocol):
+    node_name: str
+
+    @property
+    def node_metric_exists(self) -> bool: ...
+    def get_node_metric_spec(self) -> NodeMetricSpec | None: ...
+    def get_all_pods(self) -> list[PodMeta]: ...
+    def host_applications(self) -> list[HostApplication]: ...
+    def numa_nodes(self) -> list[int]: ...
+
+
+class NodeMetricReporter:
+    def __init__(
+        self,
+        client: ApiClient,
+        states: NodeMetricStates,
+        query: UsageQuerier,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.states = states
+        self.query = query
+        self.clock = clock
+        self._last_update = float("-inf")
+        self.reports = 0
+
+    async def report(self) -> bool:
+        """Write one status; False when there is no NodeMetric yet or the limiter refused."""
+        if not self.states.node_metric_exists:
+            log.debug("NodeMetric %s does not exist yet; nothing reported", self.states.node_name)
+            return False
+        if time.monotonic() - self._last_update < MIN_UPDATE_GAP_SECONDS:
+            return False
+        policy = CollectPolicy.of(self.states.get_node_metric_spec())
+        status = build_status(
+            self.query,
+            policy,
+            self.states.get_all_pods(),
+            self.states.host_applications(),
+            self.states.numa_nodes(),
+            self.clock(),
+        )
+        for _ in range(5):  # RetryOnConflict
+            try:
+                current = await self.client.get(res.NODE_METRICS, self.states.node_name)
+                await self.client.replace_status(res.NODE_METRICS, {**current, "status": status})
+                break
+            except ConflictError:
+                continue
+            except NotFoundError:
+                return False
+        else:
+            log.warning("NodeMetric %s: status update kept conflicting", self.states.node_name)
+            return False
+        self._last_update = time.monotonic()
+        self.reports += 1
+        return True
+
+    async def run(self) -> None:
+        while True:
+            policy = CollectPolicy.of(self.states.get_node_metric_spec())
+            try:
+                await self.report()
+            except Exception:
+                log.exception("NodeMetric report failed")
+            await asyncio.sleep(policy.report_seconds)
+
+
+def host_applications_of(spec_apps: list[Any]) -> list[HostApplication]:
+    return [HostApplication(a.name, a.priority, a.qos) for a in spec_apps]
+
+
+def aggregate_durations_seconds(policy: CollectPolicy) -> float:
+    """The longest window a report reads (the metric cache must keep at least that)."""
+    longest = max((parse_duration(d) / 1e9 for d in policy.durations), default=0.0)
+    return max(longest, float(policy.aggregate_seconds))
