@@ -21,7 +21,7 @@ from koordinator.api.kubeqos import KubeQOSClass
 from koordinator.api.quantity import Quantity, QuantityError
 from koordlet.metriccache import Sample, kinds
 from koordlet.metricsadvisor.framework import CollectContext, RateCache
-from koordlet.system.cgroup.registry import Subsystem
+from koordlet.system.cgroup.registry import CPU_CFS_PERIOD, CPU_CFS_QUOTA, CPUSET_CPUS, Subsystem
 from koordlet.system.cgroup.stats import Stat
 from koordlet.system.errors import HostError
 
@@ -65,7 +65,7 @@ class BEResourceCollector:
         sizes = []
         for rel in [be_dir, *cgroups.at_depth(Subsystem.CPUSET, be_dir, 2)]:
             try:
-                cpus = parse_cpuset(str(cgroups.read("cpuset.cpus", rel)))
+                cpus = parse_cpuset(str(cgroups.read(CPUSET_CPUS, rel)))
             except (HostError, CPUSetError):
                 continue
             if cpus:
@@ -73,8 +73,8 @@ class BEResourceCollector:
         if sizes:
             limits.append(min(sizes) * 1000.0)
         try:
-            quota = int(cgroups.read("cpu.cfs_quota_us", be_dir))
-            period = int(cgroups.read("cpu.cfs_period_us", be_dir))
+            quota = int(cgroups.read(CPU_CFS_QUOTA, be_dir))
+            period = int(cgroups.read(CPU_CFS_PERIOD, be_dir))
         except HostError:
             quota, period = -1, 0
         if quota > 0 and period > 0:

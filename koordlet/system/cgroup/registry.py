@@ -22,6 +22,23 @@ from koordlet.system.errors import InvalidValueError, UnsupportedResourceError
 
 Value = int | str
 
+# Keys of the resources the agent names in code (the strings are upstream's resource types).
+CPU_SHARES = "cpu.shares"
+CPU_CFS_QUOTA = "cpu.cfs_quota_us"
+CPU_CFS_PERIOD = "cpu.cfs_period_us"
+CPU_CFS_BURST = "cpu.cfs_burst_us"
+CPU_BVT_WARP_NS = "cpu.bvt_warp_ns"
+CPU_IDLE = "cpu.idle"
+CPUSET_CPUS = "cpuset.cpus"
+CPUSET_MEMS = "cpuset.mems"
+CPU_TASKS = "tasks"
+CGROUP_PROCS = "cgroup.procs"
+MEMORY_LIMIT = "memory.limit_in_bytes"
+MEMORY_MIN = "memory.min"
+MEMORY_LOW = "memory.low"
+MEMORY_HIGH = "memory.high"
+NET_CLS_CLASSID = "net_cls.classid"
+
 
 class Subsystem(enum.StrEnum):
     """v1 controller directories under the cgroup root (v2 has a single unified tree)."""
