@@ -73,16 +73,16 @@ def _load_documents(text: str, source: str) -> list[Any]:
         raise AdmitError(f"{source}: not valid YAML/JSON: {exc}") from None
 
 
-def _read(path: str, stdin: TextIO) -> str:
+def _read(path: str, stdin: TextIO | None) -> str:
     if path == "-":
-        return stdin.read()
+        return (stdin or sys.stdin).read()
     try:
         return Path(path).read_text()
     except OSError as exc:
         raise AdmitError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def load_objects(paths: Sequence[str], stdin: TextIO = sys.stdin) -> StaticCluster:
+def load_objects(paths: Sequence[str], stdin: TextIO | None = None) -> StaticCluster:
     cluster = StaticCluster()
     for path in paths:
         for index, doc in enumerate(_load_documents(_read(path, stdin), path)):
@@ -209,7 +209,7 @@ def run(
     random_value: int | None,
     output: str,
     out: TextIO,
-    stdin: TextIO = sys.stdin,
+    stdin: TextIO | None = None,
 ) -> int:
     """The command: read, admit, print; returns the exit status."""
     if random_value is not None and not 0 <= random_value < 100:

@@ -161,7 +161,7 @@ class Manager:
             (options.health_probe_addr, health_app(self.readiness)),
             (options.metrics_addr, metrics_app(self.metrics.registry)),
         ):
-            if address[1]:
+            if address is not None:
                 self._sites.append(await start_site(app, *address))
         self.factory.start()
         try:

@@ -44,8 +44,9 @@ class ManagerOptions:
     kubeconfig: str | None = None
     kube_api_qps: float = 50.0
     kube_api_burst: int = 100
-    metrics_addr: tuple[str, int] = ("", 8080)
-    health_probe_addr: tuple[str, int] = ("", 8000)
+    #: ``(host, port)`` to listen on; ``None`` turns the server off (flag value ``"0"``).
+    metrics_addr: tuple[str, int] | None = ("", 8080)
+    health_probe_addr: tuple[str, int] | None = ("", 8000)
     webhook_bind_host: str = ""
     webhook_port: int = DEFAULT_WEBHOOK_PORT
     webhook_host: str = ""
@@ -185,8 +186,8 @@ def options_from_args(args: argparse.Namespace) -> ManagerOptions:
             "is not one of secret, fs"
         )
     try:
-        metrics_addr = parse_address(args.metrics_addr)
-        health_addr = parse_address(args.health_probe_addr)
+        metrics_addr = None if args.metrics_addr == "0" else parse_address(args.metrics_addr)
+        health_addr = None if args.health_probe_addr == "0" else parse_address(args.health_probe_addr)
     except ValueError as exc:
         raise OptionsError(str(exc)) from None
     validity = _duration("--webhook-cert-validity", args.webhook_cert_validity)

@@ -39,9 +39,7 @@ Readiness = Callable[[], Awaitable[str]]
 
 
 def parse_address(address: str, default_host: str = "") -> tuple[str, int]:
-    """``":8080"``, ``"0.0.0.0:8080"``, ``"[::1]:8080"`` -> ``(host, port)``; ``"0"`` disables (port 0)."""
-    if address in ("0", ""):
-        return default_host, 0
+    """``":8080"``, ``"0.0.0.0:8080"``, ``"[::1]:8080"`` -> ``(host, port)``; port 0 picks a free port."""
     host, sep, port = address.rpartition(":")
     if not sep:
         raise ValueError(f"invalid address {address!r}: expected [host]:port")
