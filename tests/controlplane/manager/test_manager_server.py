@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import io
 import json
 import ssl
@@ -107,9 +108,7 @@ class Running:
         return self.manager.webhook_site.port
 
     async def ssl_context(self) -> ssl.SSLContext:
-        configuration = await self.client.get(
-            res.MUTATING_WEBHOOK_CONFIGURATIONS, CONFIGURATIONS[0]["metadata"]["name"]
-        )
+        configuration = await self.client.get(res.MUTATING_WEBHOOK_CONFIGURATIONS, MUTATING_NAME)
         ca = base64.b64decode(configuration["webhooks"][0]["clientConfig"]["caBundle"]).decode()
         return ssl.create_default_context(cadata=ca)
 
@@ -245,7 +244,7 @@ async def test_restart_with_a_rotated_certificate(fake, tmp_path):
             first_bundle.ca_cert,
             first_bundle.ca_key,
             "127.0.0.1",
-            validity=__import__("datetime").timedelta(days=1),
+            validity=datetime.timedelta(days=1),
         )
         store = SecretCertStore(client, "koordinator-system", "koordinator-webhook-certs")
         current = await store.read()
