@@ -1,5 +1,5 @@
 # The README's commands. Each target installs what it needs into .venv first.
-#   make run    install, print the node probe, then run the main job
+#   make run    install, print the node probe, then run the standalone koordlet (127.0.0.1:9316)
 #   make test   install test dependencies, provision every test tier, run the whole suite
 #   make bench  run the benchmark harness (JSON results in benchmarks/out/)
 
@@ -24,6 +24,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	agent_mode=hostMode $(VENV)/bin/koordlet probe
+	$(VENV)/bin/koordlet --standalone
 
 test: $(STAMP)
 	@bin="$$(bash hack/envtest.sh)" || { echo "make test: hack/envtest.sh failed; the envtest tier will be skipped" >&2; bin=; }; \

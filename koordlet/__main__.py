@@ -1,21 +1,33 @@
 """The ``koordlet`` command: the node agent, and ``koordlet probe`` to inspect a node.
 
-``koordlet probe`` prints what this node supports (cgroup versions, driver, PSI,
-resctrl, perf, QoS knobs, runtime sockets, GPUs, RDMA). Running the agent itself is
-reported as not built yet until its issue lands; nothing is faked.
+* ``koordlet`` runs the agent for the node named by ``NODE_NAME`` (required, as upstream),
+  talking to the apiserver (in-cluster credentials or ``--kubeconfig``) and the kubelet;
+* ``koordlet --standalone`` runs it with neither: this machine's cgroups and metrics,
+  served on 127.0.0.1:9316 unless ``--addr`` says otherwise;
+* ``koordlet probe`` prints what this node supports (cgroup versions, driver, PSI,
+  resctrl, perf, QoS knobs, runtime sockets, GPUs, RDMA).
+
+Flags keep upstream's names and defaults; durations are Go durations (``10s``, ``1m``),
+booleans accept ``--flag``, ``--flag=true`` and ``--flag=false``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import orjson
 
 from koordinator import __version__
 from koordinator.api.features import KOORDLET_FEATURES
-from koordinator.cli import component_parser, configure_logging, not_built
+from koordinator.api.goparse import parse_bool, parse_duration
+from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.cli import component_parser, configure_logging, fail
+from koordlet.agent import AgentConfig, run_agent
+from koordlet.metricsadvisor.framework import CollectorConfig
 from koordlet.system import native
 from koordlet.system.paths import HostPaths
 from koordlet.system.probe import as_json, as_table, probe
@@ -57,6 +69,156 @@ def host_paths(args: argparse.Namespace) -> HostPaths:
     return HostPaths.from_environ().with_overrides(**overrides)
 
 
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text) / 1e9
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {err}") from None
+
+
+def _bool(text: str) -> bool:
+    try:
+        return parse_bool(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid boolean {text!r}") from None
+
+
+def _size(text: str) -> int:
+    try:
+        return Quantity.parse(text).value()
+    except QuantityError as err:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: {err}") from None
+
+
+def _addr(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid address {text!r}, want [host]:port")
+    return host.strip("[]"), int(port)
+
+
+#: (flag, dest, type, default, help) of the agent, upstream's names and defaults
+AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
+    (
+        "--addr",
+        "addr",
+        _addr,
+        None,
+        "address of /metrics and /healthz (default :9316; 127.0.0.1:9316 standalone)",
+    ),
+    ("--kubeconfig", "kubeconfig", str, None, "kubeconfig file (default: in-cluster credentials)"),
+    ("--kube-api-qps", "kube_api_qps", float, 20.0, "apiserver queries per second"),
+    ("--kube-api-burst", "kube_api_burst", int, 30, "apiserver burst"),
+    (
+        "--kubelet-preferred-address-type",
+        "kubelet_preferred_address_type",
+        str,
+        "InternalIP",
+        "node address used",
+    ),
+    ("--kubelet-sync-interval", "kubelet_sync_interval", _duration, 10.0, "period of the kubelet /pods sync"),
+    ("--kubelet-sync-timeout", "kubelet_sync_timeout", _duration, 3.0, "timeout of a kubelet request"),
+    ("--kubelet-insecure-tls", "kubelet_insecure_tls", _bool, False, "use the kubelet's read-only HTTP port"),
+    ("--kubelet-read-only-port", "kubelet_read_only_port", int, 10255, "the kubelet's read-only port"),
+    ("--node-topology-sync-interval", "node_topology_sync_interval", _duration, 3.0, "NRT report period"),
+    ("--enable-node-metric-report", "enable_node_metric_report", _bool, True, "write NodeMetric status"),
+    (
+        "--collect-res-used-interval",
+        "collect_res_used_interval",
+        _duration,
+        1.0,
+        "resource collection period",
+    ),
+    (
+        "--collect-sys-metric-outdated-interval",
+        "collect_sys_metric_outdated_interval",
+        _duration,
+        10.0,
+        "max age of inputs of the system usage",
+    ),
+    (
+        "--collect-node-cpu-info-interval",
+        "collect_node_cpu_info_interval",
+        _duration,
+        60.0,
+        "CPU info period",
+    ),
+    ("--psi-collector-interval", "psi_collector_interval", _duration, 10.0, "PSI collection period"),
+    (
+        "--enable-pagecache-collector",
+        "enable_pagecache_collector",
+        _bool,
+        False,
+        "collect usage with page cache",
+    ),
+    (
+        "--tsdb-retention-duration",
+        "tsdb_retention_duration",
+        _duration,
+        1800.0,
+        "how long samples are kept (in memory; default 30m, the longest NodeMetric window)",
+    ),
+    ("--tsdb-max-bytes", "tsdb_max_bytes", _size, 100 << 20, "memory budget of the metric cache"),
+]
+
+
+def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
+    for flag, dest, kind, default, text in AGENT_FLAGS:
+        if kind is _bool:
+            parser.add_argument(
+                flag, dest=dest, type=_bool, nargs="?", const=True, default=default, help=text
+            )
+        else:
+            parser.add_argument(flag, dest=dest, type=kind, default=default, help=text)  # type: ignore[arg-type]
+
+
+def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentConfig:
+    """The agent's configuration; exits 2 with one line when NODE_NAME is missing in cluster mode."""
+    node_name = environ.get("NODE_NAME", "")
+    if not node_name:
+        if not args.standalone:
+            fail(
+                PROG,
+                "environment variable NODE_NAME is required (set it from spec.nodeName), or use --standalone",
+            )
+        node_name = socket.gethostname()
+    host, port = args.addr if args.addr is not None else (("127.0.0.1" if args.standalone else ""), 9316)
+    collectors = CollectorConfig(
+        collect_res_used_interval=args.collect_res_used_interval,
+        collect_sys_metric_outdated_interval=args.collect_sys_metric_outdated_interval,
+        collect_node_cpu_info_interval=args.collect_node_cpu_info_interval,
+        psi_collector_interval=args.psi_collector_interval,
+        enable_pagecache_collector=args.enable_pagecache_collector,
+    )
+    return AgentConfig(
+        node_name=node_name,
+        paths=host_paths(args) if not args.standalone else _standalone_paths(args),
+        gates=args.feature_gates,
+        host=host,
+        port=port,
+        standalone=args.standalone,
+        kubeconfig=args.kubeconfig,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
+        kubelet_preferred_address_type=args.kubelet_preferred_address_type,
+        kubelet_sync_interval=args.kubelet_sync_interval,
+        kubelet_sync_timeout=args.kubelet_sync_timeout,
+        kubelet_insecure_tls=args.kubelet_insecure_tls,
+        kubelet_read_only_port=args.kubelet_read_only_port,
+        node_topology_sync_interval=args.node_topology_sync_interval,
+        enable_node_metric_report=args.enable_node_metric_report,
+        collectors=collectors,
+        metric_retention_seconds=args.tsdb_retention_duration,
+        metric_max_bytes=args.tsdb_max_bytes,
+    )
+
+
+def _standalone_paths(args: argparse.Namespace) -> HostPaths:
+    """Standalone runs on the host itself: host paths unless flags say otherwise."""
+    overrides = {field: getattr(args, field, None) for field in HOST_ROOT_FLAGS.values()}
+    return HostPaths.host().with_overrides(**overrides)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = component_parser(
         PROG,
@@ -65,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         version_text(),
     )
     _add_host_root_flags(parser)
+    _add_agent_flags(parser)
     parser.add_argument(
         "--standalone",
         action="store_true",
@@ -94,9 +257,9 @@ def run_probe(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbosity)
-    if args.command != "probe":
-        not_built(PROG, "the koordlet agent (cluster and --standalone modes)")
-    return run_probe(args)
+    if args.command == "probe":
+        return run_probe(args)
+    return run_agent(agent_config(args, os.environ))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ class StatesInformer:
         factory: InformerFactory | None = None,
         metrics: KoordletMetrics | None = None,
         standalone_node: Mapping[str, Any] | None = None,
+        standalone_node_slo: NodeSLOSpec | None = None,
         kubelet_sync_interval: float = 10.0,
         enable_pleg: bool = True,
     ) -> None:
@@ -68,11 +69,12 @@ class StatesInformer:
             cgroups.layout,
             interval=kubelet_sync_interval,
             on_change=lambda: self.callbacks.signal(CallbackType.ALL_PODS),
+            keep_on_empty=factory is not None,
         )
         self.pleg = PodLifecycleEvents(cgroups, lambda uid: self.pods.trigger(f"new pod cgroup {uid}"))
         self.enable_pleg = enable_pleg
         self._node: Mapping[str, Any] | None = standalone_node
-        self._node_slo = merge_node_slo_spec(None)
+        self._node_slo = merge_node_slo_spec(standalone_node_slo)
         self._node_slo_raw: Mapping[str, Any] | None = None
         self._node_metric_spec: NodeMetricSpec | None = None
         self._node_metric_seen = False

@@ -57,11 +57,14 @@ class PodsInformer:
         *,
         interval: float = 10.0,
         on_change: Callable[[], None] | None = None,
+        keep_on_empty: bool = True,
     ) -> None:
         self.source = source
         self.layout = layout
         self.interval = interval
         self.on_change = on_change
+        #: a kubelet answering "no pods" is restarting (keep the list); a cgroup scan is not
+        self.keep_on_empty = keep_on_empty
         self._pods: dict[str, PodMeta] = {}
         self._synced = asyncio.Event()
         self._wake = asyncio.Event()
@@ -95,7 +98,7 @@ class PodsInformer:
             self.last_error = str(err) or type(err).__name__
             log.warning("pods sync failed, keeping %d pods: %s", len(self._pods), self.last_error)
             return False
-        if not items:
+        if not items and self.keep_on_empty:
             self.last_error = "kubelet returned no pods"
             log.info("pods sync: empty list, keeping %d pods", len(self._pods))
             return False

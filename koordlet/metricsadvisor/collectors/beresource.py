@@ -106,5 +106,5 @@ class BEResourceCollector:
                     kinds.NODE_BE.sample(milli, now, be_resource="cpu", be_allocation=kinds.BE_USAGE)
                 )
                 self.ctx.metrics.be_suppress_be_used_cpu_cores.labels(self.ctx.metrics.node).set(milli / 1000)
-                self._started = True
         self.ctx.cache.append(samples)
+        self._started = True  # a node without a BE cgroup yet has nothing more to wait for

@@ -1,0 +1,304 @@
+"""The koordlet agent: wiring and lifecycle, in upstream's order.
+
+1. metrics registry and the HTTP server (``/metrics``, ``/healthz``) on ``--addr``;
+2. host access (cgroup version and kubepods layout detected once), metric cache;
+3. the states informer, and a wait until it has synced (pods from the kubelet; Node,
+   NodeSLO and NodeMetric from the apiserver);
+4. the collectors, and a wait until each enabled one has produced data;
+5. the reporters (NodeMetric status, NodeResourceTopology);
+6. QoS strategies and runtime hooks (not part of this release yet);
+
+then runs until SIGTERM/SIGINT and stops in reverse order. ``--standalone`` swaps the
+apiserver and the kubelet for this machine's own cgroup tree and description.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from koordinator.api.features import FeatureGates
+from koordinator.api.types.slo import NodeSLOSpec
+from koordinator.kube.client import ApiClient
+from koordinator.kube.config import FileToken, load_config
+from koordinator.kube.informer import InformerFactory
+from koordlet.metriccache import AggregateResult, KVStore, MetricCache, MetricKind, kinds
+from koordlet.metrics import KoordletMetrics, render
+from koordlet.metricsadvisor.framework import (
+    CollectContext,
+    CollectorConfig,
+    CollectorRunner,
+    build_collectors,
+)
+from koordlet.metricsadvisor.registry import COLLECTORS
+from koordlet.statesinformer.callbacks import CallbackType
+from koordlet.statesinformer.informer import StatesInformer
+from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, KubeletError
+from koordlet.statesinformer.nodemetric import NodeMetricReporter
+from koordlet.statesinformer.nrt import KubeletCPUState, NodeTopologyReporter, read_cpu_manager_state
+from koordlet.statesinformer.standalone import CgroupPodsSource, describe_node, host_applications
+from koordlet.system.cgroup.cgroupfs import CgroupFS
+from koordlet.system.paths import HostPaths
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+KIND_BY_NAME: dict[str, MetricKind] = {k.name: k for k in vars(kinds).values() if isinstance(k, MetricKind)}
+
+
+@dataclass
+class AgentConfig:
+    node_name: str
+    paths: HostPaths
+    gates: FeatureGates
+    host: str = ""
+    port: int = 9316
+    standalone: bool = False
+    kubeconfig: str | None = None
+    kube_api_qps: float = 20.0
+    kube_api_burst: int = 30
+    kubelet_preferred_address_type: str = "InternalIP"
+    kubelet_sync_interval: float = 10.0
+    kubelet_sync_timeout: float = 3.0
+    kubelet_insecure_tls: bool = False
+    kubelet_read_only_port: int = 10255
+    node_topology_sync_interval: float = 3.0
+    enable_node_metric_report: bool = True
+    collectors: CollectorConfig = field(default_factory=CollectorConfig)
+    metric_retention_seconds: float = 1800.0
+    metric_max_bytes: int = 100 << 20
+    collectors_start_timeout: float = 300.0
+
+
+def service_account_token() -> FileToken | None:
+    """The pod's service-account token (re-read when rotated), when mounted."""
+    return FileToken(SERVICE_ACCOUNT_TOKEN) if SERVICE_ACCOUNT_TOKEN.exists() else None
+
+
+class KubeletPodsSource:
+    """The kubelet's /pods, once the Node (its address and port) is known."""
+
+    def __init__(self, config: AgentConfig, states: StatesInformer | None, metrics: KoordletMetrics) -> None:
+        self.config = config
+        self.states = states
+        self.metrics = metrics
+        self.client: KubeletClient | None = None
+
+    async def get_pods(self) -> list[dict[str, Any]]:
+        if self.client is None:
+            node = self.states.get_node() if self.states is not None else None
+            if node is None:
+                raise KubeletError("node not known yet (no kubelet address)")
+            endpoint = KubeletEndpoint.for_node(
+                node,
+                preferred_address_type=self.config.kubelet_preferred_address_type,
+                read_only_port=self.config.kubelet_read_only_port,
+                insecure=self.config.kubelet_insecure_tls,
+            )
+            token = service_account_token()
+            self.client = KubeletClient(
+                endpoint, token, timeout=self.config.kubelet_sync_timeout, metrics=self.metrics
+            )
+        return await self.client.get_pods()
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, *, client: ApiClient | None = None) -> None:
+        self.config = config
+        self.registry = CollectorRegistry()
+        self.metrics = KoordletMetrics(self.registry, config.node_name)
+        self.cache = MetricCache(config.metric_retention_seconds, config.metric_max_bytes)
+        self.kv = KVStore()
+        self.cgroups = CgroupFS.detect(config.paths)
+        self.client = client
+        self.states: StatesInformer | None = None
+        self.runner: CollectorRunner | None = None
+        self.ready = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._site: web.TCPSite | None = None
+        self._web: web.AppRunner | None = None
+        self._pods_source: KubeletPodsSource | None = None
+        self.nrt: NodeTopologyReporter | None = None
+
+    # --- HTTP ----------------------------------------------------------------------------
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        body = await asyncio.get_running_loop().run_in_executor(None, render, self.registry)
+        return web.Response(
+            body=body, content_type="text/plain", charset="utf-8", headers={"X-Format": "0.0.4"}
+        )
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok" if self.ready else "starting", status=200 if self.ready else 503)
+
+    async def start_http(self) -> int:
+        app = web.Application()
+        for path in ("/metrics", "/internal-metrics", "/external-metrics"):
+            app.router.add_get(path, self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        self._web = web.AppRunner(app, access_log=None)
+        await self._web.setup()
+        self._site = web.TCPSite(self._web, self.config.host or None, self.config.port)
+        await self._site.start()
+        server = self._site._server
+        sockets = getattr(server, "sockets", None) or []
+        return int(sockets[0].getsockname()[1]) if sockets else self.config.port
+
+    # --- wiring --------------------------------------------------------------------------
+
+    def query(self, metric: str, start: float, end: float, **labels: str) -> AggregateResult:
+        return self.cache.query(KIND_BY_NAME[metric], start, end, **labels)
+
+    def _build_states(self) -> StatesInformer:
+        if self.config.standalone:
+            return StatesInformer(
+                self.config.node_name,
+                self.cgroups,
+                CgroupPodsSource(self.cgroups),
+                metrics=self.metrics,
+                standalone_node=describe_node(self.cgroups, self.config.node_name),
+                standalone_node_slo=NodeSLOSpec(host_applications=host_applications(self.cgroups)),
+                kubelet_sync_interval=self.config.kubelet_sync_interval,
+            )
+        if self.client is None:
+            self.client = ApiClient(
+                load_config(self.config.kubeconfig),
+                qps=self.config.kube_api_qps,
+                burst=self.config.kube_api_burst,
+            )
+        self._pods_source = KubeletPodsSource(self.config, None, self.metrics)
+        states = StatesInformer(
+            self.config.node_name,
+            self.cgroups,
+            self._pods_source,
+            factory=InformerFactory(self.client, freeze_after_sync=False),
+            metrics=self.metrics,
+            kubelet_sync_interval=self.config.kubelet_sync_interval,
+        )
+        self._pods_source.states = states
+        return states
+
+    def _kubelet_cpu_state(self) -> KubeletCPUState:
+        assignments = read_cpu_manager_state(self.config.paths.var_lib_kubelet / "cpu_manager_state")
+        return KubeletCPUState(policy="static" if assignments else "none", assignments=assignments)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        config = self.config
+        self.metrics.start_time.labels(config.node_name).set(time.time())
+        layout, how = self.cgroups.kubepods
+        log.info(
+            "koordlet on %s: cgroup v%d, %s driver, kubepods %s (%s)",
+            config.node_name,
+            self.cgroups.version,
+            layout.driver,
+            layout.root,
+            how,
+        )
+        await self.start_http()
+        self.states = states = self._build_states()
+        try:
+            await states.start()
+            log.info("waiting for the states informer to sync")
+            await _until(states.wait_synced(), stop)
+            if stop.is_set():
+                return
+            if config.collectors.collect_res_used_interval >= 1.0:
+                ctx = CollectContext(
+                    config.paths,
+                    self.cgroups,
+                    self.cache,
+                    self.kv,
+                    states,
+                    self.metrics,
+                    config.gates,
+                    config.collectors,
+                )
+                self.runner = CollectorRunner(build_collectors(ctx, COLLECTORS))
+                self.runner.start()
+                try:
+                    async with asyncio.timeout(config.collectors_start_timeout):
+                        await _until(self.runner.wait_started(), stop)
+                except TimeoutError:
+                    log.warning(
+                        "some collectors produced no data within %.0fs", config.collectors_start_timeout
+                    )
+            else:
+                log.warning("--collect-res-used-interval < 1s: metrics advisor and QoS manager disabled")
+            self._start_reporters(states)
+            self.ready = True
+            log.info("koordlet is running")
+            await stop.wait()
+        finally:
+            await self.shutdown()
+
+    def _start_reporters(self, states: StatesInformer) -> None:
+        config = self.config
+        nrt = NodeTopologyReporter(
+            states,
+            lambda: self.kv.get(kinds.NODE_CPU_INFO),
+            lambda: self.kv.get(kinds.NODE_NUMA_INFO),
+            self._kubelet_cpu_state,
+            client=self.client,
+            report=not config.standalone and config.gates.enabled("NodeTopologyReport"),
+            on_change=lambda: states.callbacks.signal(CallbackType.NODE_TOPOLOGY),
+            interval=config.node_topology_sync_interval,
+        )
+        self.nrt = nrt
+        self._tasks.append(asyncio.create_task(nrt.run(), name="nrt-reporter"))
+        if self.client is not None and config.enable_node_metric_report and not config.standalone:
+            reporter = NodeMetricReporter(self.client, states, self.query)
+            self._tasks.append(asyncio.create_task(reporter.run(), name="nodemetric-reporter"))
+
+    async def shutdown(self) -> None:
+        self.ready = False
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.runner is not None:
+            await self.runner.stop()
+        if self.states is not None:
+            await self.states.stop()
+        if self._pods_source is not None:
+            await self._pods_source.close()
+        if self.client is not None:
+            await self.client.close()
+        if self._web is not None:
+            await self._web.cleanup()
+
+
+async def _until(awaitable: Any, stop: asyncio.Event) -> None:
+    """Await ``awaitable`` unless ``stop`` is set first."""
+    task = asyncio.ensure_future(awaitable)
+    stopper = asyncio.ensure_future(stop.wait())
+    done, pending = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    for other in pending:
+        other.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    if task in done:
+        task.result()
+
+
+def run_agent(config: AgentConfig) -> int:
+    """Run until SIGTERM or SIGINT; returns the process exit status."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await Agent(config).run(stop)
+
+    asyncio.run(main())
+    return 0
