@@ -211,18 +211,19 @@ def spark_pod(name: str, namespace: str) -> dict[str, Any]:
 async def wait_until_mutated(setup: Setup, limit_s: float = 45.0) -> None:
     """Dry-run pods until the apiserver calls the webhook with the configuration the manager patched."""
     last: Exception | None = None
-    async with asyncio.timeout(limit_s):
-        while True:
-            try:
-                pod = await setup.client.create(
-                    res.PODS, spark_pod(f"probe-{uuid.uuid4().hex[:6]}", setup.namespace), dry_run=True
-                )
-                if pod["metadata"].get("labels", {}).get("koordinator.sh/qosClass") == "BE":
-                    return
-            except ApiError as exc:
-                last = exc
-            await asyncio.sleep(0.2)
-    raise AssertionError(f"the apiserver never reached the webhook: {last}")
+    try:
+        async with asyncio.timeout(limit_s):
+            while True:
+                try:
+                    probe = spark_pod(f"probe-{uuid.uuid4().hex[:6]}", setup.namespace)
+                    pod = await setup.client.create(res.PODS, probe, dry_run=True)
+                    if pod["metadata"].get("labels", {}).get("koordinator.sh/qosClass") == "BE":
+                        return
+                except ApiError as exc:
+                    last = exc
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        raise AssertionError(f"the apiserver never reached the webhook: {last}") from None
 
 
 def assert_colocated(pod: dict[str, Any]) -> None:
