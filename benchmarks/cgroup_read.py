@@ -92,7 +92,8 @@ def _floor_input(cgroups: CgroupFS, relatives: list[str]) -> str:
     )
 
 
-def c_floor_ms(work: Path, stdin: str, runs: int) -> float:
+def build_floor(work: Path) -> Path:
+    """Compile the C floor (``cfloor/cgroup_read.c``) into ``work``; returns the binary."""
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None:
         raise RuntimeError("cgroup_read: no C compiler to build the C floor (set CC)")
@@ -103,7 +104,11 @@ def c_floor_ms(work: Path, stdin: str, runs: int) -> float:
         [compiler, "-O2", "-Wall", f"-I{parse}", str(src), str(parse / "parse.c"), "-o", str(binary)],
         check=True,
     )
-    argv = [str(binary), str(runs + 1)]
+    return binary
+
+
+def c_floor_ms(work: Path, stdin: str, runs: int) -> float:
+    argv = [str(build_floor(work)), str(runs + 1)]
     out = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=True)
     samples = [float(line) for line in out.stdout.split()]
     return median(samples[1:])  # the first run only warms the page cache

@@ -1,12 +1,19 @@
 /*
- * The C floor for benchmarks/cgroup_read.py: the same work as the koordlet's native
- * reader with no Python in between. Reads a list of "<kind> <path>" lines on stdin
- * (kind: i = integer, m = memory.stat keys, t = cpu.stat throttling keys, p = PSI), opens
- * every file once, then for each run preads each file from offset 0 and parses it with the
- * project's own parsers (native/cgroupfs/src/parse.c). Prints the CPU milliseconds of each
- * run.
+ * The C floor for benchmarks/cgroup_read.py (K0) and benchmarks/koordlet_tick.py (K1): the
+ * same work as the koordlet's readers with no Python in between. Reads a list of
+ * "<kind> <path>" lines on stdin and prints the CPU milliseconds of each run.
+ *
+ * Kept files (kind i = integer, m = memory.stat keys, t = cpu.stat throttling keys,
+ * p = PSI) are opened once, then preaded from offset 0 on every run and parsed with the
+ * project's own parsers (native/cgroupfs/src/parse.c), as the native FileCache does.
+ *
+ * Files the koordlet reopens every tick (kind s = /proc/stat, n = a meminfo) are opened
+ * the way its one-shot reader does (the directory with O_DIRECTORY, the file with
+ * openat), read to the end, closed and parsed: every "cpu" line's ten counters, every
+ * "Name: value" line's value. Kind d lists a directory (NUMA nodes in sysfs).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,7 +25,7 @@
 #include "parse.h"
 
 #define MAX_FILES 65536
-#define BUF_SIZE 16384
+#define BUF_SIZE 65536
 
 static const char *const MEMORY_KEYS[] = {"total_inactive_anon", "total_active_anon", "total_unevictable",
                                           "total_inactive_file", "total_active_file"};
@@ -32,10 +39,90 @@ static double cpu_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* One-shot read of path into buf (as the koordlet's read_dirs); -1 on failure. */
+static ssize_t read_once(const char *path, char *buf, size_t size)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) : 0;
+    ssize_t total = 0, got;
+    int dfd, fd;
+
+    if (slash == NULL || dirlen >= sizeof(dir))
+        return -1;
+    memcpy(dir, path, dirlen);
+    dir[dirlen] = '\0';
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC);
+    close(dfd);
+    if (fd < 0)
+        return -1;
+    while ((got = read(fd, buf + total, size - (size_t)total)) > 0)
+        total += got;
+    close(fd);
+    return got < 0 ? -1 : total;
+}
+
+/* Sum of the counters of every "cpu" line of /proc/stat. */
+static int64_t parse_proc_stat(const char *buf, size_t len)
+{
+    int64_t sum = 0;
+    const char *p = buf, *end = buf + len;
+
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (eol == NULL)
+            eol = end;
+        if (eol - p > 3 && memcmp(p, "cpu", 3) == 0) {
+            char *q = (char *)memchr(p, ' ', (size_t)(eol - p));
+            for (int f = 0; q != NULL && q < eol && f < 10; f++)
+                sum += strtoll(q, &q, 10);
+        }
+        p = eol + 1;
+    }
+    return sum;
+}
+
+/* Sum of the values of every "Name: value kB" line of a meminfo. */
+static int64_t parse_meminfo(const char *buf, size_t len)
+{
+    int64_t sum = 0;
+    const char *p = buf, *end = buf + len;
+
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *colon;
+        if (eol == NULL)
+            eol = end;
+        colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon != NULL)
+            sum += strtoll(colon + 1, NULL, 10);
+        p = eol + 1;
+    }
+    return sum;
+}
+
+static int64_t list_dir(const char *path)
+{
+    DIR *dir = opendir(path);
+    struct dirent *entry;
+    int64_t n = 0;
+
+    if (dir == NULL)
+        return -1;
+    while ((entry = readdir(dir)) != NULL)
+        n += entry->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     static int fds[MAX_FILES];
     static char kinds[MAX_FILES];
+    static char *paths[MAX_FILES];
     static char buf[BUF_SIZE];
     size_t memory_lens[5], throttle_lens[3];
     char line[4096];
@@ -51,8 +138,10 @@ int main(int argc, char **argv)
         if (strlen(line) < 3)
             continue;
         kinds[n] = line[0];
-        fds[n] = open(line + 2, O_RDONLY | O_CLOEXEC);
-        if (fds[n] < 0) {
+        fds[n] = -1;
+        if (strchr("snd", line[0]) != NULL) {
+            paths[n] = strdup(line + 2);
+        } else if ((fds[n] = open(line + 2, O_RDONLY | O_CLOEXEC)) < 0) {
             perror(line + 2);
             return 1;
         }
@@ -63,18 +152,30 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             int64_t values[8];
             unsigned char present[8];
-            ssize_t len = pread(fds[i], buf, sizeof(buf), 0);
+            ssize_t len;
 
-            if (len < 0)
+            if (kinds[i] == 'd') {
+                sink += list_dir(paths[i]);
+                continue;
+            }
+            len = fds[i] < 0 ? read_once(paths[i], buf, sizeof(buf)) : pread(fds[i], buf, sizeof(buf), 0);
+            if (len < 0) {
+                perror(fds[i] < 0 ? paths[i] : "pread");
                 return 1;
+            }
+            values[0] = 0;
             if (kinds[i] == 'i')
                 koord_parse_int(buf, (size_t)len, values);
             else if (kinds[i] == 'p')
                 koord_parse_psi(buf, (size_t)len, values, present);
             else if (kinds[i] == 'm')
                 koord_parse_keys(buf, (size_t)len, MEMORY_KEYS, memory_lens, 5, values, present);
-            else
+            else if (kinds[i] == 't')
                 koord_parse_keys(buf, (size_t)len, THROTTLE_KEYS, throttle_lens, 3, values, present);
+            else if (kinds[i] == 's')
+                values[0] = parse_proc_stat(buf, (size_t)len);
+            else
+                values[0] = parse_meminfo(buf, (size_t)len);
             sink += values[0];
         }
         printf("%.6f\n", cpu_ms() - start);
