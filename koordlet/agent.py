@@ -126,11 +126,13 @@ class Agent:
         self.states: StatesInformer | None = None
         self.runner: CollectorRunner | None = None
         self.ready = False
+        self.port = config.port
         self._tasks: list[asyncio.Task[None]] = []
         self._site: web.TCPSite | None = None
         self._web: web.AppRunner | None = None
         self._pods_source: KubeletPodsSource | None = None
         self.nrt: NodeTopologyReporter | None = None
+        self.node_metric_reporter: NodeMetricReporter | None = None
 
     # --- HTTP ----------------------------------------------------------------------------
 
@@ -206,7 +208,7 @@ class Agent:
             layout.root,
             how,
         )
-        await self.start_http()
+        self.port = await self.start_http()
         self.states = states = self._build_states()
         try:
             await states.start()
@@ -258,8 +260,9 @@ class Agent:
         self.nrt = nrt
         self._tasks.append(asyncio.create_task(nrt.run(), name="nrt-reporter"))
         if self.client is not None and config.enable_node_metric_report and not config.standalone:
-            reporter = NodeMetricReporter(self.client, states, self.query)
-            self._tasks.append(asyncio.create_task(reporter.run(), name="nodemetric-reporter"))
+            self.node_metric_reporter = NodeMetricReporter(self.client, states, self.query)
+            reporting = self.node_metric_reporter.run()
+            self._tasks.append(asyncio.create_task(reporting, name="nodemetric-reporter"))
 
     async def shutdown(self) -> None:
         self.ready = False

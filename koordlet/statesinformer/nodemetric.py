@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,7 +91,9 @@ class CollectPolicy:
 
 
 def cpu_quantity(cores: float) -> str:
-    return str(Quantity.from_milli(int(cores * 1000)))
+    """Milli-cores, truncated as upstream does (``int64(cores * 1000)``), after absorbing the
+    float error of averaging (sixty samples of 0.2 average to 0.19999999999999998)."""
+    return str(Quantity.from_milli(math.floor(cores * 1000 + 1e-6)))
 
 
 def memory_quantity(value: float) -> str:
@@ -247,12 +250,13 @@ class NodeMetricReporter:
         self._last_update = float("-inf")
         self.reports = 0
 
-    async def report(self) -> bool:
-        """Write one status; False when there is no NodeMetric yet or the limiter refused."""
+    async def report(self, *, force: bool = False) -> bool:
+        """Write one status; False when there is no NodeMetric yet or the limiter refused
+        (``force`` skips the limiter, for an explicit request)."""
         if not self.states.node_metric_exists:
             log.debug("NodeMetric %s does not exist yet; nothing reported", self.states.node_name)
             return False
-        if time.monotonic() - self._last_update < MIN_UPDATE_GAP_SECONDS:
+        if not force and time.monotonic() - self._last_update < MIN_UPDATE_GAP_SECONDS:
             return False
         policy = CollectPolicy.of(self.states.get_node_metric_spec())
         status = build_status(

@@ -1,0 +1,97 @@
+"""The metric cache: upstream's aggregation rules, label matching, retention and budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from koordlet.metriccache import Aggregation, MetricCache, MetricKind, QueryError
+from koordlet.metriccache.query import AggregateResult
+
+POD_CPU = MetricKind("pod_cpu_usage", ("pod_uid",))
+PSI = MetricKind("container_psi", ("container_id", "psi_resource"))
+
+
+def _filled(values: list[float], start: float = 100.0) -> MetricCache:
+    cache = MetricCache(retention_seconds=3600)
+    cache.append(POD_CPU.sample(v, start + i, pod_uid="a") for i, v in enumerate(values))
+    return cache
+
+
+@pytest.mark.parametrize(
+    ("values", "aggregation", "expected"),
+    [
+        ([1, 2, 3, 4], Aggregation.AVG, 2.5),
+        ([4, 1, 3, 2], Aggregation.P50, 2),  # int(4 * 0.5) - 1 = index 1 of [1, 2, 3, 4]
+        ([1, 2], Aggregation.P50, 1),  # lower nearest rank
+        ([5], Aggregation.P99, 5),  # int(1 * 0.99) - 1 = -1 -> clamped to 0
+        (list(range(1, 11)), Aggregation.P90, 9),
+        (list(range(1, 11)), Aggregation.P95, 9),  # int(9.5) - 1 = 8
+        (list(range(1, 101)), Aggregation.P99, 99),
+        ([7, 3, 9], Aggregation.LAST, 9),
+        ([7, 3, 9], Aggregation.COUNT, 3),
+    ],
+)
+def test_aggregations(values, aggregation, expected):
+    result = _filled([float(v) for v in values]).query(POD_CPU, 0, 1e9, pod_uid="a")
+    assert result.value(aggregation) == expected
+
+
+def test_last_is_by_timestamp_not_position():
+    result = AggregateResult((10.0, 30.0, 20.0), (1.0, 3.0, 2.0))
+    assert result.value("last") == 3.0
+
+
+def test_empty_window():
+    result = _filled([1.0]).query(POD_CPU, 500, 600, pod_uid="a")
+    assert result.count() == 0
+    assert result.value("count") == 0
+    with pytest.raises(QueryError):
+        result.value("avg")
+
+
+def test_window_bounds_are_inclusive():
+    result = _filled([1.0, 2.0, 3.0, 4.0]).query(POD_CPU, 101, 102, pod_uid="a")
+    assert result.values == (2.0, 3.0)
+    assert result.time_range() == 1.0
+
+
+def test_partial_labels_concatenate_matching_series():
+    cache = MetricCache()
+    cache.append(
+        [
+            PSI.sample(1.0, 10, container_id="c1", psi_resource="cpu"),
+            PSI.sample(2.0, 10, container_id="c1", psi_resource="mem"),
+            PSI.sample(3.0, 10, container_id="c2", psi_resource="cpu"),
+        ]
+    )
+    assert sorted(cache.query(PSI, 0, 20, container_id="c1").values) == [1.0, 2.0]
+    assert cache.query(PSI, 0, 20, psi_resource="cpu").count() == 2
+    assert cache.query(PSI, 0, 20).count() == 3
+    with pytest.raises(ValueError, match="unknown labels"):
+        cache.query(PSI, 0, 20, pod_uid="x")
+
+
+def test_samples_must_carry_exactly_their_labels():
+    with pytest.raises(ValueError, match="missing labels"):
+        POD_CPU.sample(1.0, 1.0)
+    with pytest.raises(ValueError, match="unknown labels"):
+        POD_CPU.sample(1.0, 1.0, pod_uid="a", node="n")
+
+
+def test_retention_drops_old_samples_and_empty_series():
+    cache = MetricCache(retention_seconds=60)
+    cache.append([POD_CPU.sample(1.0, 0, pod_uid="gone")])
+    cache.append(POD_CPU.sample(1.0, t, pod_uid="alive") for t in range(0, 200, 10))
+    cache.gc(200)
+    assert cache.query(POD_CPU, 0, 200, pod_uid="gone").count() == 0
+    assert min(cache.query(POD_CPU, 0, 200, pod_uid="alive").timestamps) >= 140
+    assert cache.label_values(POD_CPU) == [("alive",)]
+
+
+def test_byte_budget_keeps_the_newest_samples():
+    cache = MetricCache(retention_seconds=1e9, max_bytes=16 * 100)
+    for t in range(1000):
+        cache.append([POD_CPU.sample(float(t), float(t), pod_uid="a")])
+    assert cache.stats()["bytes"] <= 16 * 100
+    result = cache.query(POD_CPU, 0, 1e9, pod_uid="a")
+    assert result.value("last") == 999.0

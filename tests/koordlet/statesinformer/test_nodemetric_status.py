@@ -1,0 +1,106 @@
+"""NodeMetric status: averages, aggregated percentiles with the cold-start rule, memory
+policy, sorted pods and host applications; quantities as upstream writes them."""
+
+from __future__ import annotations
+
+from koordinator.api.types.slo import AggregatePolicy, NodeMetricCollectPolicy, NodeMetricSpec
+from koordlet.metriccache import MetricCache, MetricKind, kinds
+from koordlet.statesinformer.nodemetric import CollectPolicy, HostApplication, UsageQuerier, build_status
+from koordlet.statesinformer.podmeta import pod_meta
+from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
+from tests.fakes.pods import make_pod
+
+NOW = 10_000.0
+GIB = 1 << 30
+KIND = {k.name: k for k in vars(kinds).values() if isinstance(k, MetricKind)}
+
+
+def _query(cache: MetricCache) -> UsageQuerier:
+    return lambda metric, start, end, **labels: cache.query(KIND[metric], start, end, **labels)
+
+
+def _series(
+    cache: MetricCache, kind: MetricKind, values: list[float], start: float, step: float = 1.0, **labels: str
+) -> None:
+    cache.append(kind.sample(v, start + i * step, **labels) for i, v in enumerate(values))
+
+
+def test_policy_defaults_and_minimums():
+    assert CollectPolicy.of(None) == CollectPolicy(
+        300, 60, ("5m0s", "10m0s", "30m0s"), "usageWithoutPageCache"
+    )
+    spec = NodeMetricSpec(
+        metric_collect_policy=NodeMetricCollectPolicy(
+            aggregate_duration_seconds=10,
+            report_interval_seconds=5,
+            node_aggregate_policy=AggregatePolicy(["1m"]),
+        )
+    )
+    assert CollectPolicy.of(spec) == CollectPolicy(60, 30, ("1m",), "usageWithoutPageCache")
+
+
+def test_status_values():
+    cache = MetricCache(retention_seconds=7200)
+    # node: 300 s window averaging 1.5 cores; 10 minutes of history for the 5m aggregation
+    _series(cache, kinds.NODE_CPU_USAGE, [1.0, 2.0] * 300, NOW - 599.5)
+    _series(cache, kinds.NODE_MEMORY_USAGE, [4 * GIB] * 600, NOW - 599)
+    _series(cache, kinds.SYS_CPU_USAGE, [0.25] * 600, NOW - 599)
+    _series(cache, kinds.SYS_MEMORY_USAGE, [GIB] * 600, NOW - 599)
+    web = pod_meta(make_pod("web", "b").qos("LS").build(), KubepodsLayout.default(CgroupDriver.SYSTEMD))
+    api = pod_meta(
+        make_pod("api", "a").kube_qos("Guaranteed").priority(9500).build(),
+        KubepodsLayout.default(CgroupDriver.SYSTEMD),
+    )
+    idle = pod_meta(make_pod("idle", "a").build(), KubepodsLayout.default(CgroupDriver.SYSTEMD))
+    assert web
+    assert api
+    assert idle
+    _series(cache, kinds.POD_CPU_USAGE, [0.5] * 60, NOW - 59, pod_uid=web.uid)
+    _series(cache, kinds.POD_MEMORY_USAGE, [512 << 20] * 60, NOW - 59, pod_uid=web.uid)
+    _series(cache, kinds.POD_CPU_USAGE, [0.1234] * 60, NOW - 59, pod_uid=api.uid)
+    _series(cache, kinds.HOST_APPLICATION_CPU_USAGE, [0.2] * 60, NOW - 59, host_app_name="nginx")
+    _series(cache, kinds.NODE_NUMA_CPU_USAGE, [1.5] * 60, NOW - 59, numa_node_id="0")
+    policy = CollectPolicy(300, 60, ("5m", "30m"), "usageWithoutPageCache")
+    status = build_status(
+        _query(cache), policy, [web, api, idle], [HostApplication("nginx", "koord-prod", "LS")], [0, 1], NOW
+    )
+    node = status["nodeMetric"]
+    assert node["nodeUsage"] == {"resources": {"cpu": "1500m", "memory": "4Gi"}}
+    assert node["systemUsage"] == {"resources": {"cpu": "250m", "memory": "1Gi"}}
+    five, thirty = node["aggregatedNodeUsages"]
+    assert five["duration"] == "5m0s"
+    assert five["usage"]["avg"]["resources"]["cpu"] == "1500m"
+    assert five["usage"]["p50"]["resources"]["cpu"] == "1"
+    assert five["usage"]["p99"]["resources"]["cpu"] == "2"
+    assert thirty == {"duration": "30m0s"}  # only 10 minutes of samples: cold start
+    assert node["numaUsages"] == [{"numaNodeID": 0, "nodeUsage": {"resources": {"cpu": "1500m"}}}]
+    assert [(p["namespace"], p["name"]) for p in status["podsMetric"]] == [("a", "api"), ("b", "web")]
+    api_entry, web_entry = status["podsMetric"]
+    assert api_entry["podUsage"] == {"resources": {"cpu": "123m"}}  # truncated to milli-cores
+    assert api_entry["priority"] == "koord-prod"
+    assert api_entry["qos"] == "LSR"
+    assert web_entry["podUsage"] == {"resources": {"cpu": "500m", "memory": "512Mi"}}
+    assert status["hostApplicationMetric"] == [
+        {"name": "nginx", "usage": {"resources": {"cpu": "200m"}}, "priority": "koord-prod", "qos": "LS"}
+    ]
+    assert status["updateTime"].endswith("Z")
+
+
+def test_memory_policy_with_page_cache():
+    cache = MetricCache()
+    _series(cache, kinds.NODE_MEMORY_USAGE, [GIB] * 10, NOW - 9)
+    _series(cache, kinds.NODE_MEMORY_USAGE_WITH_PAGE_CACHE, [3 * GIB] * 10, NOW - 9)
+    policy = CollectPolicy(300, 60, (), "usageWithPageCache")
+    status = build_status(_query(cache), policy, [], [], [], NOW)
+    assert status["nodeMetric"]["nodeUsage"] == {"resources": {"memory": "3Gi"}}
+
+
+def test_no_samples_yet_gives_an_empty_node_metric():
+    status = build_status(_query(MetricCache()), CollectPolicy.of(None), [], [], [0], NOW)
+    assert status["nodeMetric"]["aggregatedNodeUsages"] == [
+        {"duration": "5m0s"},
+        {"duration": "10m0s"},
+        {"duration": "30m0s"},
+    ]
+    assert "nodeUsage" not in status["nodeMetric"]
+    assert "podsMetric" not in status

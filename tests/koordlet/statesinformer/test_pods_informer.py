@@ -1,0 +1,187 @@
+"""The pods informer and the kubelet client: the last good pod list survives errors,
+garbage and empty answers; PLEG-triggered resyncs are rate-limited."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, KubeletError
+from koordlet.statesinformer.pods import PodsInformer, TokenBucket
+from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
+from tests.fakes.pods import make_pod
+
+LAYOUT = KubepodsLayout.default(CgroupDriver.SYSTEMD)
+
+
+class ScriptedSource:
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+
+    async def get_pods(self) -> list[dict[str, Any]]:
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return list(answer)
+
+
+async def test_keeps_the_last_good_list():
+    pod = make_pod("web").kube_qos("Burstable").container("c", cid="containerd://" + "a" * 64).build()
+    changes = []
+    informer = PodsInformer(
+        ScriptedSource([pod], KubeletError("HTTP 500"), [], [pod]),
+        LAYOUT,
+        on_change=lambda: changes.append(1),
+    )
+    assert await informer.sync()
+    assert informer.has_synced
+    [meta] = informer.get_all_pods()
+    assert meta.cgroup_dir.endswith(".slice")
+    assert meta.containers[0].cgroup_dir.endswith(f"cri-containerd-{'a' * 64}.scope")
+    assert not await informer.sync()  # error
+    assert informer.last_error == "HTTP 500"
+    assert [p.uid for p in informer.get_all_pods()] == [meta.uid]
+    assert not await informer.sync()  # empty: a restarting kubelet
+    assert [p.uid for p in informer.get_all_pods()] == [meta.uid]
+    assert await informer.sync()
+    assert changes == [1]  # the same pods again: no change notification
+
+
+async def test_not_synced_until_the_first_success():
+    informer = PodsInformer(ScriptedSource(KubeletError("refused")), LAYOUT)
+    assert not await informer.sync()
+    assert not informer.has_synced
+
+
+async def test_pods_without_uid_are_ignored():
+    broken = {"metadata": {"name": "x"}}
+    good = make_pod("ok").build()
+    informer = PodsInformer(ScriptedSource([broken, good]), LAYOUT)
+    await informer.sync()
+    assert [p.name for p in informer.get_all_pods()] == ["ok"]
+
+
+def test_token_bucket():
+    now = [0.0]
+    bucket = TokenBucket(5.0, 10, clock=lambda: now[0])
+    assert sum(bucket.allow() for _ in range(20)) == 10
+    now[0] = 1.0
+    assert sum(bucket.allow() for _ in range(20)) == 5
+
+
+@pytest.fixture
+async def kubelet(aiohttp_server_factory):
+    return aiohttp_server_factory
+
+
+@pytest.fixture
+async def aiohttp_server_factory():
+    runners = []
+
+    async def start(handler) -> str:
+        app = web.Application()
+        app.router.add_get("/pods/", handler)
+        app.router.add_get("/configz", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (500, b"boom", "HTTP 500"),
+        (200, b"{not json", "not JSON"),
+        (200, b"[1, 2]", "not a PodList"),
+        (200, b'{"items": "x"}', "not a PodList"),
+    ],
+)
+async def test_kubelet_client_refuses_bad_answers(aiohttp_server_factory, status, body, message):
+    async def handler(_request: web.Request) -> web.Response:
+        return web.Response(status=status, body=body)
+
+    url = await aiohttp_server_factory(handler)
+    client = KubeletClient(KubeletEndpoint(url))
+    with pytest.raises(KubeletError, match=message):
+        await client.get_pods()
+    await client.close()
+
+
+async def test_kubelet_client_reads_pods(aiohttp_server_factory):
+    pod = make_pod("web").build()
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/configz":
+            return web.json_response({"kubeletconfig": {"cpuManagerPolicy": "static"}})
+        return web.json_response({"kind": "PodList", "items": [pod]})
+
+    url = await aiohttp_server_factory(handler)
+    client = KubeletClient(KubeletEndpoint(url))
+    assert await client.get_pods() == [pod]
+    assert (await client.get_configz())["cpuManagerPolicy"] == "static"
+    await client.close()
+
+
+async def test_unreachable_kubelet_is_a_kubelet_error():
+    client = KubeletClient(KubeletEndpoint("http://127.0.0.1:9"), timeout=1)
+    with pytest.raises(KubeletError):
+        await client.get_pods()
+    await client.close()
+
+
+@pytest.mark.parametrize(
+    ("node", "insecure", "url"),
+    [
+        (
+            {
+                "status": {
+                    "addresses": [{"type": "InternalIP", "address": "10.0.0.5"}],
+                    "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                }
+            },
+            False,
+            "https://10.0.0.5:10250",
+        ),
+        (
+            {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.5"}]}},
+            True,
+            "http://10.0.0.5:10255",
+        ),
+        (
+            {"status": {"addresses": [{"type": "InternalIP", "address": "fd00::5"}]}},
+            False,
+            "https://[fd00::5]:10250",
+        ),
+    ],
+)
+def test_kubelet_endpoint(node, insecure, url):
+    assert KubeletEndpoint.for_node(node, insecure=insecure).url == url
+
+
+def test_kubelet_endpoint_needs_an_address():
+    with pytest.raises(KubeletError):
+        KubeletEndpoint.for_node({"status": {}})
+
+
+async def test_trigger_wakes_the_loop():
+    pod = make_pod("a").build()
+    source = ScriptedSource(*([[pod]] * 5))
+    informer = PodsInformer(source, LAYOUT, interval=3600)
+    task = asyncio.create_task(informer.run())
+    await asyncio.sleep(0.05)
+    informer.trigger("test")
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert len(source.answers) == 3  # two syncs: the first, then the triggered one

@@ -1,0 +1,95 @@
+"""NodeResourceTopology content: share pools, CPU topology and basic info annotations, zones."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
+from koordinator.api.extension.topology import (
+    ANNOTATION_BE_CPU_SHARED_POOLS,
+    ANNOTATION_CPU_BASIC_INFO,
+    ANNOTATION_CPU_SHARED_POOLS,
+    ANNOTATION_CPU_TOPOLOGY,
+    ANNOTATION_POD_CPU_ALLOCS,
+)
+from koordlet.statesinformer.nrt import KubeletCPUState, read_cpu_manager_state, topology_annotations, zones
+from koordlet.statesinformer.podmeta import PodMeta, pod_meta
+from koordlet.system.topology import NodeCPUInfo, NUMANodeInfo, read_cpu_basic_info, read_cpu_topology
+from tests.fakes.host import FakeHost
+from tests.fakes.pods import PodBuilder, make_pod
+
+
+@pytest.fixture
+def cpu_info(fake_host_v1) -> NodeCPUInfo:
+    # 2 sockets x 2 cores x 2 threads: node 0 = cpus 0,1,4,5; node 1 = cpus 2,3,6,7
+    fake_host_v1.set_cpu_topology(sockets=2, cores_per_socket=2, threads_per_core=2)
+    topology = read_cpu_topology(fake_host_v1.paths)
+    return NodeCPUInfo(topology, read_cpu_basic_info(fake_host_v1.paths, topology), "7ff")
+
+
+def _pods(host: FakeHost, *builders: PodBuilder) -> list[PodMeta]:
+    metas = [pod_meta(b.build(), host.layout) for b in builders]
+    return [m for m in metas if m is not None]
+
+
+def test_share_pools_remove_pinned_and_reserved_cpus(fake_host_v1, cpu_info):
+    lse = make_pod("lse").qos("LSE").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"0-1"}')
+    lsr = make_pod("lsr").qos("LSR").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"2"}')
+    static = make_pod("static").kube_qos("Guaranteed")
+    ls = make_pod("ls").qos("LS")
+    pods = _pods(fake_host_v1, lse, lsr, static, ls)
+    kubelet = KubeletCPUState(
+        "static", assignments={pods[2].uid: frozenset({3}), pods[3].uid: frozenset({6})}
+    )
+    node = {"node.koordinator.sh/reservation": '{"reservedCPUs":"7"}'}
+    annotations = topology_annotations(cpu_info, pods, node, kubelet)
+    ls_pools = orjson.loads(annotations[ANNOTATION_CPU_SHARED_POOLS])
+    be_pools = orjson.loads(annotations[ANNOTATION_BE_CPU_SHARED_POOLS])
+    # LS: minus LSE/LSR cpusets 0-2, kubelet-pinned 3 (not the LS pod's 6), reserved 7
+    assert ls_pools == [{"socket": 0, "node": 0, "cpuset": "4-5"}, {"socket": 1, "node": 1, "cpuset": "6"}]
+    # BE: only LSE cpusets are removed
+    assert be_pools == [{"socket": 0, "node": 0, "cpuset": "4-5"}, {"socket": 1, "node": 1, "cpuset": "2,6"}]
+    allocs = orjson.loads(annotations[ANNOTATION_POD_CPU_ALLOCS])
+    assert {a["name"] for a in allocs} == {"static", "ls"}
+    assert all(a["managedByKubelet"] for a in allocs)
+
+
+def test_topology_and_basic_info(fake_host_v1, cpu_info):
+    annotations = topology_annotations(cpu_info, [], {}, KubeletCPUState())
+    detail = orjson.loads(annotations[ANNOTATION_CPU_TOPOLOGY])["detail"]
+    assert [d["id"] for d in detail] == list(range(8))
+    assert detail[4] == {"id": 4, "core": 0, "socket": 0, "node": 0}
+    basic = orjson.loads(annotations[ANNOTATION_CPU_BASIC_INFO])
+    assert basic == {
+        "cpuModel": "Fake CPU @ 2.50GHz",
+        "hyperThreadEnabled": True,
+        "turboEnabled": False,
+        "catL3CbmMask": "7ff",
+        "vendorID": "GenuineIntel",
+    }
+
+
+def test_malformed_node_annotation_does_not_break_the_report(fake_host_v1, cpu_info):
+    annotations = topology_annotations(
+        cpu_info, [], {"node.koordinator.sh/reservation": "{broken"}, KubeletCPUState()
+    )
+    pools = orjson.loads(annotations[ANNOTATION_CPU_SHARED_POOLS])
+    assert sum(len(p["cpuset"]) for p in pools) > 0
+
+
+def test_zones(cpu_info):
+    out = zones(cpu_info, [NUMANodeInfo(0, 8 << 30, 1 << 30)])
+    assert [z["name"] for z in out] == ["node-0", "node-1"]
+    assert out[0]["resources"][0] == {"name": "cpu", "capacity": "4", "allocatable": "4", "available": "4"}
+    assert out[0]["resources"][1]["capacity"] == str(8 << 30)
+    assert len(out[1]["resources"]) == 1
+
+
+def test_cpu_manager_state(tmp_path):
+    path = tmp_path / "cpu_manager_state"
+    path.write_text('{"policyName":"static","defaultCpuSet":"0-1","entries":{"u1":{"c":"2-3","d":"5"}}}')
+    assert read_cpu_manager_state(path) == {"u1": frozenset({2, 3, 5})}
+    path.write_text("garbage")
+    assert read_cpu_manager_state(path) == {}
+    assert read_cpu_manager_state(tmp_path / "missing") == {}

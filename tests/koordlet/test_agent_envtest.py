@@ -1,0 +1,160 @@
+"""Envtest: a koordlet in cluster mode against a real kube-apiserver, a small test kubelet
+serving a PodList, and a fake host tree. Its NodeMetric status matches the tree, and a
+NodeSLO change reaches it without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
+from koordinator.api.quantity import Quantity
+from koordinator.kube import resources as res
+from koordinator.kube.errors import NotFoundError
+from koordlet.agent import Agent, AgentConfig
+from tests.fakes.host import FakeHost
+from tests.fakes.pods import make_pod
+from tests.koordlet.statesinformer.test_states_informer import suppress_percent
+from tests.polling import eventually
+
+CRDS = Path(__file__).resolve().parents[2] / "crds"
+GIB = 1 << 30
+
+
+async def _serve_pods(pods: list[dict[str, Any]]) -> tuple[web.AppRunner, int]:
+    async def handler(_request: web.Request) -> web.Response:
+        return web.json_response({"kind": "PodList", "apiVersion": "v1", "items": pods})
+
+    app = web.Application()
+    app.router.add_get("/pods/", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+class CPUFeeder(threading.Thread):
+    """Advances the pod's cpuacct.usage at ``cores`` CPUs' worth per wall second."""
+
+    def __init__(self, host: FakeHost, rel: str, cores: float) -> None:
+        super().__init__(daemon=True)
+        self.host, self.rel, self.cores = host, rel, cores
+        self.start_time = time.time()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.02):
+            self.host.set_cpu_usage(self.rel, int((time.time() - self.start_time) * self.cores * 1e9))
+
+
+async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, envtest_client, tmp_path):
+    client = envtest_client
+    await envtest.apply_crds(
+        client,
+        [
+            CRDS / n
+            for n in (
+                "slo.koordinator.sh_nodeslos.yaml",
+                "slo.koordinator.sh_nodemetrics.yaml",
+                "topology.node.k8s.io_noderesourcetopologies.yaml",
+            )
+        ],
+    )
+    node_name = f"koordlet-{uuid.uuid4().hex[:8]}"
+    host = FakeHost(tmp_path, "v1")
+    host.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)
+    host.set_meminfo(MemTotal=8_000_000, MemFree=2_000_000, MemAvailable=6_000_000)
+    host.set_proc_stat([100, 0, 100, 1000, 0, 0, 0, 0], {0: [50, 0, 50, 500, 0, 0, 0, 0]})
+    pod = (
+        make_pod("web", "prod")
+        .qos("LS")
+        .kube_qos("Burstable")
+        .container("main", cid="containerd://" + "a" * 64)
+        .build()
+    )
+    uid = pod["metadata"]["uid"]
+    rel = host.add_pod("Burstable", uid, ["containerd://" + "a" * 64])
+    host.set_memory_stat(rel, inactive_anon=GIB, active_anon=GIB, unevictable=0)
+    kubelet, port = await _serve_pods([pod])
+    feeder = CPUFeeder(host, rel, 0.5)
+    feeder.start()
+    await client.create(
+        res.NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node_name},
+        },
+    )
+    current = await client.get(res.NODES, node_name)
+    current["status"] = {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}
+    await client.replace_status(res.NODES, current)
+    await client.create(
+        res.NODE_METRICS,
+        {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node_name}},
+    )
+    await client.create(
+        res.NODE_SLOS,
+        {
+            "apiVersion": "slo.koordinator.sh/v1alpha1",
+            "kind": "NodeSLO",
+            "metadata": {"name": node_name},
+            "spec": {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 60}},
+        },
+    )
+    config = AgentConfig(
+        node_name=node_name,
+        paths=host.paths,
+        gates=FeatureGates(KOORDLET_FEATURES),
+        host="127.0.0.1",
+        port=0,
+        kubelet_insecure_tls=True,
+        kubelet_read_only_port=port,
+    )
+    agent = Agent(config, client=envtest.client())
+    stop = asyncio.Event()
+    run = asyncio.create_task(agent.run(stop))
+    try:
+        async with asyncio.timeout(60):
+            await eventually(lambda: agent.ready, within=60)
+            assert agent.states is not None
+            assert suppress_percent(agent.states) == 60
+            await asyncio.sleep(3)  # a few collection ticks
+            assert agent.node_metric_reporter is not None
+            assert await agent.node_metric_reporter.report(force=True)
+            status = (await client.get(res.NODE_METRICS, node_name))["status"]
+            # the NodeSLO changes while the koordlet runs
+            current = await client.get(res.NODE_SLOS, node_name)
+            current["spec"]["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] = 45
+            await client.replace(res.NODE_SLOS, current)
+            states = agent.states
+            await eventually(lambda: suppress_percent(states) == 45)
+            nrt = None
+            while nrt is None:
+                try:
+                    nrt = await client.get(res.NODE_RESOURCE_TOPOLOGIES, node_name)
+                except NotFoundError:
+                    await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, 30)
+        feeder.stopped.set()
+        await kubelet.cleanup()
+        await client.delete(res.NODES, node_name)
+    node_usage = status["nodeMetric"]["nodeUsage"]["resources"]
+    assert Quantity.parse(node_usage["memory"]).value() == 2_000_000 * 1024  # MemTotal - MemAvailable
+    [pod_metric] = status["podsMetric"]
+    assert (pod_metric["namespace"], pod_metric["name"], pod_metric["qos"]) == ("prod", "web", "LS")
+    assert Quantity.parse(pod_metric["podUsage"]["resources"]["memory"]).value() == 2 * GIB
+    cpu_milli = Quantity.parse(pod_metric["podUsage"]["resources"]["cpu"]).milli_value()
+    assert 400 <= cpu_milli <= 600, cpu_milli  # fed at 0.5 cores
+    assert nrt["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Koordinator"
+    assert nrt["zones"][0]["name"] == "node-0"
+    assert "node.koordinator.sh/cpu-topology" in nrt["metadata"]["annotations"]
