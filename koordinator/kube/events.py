@@ -1,0 +1,91 @@
+"""Kubernetes Events: tell the user, on the object itself, what a component did and why.
+
+``core/v1`` Events as client-go's recorder writes them: ``involvedObject`` referencing the
+object, ``reason`` (CamelCase), ``message``, ``type`` Normal or Warning, ``source``
+(component and host), first/last timestamps and a count. The same event repeated within
+the correlation window is counted on the existing Event instead of creating a new one.
+Recording never raises: an Event that cannot be written is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.errors import KubeError
+from koordinator.kube.timeutil import format_time
+
+log = logging.getLogger(__name__)
+
+NORMAL = "Normal"
+WARNING = "Warning"
+CORRELATION_WINDOW_S = 600.0
+
+
+def object_reference(obj: Mapping[str, Any], api_version: str = "v1", kind: str = "Pod") -> dict[str, Any]:
+    metadata = obj.get("metadata") or {}
+    ref = {
+        "apiVersion": obj.get("apiVersion") or api_version,
+        "kind": obj.get("kind") or kind,
+        "name": metadata.get("name", ""),
+        "uid": metadata.get("uid", ""),
+    }
+    if metadata.get("namespace"):
+        ref["namespace"] = metadata["namespace"]
+    if metadata.get("resourceVersion"):
+        ref["resourceVersion"] = metadata["resourceVersion"]
+    return ref
+
+
+class EventRecorder:
+    def __init__(self, client: ApiClient, component: str, host: str = "") -> None:
+        self.client = client
+        self.component = component
+        self.host = host
+        #: (uid, type, reason, message) -> (event name, namespace, count, last time)
+        self._seen: dict[tuple[str, str, str, str], tuple[str, str, int, float]] = {}
+
+    async def record(
+        self, obj: Mapping[str, Any], event_type: str, reason: str, message: str, *, kind: str = "Pod"
+    ) -> dict[str, Any] | None:
+        """Write (or count) one Event about ``obj``; None when it could not be written."""
+        ref = object_reference(obj, kind=kind)
+        namespace = ref.get("namespace") or "default"
+        now = time.time()
+        key = (str(ref.get("uid")), event_type, reason, message)
+        seen = self._seen.get(key)
+        try:
+            if seen is not None and now - seen[3] < CORRELATION_WINDOW_S:
+                name, ns, count, _ = seen
+                patched = await self.client.patch(
+                    res.EVENTS, name, {"count": count + 1, "lastTimestamp": format_time(now)}, ns
+                )
+                self._seen[key] = (name, ns, count + 1, now)
+                return patched
+            name = f"{ref['name']}.{uuid.uuid4().hex[:16]}"
+            event = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": ref,
+                "reason": reason,
+                "message": message,
+                "type": event_type,
+                "source": {"component": self.component, **({"host": self.host} if self.host else {})},
+                "firstTimestamp": format_time(now),
+                "lastTimestamp": format_time(now),
+                "count": 1,
+                "reportingComponent": self.component,
+                "reportingInstance": self.host or self.component,
+            }
+            created = await self.client.create(res.EVENTS, event, namespace)
+            self._seen[key] = (name, namespace, 1, now)
+            return created
+        except KubeError as err:
+            log.warning("event %s/%s (%s) not recorded: %s", namespace, ref.get("name"), reason, err)
+            return None

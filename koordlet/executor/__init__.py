@@ -1,0 +1,19 @@
+"""The resource update executor: the only writer to the host's cgroups, sysctls and resctrl."""
+
+from koordlet.executor.executor import ResourceUpdateExecutor
+from koordlet.executor.updates import (
+    CgroupUpdate,
+    FileUpdate,
+    ResctrlSchemataUpdate,
+    ResctrlTasksUpdate,
+    Update,
+)
+
+__all__ = [
+    "CgroupUpdate",
+    "FileUpdate",
+    "ResctrlSchemataUpdate",
+    "ResctrlTasksUpdate",
+    "ResourceUpdateExecutor",
+    "Update",
+]
