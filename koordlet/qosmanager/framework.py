@@ -1,0 +1,245 @@
+"""QoS strategy framework: the snapshot a strategy reads, the plan it returns, the runner.
+
+A strategy is a pure function of a :class:`Snapshot` (time, node, merged NodeSLO, pods,
+recent metrics, host facts and the current cgroup values) to a :class:`Plan` (cgroup and
+file updates, leveled cgroup batches, evictions, gauge values, or the reason it planned
+nothing). Only the runner acts: the executor writes, the evictor evicts. Each strategy runs
+on its own interval; a strategy that raises is logged and counted, and the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from koordinator.api.features import FeatureGates
+from koordinator.api.types.slo import NodeSLOSpec
+from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor, Update
+from koordlet.metriccache import MetricCache, MetricKind
+from koordlet.metriccache.kinds import HOST_APPLICATION_CPU_USAGE, POD_CPU_USAGE, POD_MEMORY_USAGE
+from koordlet.metrics import KoordletMetrics
+from koordlet.statesinformer.podmeta import PodMeta
+from koordlet.system.cgroup.cgroupfs import CgroupFS
+from koordlet.system.cgroup.layout import KubepodsLayout
+from koordlet.system.cgroup.registry import Subsystem, Value
+from koordlet.system.errors import HostError
+from koordlet.system.topology import NodeCPUInfo
+
+log = logging.getLogger(__name__)
+
+
+class MetricsView:
+    """Recent values from the metric cache, as strategies ask for them."""
+
+    def __init__(self, cache: MetricCache) -> None:
+        self.cache = cache
+
+    def last(self, kind: MetricKind, start: float, end: float, **labels: str) -> float | None:
+        result = self.cache.query(kind, start, end, **labels)
+        return result.value("last") if result.count() else None
+
+    def avg(self, kind: MetricKind, start: float, end: float, **labels: str) -> float | None:
+        result = self.cache.query(kind, start, end, **labels)
+        return result.value("avg") if result.count() else None
+
+    def count(self, kind: MetricKind, start: float, end: float, **labels: str) -> int:
+        return self.cache.query(kind, start, end, **labels).count()
+
+    def last_by_label(self, kind: MetricKind, label: str, start: float, end: float) -> dict[str, float]:
+        """The last value of every series of ``kind`` in the window, by the value of ``label``."""
+        index = kind.labels.index(label)
+        out: dict[str, float] = {}
+        for values in self.cache.label_values(kind):
+            last = self.last(kind, start, end, **dict(zip(kind.labels, values, strict=True)))
+            if last is not None:
+                out[values[index]] = last
+        return out
+
+
+class CgroupView:
+    """Read-only access to current cgroup values (a failed read is None, never an error)."""
+
+    def __init__(self, cgroups: CgroupFS) -> None:
+        self.cgroups = cgroups
+
+    def read(self, key: str, relative: str) -> Value | None:
+        try:
+            return self.cgroups.read(key, relative)
+        except HostError:
+            return None
+
+    def children(self, subsystem: Subsystem | str, relative: str) -> list[str]:
+        return self.cgroups.children(subsystem, relative)
+
+    def at_depth(self, subsystem: Subsystem | str, relative: str, depth: int) -> list[str]:
+        return self.cgroups.at_depth(subsystem, relative, depth)
+
+    def supported(self, key: str) -> bool:
+        return self.cgroups.supported(key)[0]
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    cgroup_version: int
+    layout: KubepodsLayout
+    cpu_info: NodeCPUInfo | None
+    #: the kubelet's CPU manager policy ("none" or "static")
+    kubelet_cpu_policy: str = "none"
+    vendor_id: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: float
+    node: Mapping[str, Any] | None
+    node_slo: NodeSLOSpec
+    pods: Sequence[PodMeta]
+    metrics: MetricsView
+    host: HostFacts
+    cgroups: CgroupView
+    gates: FeatureGates
+    collect_interval: float = 1.0
+
+    def pod_usages(self, window: float) -> tuple[dict[str, float], dict[str, float]]:
+        """Last CPU (cores) and memory (bytes) of every pod with samples, by UID."""
+        start = self.now - window
+        return (
+            self.metrics.last_by_label(POD_CPU_USAGE, "pod_uid", start, self.now),
+            self.metrics.last_by_label(POD_MEMORY_USAGE, "pod_uid", start, self.now),
+        )
+
+    def host_app_cpu(self, window: float) -> dict[str, float]:
+        return self.metrics.last_by_label(
+            HOST_APPLICATION_CPU_USAGE, "host_app_name", self.now - window, self.now
+        )
+
+
+@dataclass(frozen=True)
+class Eviction:
+    pod: PodMeta
+    #: the koordlet feature that asked (``BEMemoryEvict``...), checked against the pod's
+    #: ``koordinator.sh/eviction-policy`` annotation
+    feature: str
+    #: ``koordlet_pod_eviction`` reason label
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    strategy: str
+    updates: list[Update] = field(default_factory=list)
+    #: batches applied parents-first-merged then children-first-real (see the executor)
+    leveled: list[list[list[CgroupUpdate]]] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    #: (KoordletMetrics attribute, label values after the node label, value)
+    gauges: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
+    #: why nothing (or less) was planned
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> Plan:
+        self.notes.append(text)
+        return self
+
+    @property
+    def empty(self) -> bool:
+        return not (self.updates or self.leveled or self.evictions)
+
+
+class Strategy(Protocol):
+    NAME: str
+    interval: float
+    #: seconds without planning after this strategy evicted (0 = no cooldown)
+    cooldown: float
+
+    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]: ...
+    def plan(self, snapshot: Snapshot) -> Plan: ...
+
+
+class Evicting(Protocol):
+    async def evict(self, evictions: Sequence[Eviction]) -> int: ...
+
+
+class QoSManager:
+    """Runs every strategy on its interval: snapshot, plan, execute."""
+
+    def __init__(
+        self,
+        strategies: Sequence[Strategy],
+        snapshot: Callable[[], Snapshot],
+        executor: ResourceUpdateExecutor,
+        evictor: Evicting | None,
+        metrics: KoordletMetrics,
+    ) -> None:
+        names = [s.NAME for s in strategies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"strategies registered twice: {sorted(n for n in names if names.count(n) > 1)}")
+        self.strategies = list(strategies)
+        self.snapshot = snapshot
+        self.executor = executor
+        self.evictor = evictor
+        self.metrics = metrics
+        self.failures = dict.fromkeys(names, 0)
+        self.last_plans: dict[str, Plan] = {}
+        self._why_disabled: dict[str, str] = {}
+        self._last_eviction: dict[str, float] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def plan(self, strategy: Strategy, snapshot: Snapshot) -> Plan | None:
+        """The strategy's plan, or None when it is disabled or cooling down."""
+        enabled, why = strategy.enabled(snapshot)
+        if not enabled:
+            if self._why_disabled.get(strategy.NAME) != why:
+                log.info("strategy %s disabled: %s", strategy.NAME, why)
+                self._why_disabled[strategy.NAME] = why
+            return None
+        self._why_disabled.pop(strategy.NAME, None)
+        since = snapshot.now - self._last_eviction.get(strategy.NAME, float("-inf"))
+        if strategy.cooldown and since < strategy.cooldown:
+            return None
+        return strategy.plan(snapshot)
+
+    def apply(self, plan: Plan) -> None:
+        """Write a plan's updates (the blocking part, run in a worker thread)."""
+        self.executor.update_batch(plan.updates)
+        for batch in plan.leveled:
+            self.executor.leveled(batch)
+        for attribute, labels, value in plan.gauges:
+            getattr(self.metrics, attribute).labels(self.metrics.node, *labels).set(value)
+
+    async def run_once(self, strategy: Strategy) -> Plan | None:
+        loop = asyncio.get_running_loop()
+        try:
+            snapshot = await loop.run_in_executor(None, self.snapshot)
+            plan = self.plan(strategy, snapshot)
+            if plan is None:
+                return None
+            self.last_plans[strategy.NAME] = plan
+            await loop.run_in_executor(None, self.apply, plan)
+            if plan.evictions and self.evictor is not None:
+                evicted = await self.evictor.evict(plan.evictions)
+                if evicted:
+                    self._last_eviction[strategy.NAME] = snapshot.now
+            return plan
+        except Exception:
+            self.failures[strategy.NAME] += 1
+            log.exception("strategy %s failed", strategy.NAME)
+            return None
+
+    async def _loop(self, strategy: Strategy) -> None:
+        while True:
+            started = time.monotonic()
+            await self.run_once(strategy)
+            await asyncio.sleep(max(strategy.interval - (time.monotonic() - started), 0.0))
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._loop(s), name=f"qos-{s.NAME}") for s in self.strategies]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,1 @@
+"""QoS strategies, one module each, registered in :mod:`koordlet.qosmanager.registry`."""

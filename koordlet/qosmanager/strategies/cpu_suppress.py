@@ -1,0 +1,299 @@
+"""CPUSuppress: keep best-effort pods off the CPU that latency-sensitive work needs.
+
+Upstream's formula, in milli-cores::
+
+    suppress = capacity * cpuSuppressThresholdPercent / 100
+               - CPU used by pods that are not BE - CPU used by host applications that are not BE
+               - max(node used - all pods - all host applications, node reserved)
+
+raised to ``capacity * cpuSuppressMinPercent / 100`` when that is set. The BE tier then
+gets either a cpuset (policy ``cpuset``, the default) of ``max(ceil(suppress / 1000), 2)``
+CPUs — grown by at most 10 % of the node's CPUs per round, split between the CPUs LSR pods
+are pinned to and the LS share in proportion, picked as hyper-thread pairs spread over
+NUMA nodes and sockets — or a CFS quota (policy ``cfsQuota``) of ``suppress * 100`` µs per
+100 ms (at least 2000), changed only by more than 1 % of the node, and raised by at most
+10 % of the node per round. The other mechanism is reset. With the NodeSLO switch off
+(``resourceUsedThresholdWithBE.enable``), both are reset: quota unlimited, full cpuset.
+
+A cpuset shrinks in a leveled update (the union first, parents to children, then the new
+set, children to parents), which is the only order the kernel accepts; with the kubelet's
+static CPU policy, pod-level cgroups keep the full set and only containers are narrowed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
+from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.node import get_node_reservation, node_reserved_resources
+from koordinator.api.extension.numa import get_resource_status
+from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
+from koordinator.api.extension.topology import get_system_qos_resource
+from koordinator.api.kubeqos import KubeQOSClass
+from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
+from koordlet.executor import CgroupUpdate
+from koordlet.metriccache.kinds import NODE_CPU_USAGE
+from koordlet.qosmanager.framework import Plan, Snapshot
+from koordlet.system.cgroup.registry import CPU_CFS_QUOTA, CPUSET_CPUS, Subsystem
+from koordlet.system.topology import Processor
+
+NAME = "CPUSuppress"
+GATE = "BECPUSuppress"
+CFS_PERIOD_US = 100_000
+MIN_QUOTA_US = 2000
+MIN_CPUS = 2
+GROWTH_RATIO = 0.1
+QUOTA_DEADBAND_RATIO = 0.01
+QUOTA_GROWTH_RATIO = 0.1
+
+
+def _milli(resources: Mapping[str, Any] | None, name: str = "cpu") -> int:
+    raw = (resources or {}).get(name)
+    if raw is None:
+        return 0
+    try:
+        return Quantity.parse(str(raw)).milli_value()
+    except QuantityError:
+        return 0
+
+
+def _cpus(text: object) -> set[int]:
+    try:
+        return set(parse_cpuset(str(text or "")))
+    except CPUSetError:
+        return set()
+
+
+def select_cpus(count: int, processors: Iterable[Processor]) -> list[int]:
+    """``count`` CPUs for the BE tier: hyper-thread pairs first, round-robin over
+    (NUMA node, socket) buckets (largest first), then single CPUs the same way."""
+    buckets: dict[tuple[int, int], list[Processor]] = {}
+    for p in processors:
+        buckets.setdefault((p.node, p.socket), []).append(p)
+    ordered = [sorted(b, key=lambda p: (p.core, p.cpu)) for b in buckets.values()]
+    ordered.sort(key=lambda b: (-len(b), b[0].cpu))
+    need = min(count, sum(len(b) for b in ordered))
+    used: set[int] = set()
+    chosen: list[int] = []
+    progress = True
+    while need > 1 and progress:  # one sibling pair per bucket per round
+        progress = False
+        for bucket in ordered:
+            if need <= 1:
+                break
+            for prev, cur in itertools.pairwise(bucket):
+                if cur.core == prev.core and cur.cpu not in used and prev.cpu not in used:
+                    chosen += [cur.cpu, prev.cpu]
+                    used.update((cur.cpu, prev.cpu))
+                    need -= 2
+                    progress = True
+                    break
+    progress = True
+    while need > 0 and progress:  # then one CPU per bucket per round
+        progress = False
+        for bucket in ordered:
+            if need <= 0:
+                break
+            for p in bucket:
+                if p.cpu not in used:
+                    chosen.append(p.cpu)
+                    used.add(p.cpu)
+                    need -= 1
+                    progress = True
+                    break
+    return chosen
+
+
+class CPUSuppress:
+    NAME = NAME
+    cooldown = 0.0
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+
+    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
+        if not snapshot.gates.enabled(GATE):
+            return False, f"feature gate {GATE} is off"
+        return True, ""
+
+    # --- inputs ------------------------------------------------------------------------------
+
+    def _be_dir(self, snapshot: Snapshot) -> str:
+        return snapshot.host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+
+    def _full_cpuset(self, snapshot: Snapshot) -> str:
+        root = _cpus(snapshot.cgroups.read(CPUSET_CPUS, ""))
+        if not root and snapshot.host.cpu_info is not None:
+            root = set(snapshot.host.cpu_info.topology.cpus())
+        return format_cpuset(root)
+
+    def suppress_milli(self, snapshot: Snapshot, plan: Plan) -> int | None:
+        """The CPU (milli-cores) the BE tier may use, or None when inputs are missing."""
+        node = snapshot.node or {}
+        status = node.get("status") or {}
+        capacity = _milli(status.get("capacity"))
+        if capacity <= 0:
+            plan.note("node capacity unknown")
+            return None
+        reserved = max(capacity - _milli(status.get("allocatable")), 0)
+        try:
+            annotations = (node.get("metadata") or {}).get("annotations") or {}
+            reserved = max(
+                reserved, node_reserved_resources(annotations).get("cpu", Quantity()).milli_value()
+            )
+        except (AnnotationError, ValueError):
+            plan.note("node reservation annotation ignored (malformed)")
+        window = 2 * snapshot.collect_interval
+        node_used = snapshot.metrics.last(NODE_CPU_USAGE, snapshot.now - window, snapshot.now)
+        if node_used is None:
+            plan.note(f"no node CPU usage in the last {window:g}s")
+            return None
+        pod_cpu, _ = snapshot.pod_usages(window)
+        apps = snapshot.host_app_cpu(window)
+        meta = {p.uid: p for p in snapshot.pods}
+        non_be = 0.0
+        for uid, used in pod_cpu.items():
+            pod = meta.get(uid)
+            is_be = pod is not None and (
+                get_pod_qos_class_raw(pod.pod) is QoSClass.BE or pod.kube_qos is KubeQOSClass.BEST_EFFORT
+            )
+            if not is_be:
+                non_be += used
+        app_specs = {a.name: a for a in snapshot.node_slo.host_applications}
+        app_non_be = 0.0
+        for name, used in apps.items():
+            spec = app_specs.get(name)
+            is_be = (
+                spec is not None
+                and spec.qos == "BE"
+                and spec.cgroup_path is not None
+                and spec.cgroup_path.base == "KubepodsBesteffort"
+            )
+            if not is_be:
+                app_non_be += used
+        system = max(node_used - sum(pod_cpu.values()) - sum(apps.values()), 0.0) * 1000
+        system = max(system, float(reserved))
+        threshold = snapshot.node_slo.resource_used_threshold_with_be
+        assert threshold is not None
+        percent = threshold.cpu_suppress_threshold_percent or 65
+        suppress = capacity * percent / 100 - non_be * 1000 - app_non_be * 1000 - system
+        if threshold.cpu_suppress_min_percent is not None:
+            suppress = max(suppress, capacity * threshold.cpu_suppress_min_percent / 100)
+        plan.gauges.append(("be_suppress_ls_used_cpu_cores", (), non_be))
+        return int(suppress)
+
+    # --- plans -------------------------------------------------------------------------------
+
+    def _cpuset_levels(
+        self, snapshot: Snapshot, cpuset: str, static_policy: bool
+    ) -> list[list[CgroupUpdate]]:
+        be = self._be_dir(snapshot)
+        pods = snapshot.cgroups.at_depth(Subsystem.CPUSET, be, 1)
+        containers = snapshot.cgroups.at_depth(Subsystem.CPUSET, be, 2)
+        if static_policy:
+            full = self._full_cpuset(snapshot)
+            return [
+                [CgroupUpdate(CPUSET_CPUS, be, full, NAME)],
+                [CgroupUpdate(CPUSET_CPUS, p, full, NAME) for p in pods],
+                [CgroupUpdate(CPUSET_CPUS, c, cpuset, NAME) for c in containers],
+            ]
+        return [
+            [CgroupUpdate(CPUSET_CPUS, be, cpuset, NAME)],
+            [CgroupUpdate(CPUSET_CPUS, p, cpuset, NAME) for p in pods],
+            [CgroupUpdate(CPUSET_CPUS, c, cpuset, NAME) for c in containers],
+        ]
+
+    def recover(self, snapshot: Snapshot, plan: Plan, *, quota: bool = True, cpuset: bool = True) -> Plan:
+        be = self._be_dir(snapshot)
+        if quota:
+            plan.updates.append(CgroupUpdate(CPU_CFS_QUOTA, be, -1, NAME))
+        if cpuset:
+            plan.leveled.append(self._cpuset_levels(snapshot, self._full_cpuset(snapshot), False))
+        return plan
+
+    def plan(self, snapshot: Snapshot) -> Plan:
+        plan = Plan(NAME)
+        disabled, why = feature_disabled_by_node_slo(snapshot.node_slo, GATE)
+        if disabled:
+            return self.recover(snapshot, plan.note(f"suppress disabled by NodeSLO: {why or 'enable=false'}"))
+        if snapshot.gates.enabled("BECPUManager"):
+            return self.recover(snapshot, plan.note("BECPUManager keeps BE pods on their share pools"))
+        suppress = self.suppress_milli(snapshot, plan)
+        if suppress is None:
+            return plan
+        threshold = snapshot.node_slo.resource_used_threshold_with_be
+        policy = (threshold.cpu_suppress_policy if threshold else "") or "cpuset"
+        if policy == "cfsQuota":
+            self._plan_quota(snapshot, plan, suppress)
+            return self.recover(snapshot, plan, quota=False)
+        self._plan_cpuset(snapshot, plan, suppress)
+        return self.recover(snapshot, plan, cpuset=False)
+
+    def _plan_cpuset(self, snapshot: Snapshot, plan: Plan, suppress: int) -> None:
+        info = snapshot.host.cpu_info
+        if info is None:
+            plan.note("CPU topology not collected yet")
+            return
+        node = snapshot.node or {}
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        excluded: set[int] = set()
+        try:
+            reservation = get_node_reservation(annotations)
+            if reservation is not None:
+                excluded |= _cpus(reservation.reserved_cpus)
+            system = get_system_qos_resource(annotations)
+            if system is not None and system.cpuset_exclusive is not False:
+                excluded |= _cpus(system.cpuset)
+        except (AnnotationError, ValueError):
+            plan.note("node CPU annotations ignored (malformed)")
+        lsr_pinned: set[int] = set()
+        lse_pinned: set[int] = set()
+        for pod in snapshot.pods:
+            try:
+                pinned = _cpus(get_resource_status(pod.annotations).cpuset)
+            except (AnnotationError, ValueError):
+                continue
+            if pod.qos is QoSClass.LSR:
+                lsr_pinned |= pinned
+            elif pod.qos is QoSClass.LSE:
+                lse_pinned |= pinned
+        processors = list(info.topology.processors)
+        candidates = [p for p in processors if p.cpu not in excluded]
+        lsr = [p for p in candidates if p.cpu in lsr_pinned]
+        ls = [p for p in candidates if p.cpu not in lsr_pinned and p.cpu not in lse_pinned]
+        if not lsr and not ls:
+            plan.note("no CPU left for BE pods to share")
+            return
+        need = max(math.ceil(suppress / 1000), MIN_CPUS)
+        old = _cpus(snapshot.cgroups.read(CPUSET_CPUS, self._be_dir(snapshot)))
+        limit = len(old) + math.ceil(len(processors) * GROWTH_RATIO)
+        if old and need > limit:
+            plan.note(f"BE cpuset grows by at most {limit - len(old)} CPUs a round")
+            need = limit
+        n_lsr = need * len(lsr) // (len(lsr) + len(ls))
+        chosen = select_cpus(n_lsr, lsr) + select_cpus(need - n_lsr, ls)
+        cpuset = format_cpuset(chosen)
+        plan.leveled.append(
+            self._cpuset_levels(snapshot, cpuset, snapshot.host.kubelet_cpu_policy == "static")
+        )
+        plan.gauges.append(("be_suppress_cpu_cores", ("cpuset",), float(len(chosen))))
+
+    def _plan_quota(self, snapshot: Snapshot, plan: Plan, suppress: int) -> None:
+        capacity_cores = _milli((snapshot.node or {}).get("status", {}).get("capacity")) / 1000
+        quota = max(suppress * CFS_PERIOD_US // 1000, MIN_QUOTA_US)
+        be = self._be_dir(snapshot)
+        current = snapshot.cgroups.read(CPU_CFS_QUOTA, be)
+        current_quota = int(current) if isinstance(current, int) else -1
+        deadband = capacity_cores * CFS_PERIOD_US * QUOTA_DEADBAND_RATIO
+        if current_quota != -1 and abs(quota - current_quota) < deadband and quota != MIN_QUOTA_US:
+            plan.note(f"quota change {quota - current_quota}us is under the 1% deadband")
+            return
+        if current_quota != -1 and quota > current_quota:
+            quota = min(quota, int(current_quota + capacity_cores * CFS_PERIOD_US * QUOTA_GROWTH_RATIO))
+        plan.updates.append(CgroupUpdate(CPU_CFS_QUOTA, be, quota, NAME))
+        plan.gauges.append(("be_suppress_cpu_cores", ("cfsQuota",), quota / CFS_PERIOD_US))

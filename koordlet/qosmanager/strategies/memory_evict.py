@@ -1,0 +1,316 @@
+"""MemoryEvict: evict pods when node memory runs short (features BEMemoryEvict,
+MemoryAllocatableEvict and MemoryEvict).
+
+* **BEMemoryEvict**: node memory used (``node_memory_usage``, last value within two
+  collect intervals) at or above ``memoryEvictThresholdPercent`` (70) of capacity triggers
+  it; enough BE pods are evicted to bring usage back to ``memoryEvictLowerPercent``
+  (threshold - 2): ``release = capacity * (usage% - lower%) / 100`` with integer percents.
+  Victims are BE pods whose ``koordinator.sh/eviction-policy`` allows the feature, lower
+  ``spec.priority`` first (when both pods have one and they differ), then larger memory
+  use; pods with no or zero usage last (by name, descending). Each victim releases its
+  memory use.
+* **MemoryAllocatableEvict**: the memory requests (batch-memory of koord-batch pods,
+  mid-memory of koord-mid pods, memory otherwise) of pods up to
+  ``allocatableEvictPriorityThreshold`` above ``memoryAllocatableEvictThresholdPercent``
+  of allocatable; releases down to the lower percent, crediting each victim's request.
+* **MemoryEvict**: like BEMemoryEvict over pods labelled
+  ``koordinator.sh/eviction-enabled=true`` with priority up to
+  ``evictEnabledPriorityThreshold``, ordered by ``koordinator.sh/eviction-priority``,
+  ``spec.priority``, ``koordinator.sh/priority``, then larger use.
+
+Upstream bug fixed here: upstream's MemoryEvict multiplies each victim's memory use by
+1000 (copied from the CPU variant, where usage is in cores), so the first victim always
+"releases" enough and the usage may stay above the threshold. Victims here release their
+memory use in bytes, and enough of them are chosen to reach the lower percent.
+
+A pod already chosen by one feature counts towards the others. The runner waits
+``--memory-evict-cool-time-seconds`` (4 s) after an eviction before planning again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.constants import eviction_enabled, eviction_policy, eviction_priority
+from koordinator.api.extension.priority import (
+    LABEL_POD_PRIORITY,
+    PriorityClass,
+    get_pod_priority_class_with_default,
+)
+from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
+from koordinator.api.extension.resources import BATCH_MEMORY, MID_MEMORY
+from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
+from koordlet.metriccache.kinds import NODE_MEMORY_USAGE
+from koordlet.qosmanager.framework import Eviction, Plan, Snapshot
+from koordlet.statesinformer.podmeta import PodMeta
+
+NAME = "MemoryEvict"
+BE_MEMORY_EVICT = "BEMemoryEvict"
+MEMORY_ALLOCATABLE_EVICT = "MemoryAllocatableEvict"
+MEMORY_EVICT = "MemoryEvict"
+REASON_USAGE = "evictPodByNodeMemoryUsage"
+REASON_ALLOCATABLE = "evictPodByNodeMemoryAllocatable"
+DEFAULT_THRESHOLD = 70
+DEFAULT_ALLOCATABLE_PRIORITY_THRESHOLD = 7999
+
+
+def _bytes(resources: Mapping[str, Any] | None, name: str = "memory") -> int:
+    raw = (resources or {}).get(name)
+    if raw is None:
+        return 0
+    try:
+        return Quantity.parse(str(raw)).value()
+    except QuantityError:
+        return 0
+
+
+def allowed(pod: PodMeta, feature: str) -> bool:
+    """``koordinator.sh/eviction-policy`` absent, or naming ``feature``."""
+    try:
+        policy = eviction_policy(pod.annotations)
+    except AnnotationError:
+        return False
+    return policy is None or feature in policy
+
+
+def _priority(pod: PodMeta) -> int | None:
+    value = (pod.pod.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) else None
+
+
+def be_victim_order(usage: Mapping[str, float]) -> Callable[[PodMeta, PodMeta], int]:
+    """Upstream's BE order: priority (when both set and different), then usage desc,
+    zero/unknown usage last, name descending among those."""
+
+    def compare(a: PodMeta, b: PodMeta) -> int:
+        pa, pb = _priority(a), _priority(b)
+        if pa is not None and pb is not None and pa != pb:
+            return -1 if pa < pb else 1
+        ua, ub = usage.get(a.uid, 0.0), usage.get(b.uid, 0.0)
+        if ua > 0 and ub > 0:
+            return -1 if ua > ub else (1 if ua < ub else 0)
+        if ua > 0:
+            return -1
+        if ub > 0:
+            return 1
+        return -1 if a.name > b.name else (1 if a.name < b.name else 0)
+
+    return compare
+
+
+def _label_priority(pod: PodMeta) -> int:
+    try:
+        return int(pod.labels.get(LABEL_POD_PRIORITY, "0"))
+    except ValueError:
+        return 0
+
+
+def priority_victim_key(usage: Mapping[str, float]) -> Callable[[PodMeta], tuple[float, ...]]:
+    """MemoryEvict/CPUEvict order: eviction-priority, spec.priority, koordinator.sh/priority
+    ascending, then usage descending."""
+
+    def key(pod: PodMeta) -> tuple[float, ...]:
+        try:
+            evict_priority = eviction_priority(pod.annotations)
+        except AnnotationError:
+            evict_priority = None
+        return (
+            float(evict_priority if evict_priority is not None else 0),
+            float(_priority(pod) or 0),
+            float(_label_priority(pod)),
+            -usage.get(pod.uid, 0.0),
+        )
+
+    return key
+
+
+def _requests(pod: PodMeta) -> int:
+    """A pod's memory request in the resource its priority class uses."""
+    priority = get_pod_priority_class_with_default(pod.pod)
+    name = {PriorityClass.BATCH: BATCH_MEMORY, PriorityClass.MID: MID_MEMORY}.get(priority, "memory")
+    spec = pod.pod.get("spec") or {}
+    return sum(
+        _bytes((c.get("resources") or {}).get("requests"), name)
+        for field in ("containers", "initContainers")
+        for c in spec.get(field) or ()
+    )
+
+
+class MemoryEvict:
+    NAME = NAME
+
+    def __init__(self, interval: float = 1.0, cooldown: float = 4.0) -> None:
+        self.interval = interval
+        self.cooldown = cooldown
+
+    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
+        features = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
+        if not any(snapshot.gates.enabled(f) for f in features):
+            return False, f"feature gates {', '.join(features)} are off"
+        return True, ""
+
+    def plan(self, snapshot: Snapshot) -> Plan:
+        plan = Plan(NAME)
+        node = snapshot.node or {}
+        status = node.get("status") or {}
+        capacity = _bytes(status.get("capacity"))
+        if capacity <= 0:
+            return plan.note("node memory capacity unknown")
+        window = 2 * snapshot.collect_interval
+        _, pod_memory = snapshot.pod_usages(window)
+        chosen: dict[str, Eviction] = {}
+        for feature, run in (
+            (BE_MEMORY_EVICT, self._be_memory),
+            (MEMORY_ALLOCATABLE_EVICT, self._allocatable),
+            (MEMORY_EVICT, self._memory),
+        ):
+            if not snapshot.gates.enabled(feature):
+                continue
+            disabled, why = feature_disabled_by_node_slo(snapshot.node_slo, feature)
+            if disabled:
+                plan.note(f"{feature} disabled by NodeSLO: {why or 'enable=false'}")
+                continue
+            run(snapshot, plan, capacity, pod_memory, chosen)
+        plan.evictions = list(chosen.values())
+        return plan
+
+    def _take(
+        self,
+        plan: Plan,
+        feature: str,
+        reason: str,
+        release: float,
+        victims: Iterable[PodMeta],
+        credit: Callable[[PodMeta], float],
+        chosen: dict[str, Eviction],
+        why: str,
+    ) -> None:
+        victims = list(victims)
+        mine = {v.uid for v in victims}
+        released = sum(credit(chosen[uid].pod) for uid in chosen if uid in mine)
+        for pod in victims:
+            if released >= release:
+                break
+            if pod.uid in chosen:
+                continue
+            chosen[pod.uid] = Eviction(pod, feature, reason, f"{why}; koordlet feature {feature}")
+            released += credit(pod)
+        if released < release:
+            plan.note(f"{feature}: candidates release {released:.0f} of the {release:.0f} bytes needed")
+
+    def _be_memory(
+        self,
+        snapshot: Snapshot,
+        plan: Plan,
+        capacity: int,
+        usage: Mapping[str, float],
+        chosen: dict[str, Eviction],
+    ) -> None:
+        threshold = snapshot.node_slo.resource_used_threshold_with_be
+        assert threshold is not None
+        high = threshold.memory_evict_threshold_percent or DEFAULT_THRESHOLD
+        low = (
+            threshold.memory_evict_lower_percent
+            if threshold.memory_evict_lower_percent is not None
+            else high - 2
+        )
+        window = 2 * snapshot.collect_interval
+        used = snapshot.metrics.last(NODE_MEMORY_USAGE, snapshot.now - window, snapshot.now)
+        if used is None:
+            plan.note(f"{BE_MEMORY_EVICT}: no node memory usage in the last {window:g}s")
+            return
+        percent = int(used) * 100 // capacity
+        if percent < high:
+            return
+        release = capacity * (percent - low) / 100
+        victims = [
+            p
+            for p in snapshot.pods
+            if get_pod_qos_class_raw(p.pod) is QoSClass.BE and allowed(p, BE_MEMORY_EVICT)
+        ]
+        victims.sort(key=functools.cmp_to_key(be_victim_order(usage)))
+        why = f"node memory usage {percent}% >= {high}%, releasing {release:.0f} bytes to reach {low}%"
+        self._take(
+            plan,
+            BE_MEMORY_EVICT,
+            REASON_USAGE,
+            release,
+            victims,
+            lambda p: usage.get(p.uid, 0.0),
+            chosen,
+            why,
+        )
+
+    def _allocatable(
+        self,
+        snapshot: Snapshot,
+        plan: Plan,
+        capacity: int,
+        usage: Mapping[str, float],
+        chosen: dict[str, Eviction],
+    ) -> None:
+        threshold = snapshot.node_slo.resource_used_threshold_with_be
+        assert threshold is not None
+        high = threshold.memory_allocatable_evict_threshold_percent
+        if high is None:
+            return
+        low = threshold.memory_allocatable_evict_lower_percent
+        low = low if low is not None else high - 2
+        allocatable = _bytes(((snapshot.node or {}).get("status") or {}).get("allocatable")) or capacity
+        limit = threshold.allocatable_evict_priority_threshold or DEFAULT_ALLOCATABLE_PRIORITY_THRESHOLD
+        candidates = [
+            p for p in snapshot.pods if (_priority(p) or 0) <= limit and allowed(p, MEMORY_ALLOCATABLE_EVICT)
+        ]
+        requested = sum(_requests(p) for p in candidates)
+        if requested * 100 <= allocatable * high:
+            return
+        release = requested - allocatable * low / 100
+        candidates.sort(key=priority_victim_key(usage))
+        why = f"requests {requested} bytes exceed {high}% of allocatable, releasing {release:.0f} bytes"
+        self._take(
+            plan, MEMORY_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, release, candidates, _requests, chosen, why
+        )
+
+    def _memory(
+        self,
+        snapshot: Snapshot,
+        plan: Plan,
+        capacity: int,
+        usage: Mapping[str, float],
+        chosen: dict[str, Eviction],
+    ) -> None:
+        threshold = snapshot.node_slo.resource_used_threshold_with_be
+        assert threshold is not None
+        high = threshold.memory_evict_threshold_percent or DEFAULT_THRESHOLD
+        low = (
+            threshold.memory_evict_lower_percent
+            if threshold.memory_evict_lower_percent is not None
+            else high - 2
+        )
+        window = 2 * snapshot.collect_interval
+        used = snapshot.metrics.last(NODE_MEMORY_USAGE, snapshot.now - window, snapshot.now)
+        if used is None:
+            plan.note(f"{MEMORY_EVICT}: no node memory usage in the last {window:g}s")
+            return
+        percent = int(used) * 100 // capacity
+        if percent < high:
+            return
+        limit = threshold.evict_enabled_priority_threshold
+        victims = [
+            p
+            for p in snapshot.pods
+            if eviction_enabled(p.labels)
+            and (limit is None or (_priority(p) or 0) <= limit)
+            and allowed(p, MEMORY_EVICT)
+        ]
+        victims.sort(key=priority_victim_key(usage))
+        release = capacity * (percent - low) / 100
+        why = f"node memory usage {percent}% >= {high}%, releasing {release:.0f} bytes to reach {low}%"
+        # fixed: credit each victim its memory use in bytes (upstream multiplies by 1000)
+        self._take(
+            plan, MEMORY_EVICT, REASON_USAGE, release, victims, lambda p: usage.get(p.uid, 0.0), chosen, why
+        )
