@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import orjson
 
@@ -28,6 +29,9 @@ from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.cli import component_parser, configure_logging, fail
 from koordlet.agent import AgentConfig, run_agent
 from koordlet.metricsadvisor.framework import CollectorConfig
+from koordlet.qosmanager.registry import strategies
+from koordlet.qosmanager.scenario import Scenario, ScenarioError, plan_scenario
+from koordlet.qosmanager.scenario import as_table as as_plan_table
 from koordlet.system import native
 from koordlet.system.paths import HostPaths
 from koordlet.system.probe import as_json, as_table, probe
@@ -159,6 +163,34 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "how long samples are kept (in memory; default 30m, the longest NodeMetric window)",
     ),
     ("--tsdb-max-bytes", "tsdb_max_bytes", _size, 100 << 20, "memory budget of the metric cache"),
+    (
+        "--cpu-suppress-interval-seconds",
+        "cpu_suppress_interval_seconds",
+        float,
+        1.0,
+        "QoS strategies' period",
+    ),
+    (
+        "--memory-evict-cool-time-seconds",
+        "memory_evict_cool_time_seconds",
+        float,
+        4.0,
+        "pause after an eviction",
+    ),
+    (
+        "--cpu-evict-cool-time-seconds",
+        "cpu_evict_cool_time_seconds",
+        float,
+        20.0,
+        "pause after a CPU eviction",
+    ),
+    (
+        "--resource-force-update-seconds",
+        "resource_force_update_seconds",
+        float,
+        60.0,
+        "cached cgroup values are rewritten after this long",
+    ),
 ]
 
 
@@ -210,6 +242,10 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         collectors=collectors,
         metric_retention_seconds=args.tsdb_retention_duration,
         metric_max_bytes=args.tsdb_max_bytes,
+        qos_interval=args.cpu_suppress_interval_seconds,
+        memory_evict_cooldown=args.memory_evict_cool_time_seconds,
+        cpu_evict_cooldown=args.cpu_evict_cool_time_seconds,
+        resource_force_update_seconds=args.resource_force_update_seconds,
     )
 
 
@@ -242,6 +278,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe_cmd.add_argument("--output", "-o", choices=("table", "json"), default="table")
     _add_host_root_flags(probe_cmd)
+    plan_cmd = sub.add_parser(
+        "plan",
+        help="print what the QoS strategies would write and evict for a scenario (dry run)",
+        description="Plan the QoS strategies once against a scenario file (node, NodeSLO, pods, usage) "
+        "and the host tree given by the root flags; print the writes and evictions. Changes nothing.",
+    )
+    plan_cmd.add_argument(
+        "--scenario", required=True, metavar="FILE", help="scenario YAML or JSON ('-' for stdin)"
+    )
+    plan_cmd.add_argument(
+        "--strategy", action="append", default=[], metavar="NAME", help="only this strategy (repeatable)"
+    )
+    plan_cmd.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    _add_host_root_flags(plan_cmd)
     return parser
 
 
@@ -254,11 +304,30 @@ def run_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_plan(args: argparse.Namespace) -> int:
+    try:
+        text = sys.stdin.read() if args.scenario == "-" else Path(args.scenario).read_text()
+    except OSError as err:
+        fail(PROG, f"cannot read scenario {args.scenario}: {err.strerror}")
+    try:
+        scenario = Scenario.parse(text)
+        result = plan_scenario(scenario, host_paths(args), strategies(), args.strategy)
+    except ScenarioError as err:
+        fail(PROG, f"scenario {args.scenario}: {err}")
+    if args.output == "json":
+        sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print(as_plan_table(result))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbosity)
     if args.command == "probe":
         return run_probe(args)
+    if args.command == "plan":
+        return run_plan(args)
     return run_agent(agent_config(args, os.environ))
 
 

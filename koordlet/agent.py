@@ -6,7 +6,8 @@
    NodeSLO and NodeMetric from the apiserver);
 4. the collectors, and a wait until each enabled one has produced data;
 5. the reporters (NodeMetric status, NodeResourceTopology);
-6. QoS strategies and runtime hooks (not part of this release yet);
+6. the QoS strategies (cluster mode), writing through the resource update executor and
+   evicting through the Eviction API; runtime hooks come in a later release;
 
 then runs until SIGTERM/SIGINT and stops in reverse order. ``--standalone`` swaps the
 apiserver and the kubelet for this machine's own cgroup tree and description.
@@ -29,7 +30,9 @@ from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import FileToken, load_config
+from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer import InformerFactory
+from koordlet.executor import ResourceUpdateExecutor
 from koordlet.metriccache import AggregateResult, KVStore, MetricCache, MetricKind, kinds
 from koordlet.metrics import KoordletMetrics, render
 from koordlet.metricsadvisor.framework import (
@@ -39,6 +42,9 @@ from koordlet.metricsadvisor.framework import (
     build_collectors,
 )
 from koordlet.metricsadvisor.registry import COLLECTORS
+from koordlet.qosmanager.evictor import Evictor
+from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, QoSManager, Snapshot
+from koordlet.qosmanager.registry import strategies
 from koordlet.statesinformer.callbacks import CallbackType
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, KubeletError
@@ -76,6 +82,10 @@ class AgentConfig:
     metric_retention_seconds: float = 1800.0
     metric_max_bytes: int = 100 << 20
     collectors_start_timeout: float = 300.0
+    qos_interval: float = 1.0
+    memory_evict_cooldown: float = 4.0
+    cpu_evict_cooldown: float = 20.0
+    resource_force_update_seconds: float = 60.0
 
 
 def service_account_token() -> FileToken | None:
@@ -133,6 +143,10 @@ class Agent:
         self._pods_source: KubeletPodsSource | None = None
         self.nrt: NodeTopologyReporter | None = None
         self.node_metric_reporter: NodeMetricReporter | None = None
+        self.executor = ResourceUpdateExecutor(
+            self.cgroups, metrics=self.metrics, force_update_seconds=config.resource_force_update_seconds
+        )
+        self.qos: QoSManager | None = None
 
     # --- HTTP ----------------------------------------------------------------------------
 
@@ -239,6 +253,8 @@ class Agent:
             else:
                 log.warning("--collect-res-used-interval < 1s: metrics advisor and QoS manager disabled")
             self._start_reporters(states)
+            if config.collectors.collect_res_used_interval >= 1.0:
+                self._start_qos()
             self.ready = True
             log.info("koordlet is running")
             await stop.wait()
@@ -264,8 +280,46 @@ class Agent:
             reporting = self.node_metric_reporter.run()
             self._tasks.append(asyncio.create_task(reporting, name="nodemetric-reporter"))
 
+    def snapshot(self) -> Snapshot:
+        """What the QoS strategies see now."""
+        assert self.states is not None
+        layout = self.cgroups.layout
+        cpu_info = self.kv.get(kinds.NODE_CPU_INFO)
+        host = HostFacts(self.cgroups.version, layout, cpu_info, self._kubelet_cpu_state().policy)
+        return Snapshot(
+            now=time.time(),
+            node=self.states.get_node(),
+            node_slo=self.states.get_node_slo(),
+            pods=self.states.get_all_pods(),
+            metrics=MetricsView(self.cache),
+            host=host,
+            cgroups=CgroupView(self.cgroups),
+            gates=self.config.gates,
+            collect_interval=self.config.collectors.collect_res_used_interval,
+        )
+
+    def _start_qos(self) -> None:
+        config = self.config
+        if config.standalone:
+            log.info("standalone mode: QoS strategies are not run (they would act on this machine's cgroups)")
+            return
+        evictor = None
+        if self.client is not None:
+            recorder = EventRecorder(self.client, "koordlet", config.node_name)
+            evictor = Evictor(self.client, self.metrics, recorder)
+        self.qos = QoSManager(
+            strategies(config.qos_interval, config.memory_evict_cooldown),
+            self.snapshot,
+            self.executor,
+            evictor,
+            self.metrics,
+        )
+        self.qos.start()
+
     async def shutdown(self) -> None:
         self.ready = False
+        if self.qos is not None:
+            await self.qos.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
