@@ -61,7 +61,7 @@ def test_invalid_values_are_refused_and_nothing_is_written(executor):
 
 
 def test_vanished_and_unsupported_are_skipped_quietly(executor):
-    ex, host, _ = executor
+    ex, _, _ = executor
     gone = ex.update(CgroupUpdate("cpu.shares", "kubepods.slice/gone", 2))
     assert isinstance(gone.error, CgroupVanishedError)
     lacking = ex.update(CgroupUpdate("cpu.bvt_warp_ns", "kubepods.slice", 2))

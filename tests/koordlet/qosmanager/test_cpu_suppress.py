@@ -1,0 +1,208 @@
+"""CPUSuppress plans, hand-computed.
+
+The node: 8 CPUs (one socket, four cores, two threads: cpu0-3 and their siblings cpu4-7),
+capacity 8 cores, threshold 65 % -> 5200m. Node usage 4 cores, an LS pod using 2 cores, a
+BE pod using 1.5 cores: system = 4 - 3.5 = 0.5 core, so
+suppress = 5200 - 2000 (LS) - 500 (system) = 2700m -> a cpuset of 3 CPUs or 270000us.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
+from koordinator.api.kubeqos import KubeQOSClass
+from koordlet.executor import CgroupUpdate
+from koordlet.metriccache import Sample, kinds
+from koordlet.qosmanager.framework import Snapshot
+from koordlet.qosmanager.strategies.cpu_suppress import CPUSuppress, select_cpus
+from koordlet.system.topology import read_cpu_topology
+from tests.fakes.host import FakeHost
+from tests.fakes.pods import make_pod
+from tests.koordlet.qosmanager.conftest import NOW, node, snapshot
+
+BE_CID = "containerd://" + "b" * 64
+ENABLED = {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 65}}
+
+
+@pytest.fixture
+def host(fake_host: FakeHost) -> FakeHost:
+    fake_host.set_cpu_topology(sockets=1, cores_per_socket=4, threads_per_core=2)
+    if fake_host.version == "v1":
+        fake_host.set("cpuset.cpus", "", "0-7")
+    else:
+        fake_host.write("cgroup/cpuset.cpus.effective", "0-7\n")
+    return fake_host
+
+
+def _pods(host: FakeHost, *extra: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Sample]]:
+    ls = make_pod("web").qos("LS").kube_qos("Burstable").build()
+    be = make_pod("batch").qos("BE").kube_qos("BestEffort").container("main", cid=BE_CID).build()
+    host.add_pod("BestEffort", be["metadata"]["uid"], [BE_CID])
+    samples = [
+        kinds.NODE_CPU_USAGE.sample(4.0, NOW - 0.5),
+        kinds.POD_CPU_USAGE.sample(2.0, NOW - 0.5, pod_uid=ls["metadata"]["uid"]),
+        kinds.POD_CPU_USAGE.sample(1.5, NOW - 0.5, pod_uid=be["metadata"]["uid"]),
+    ]
+    return [ls, be, *extra], samples
+
+
+def _levels(host: FakeHost, cpuset: str) -> list[list[CgroupUpdate]]:
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    uid = make_pod("batch").uid
+    pod = host.pod_dir("BestEffort", uid)
+    container = host.container_dir("BestEffort", uid, BE_CID)
+    return [
+        [CgroupUpdate("cpuset.cpus", be, cpuset, "CPUSuppress")],
+        [CgroupUpdate("cpuset.cpus", pod, cpuset, "CPUSuppress")],
+        [CgroupUpdate("cpuset.cpus", container, cpuset, "CPUSuppress")],
+    ]
+
+
+def _snapshot(host: FakeHost, slo: dict[str, Any] = ENABLED, **kwargs: Any) -> Snapshot:
+    pods, samples = _pods(host)
+    return snapshot(
+        host, pods=kwargs.pop("pods", pods), samples=kwargs.pop("samples", samples), slo=slo, **kwargs
+    )
+
+
+def test_cpuset_policy(host):
+    plan = CPUSuppress().plan(_snapshot(host))
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    assert plan.leveled == [_levels(host, "0-1,4")]  # HT pair (0,4) first, then cpu1
+    assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, -1, "CPUSuppress")]  # quota released
+    assert ("be_suppress_cpu_cores", ("cpuset",), 3.0) in plan.gauges
+    assert ("be_suppress_ls_used_cpu_cores", (), 2.0) in plan.gauges
+
+
+def test_cfs_quota_policy(host):
+    slo = {
+        "resourceUsedThresholdWithBE": {
+            **ENABLED["resourceUsedThresholdWithBE"],
+            "cpuSuppressPolicy": "cfsQuota",
+        }
+    }
+    plan = CPUSuppress().plan(_snapshot(host, slo))
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, 270000, "CPUSuppress")]
+    assert plan.leveled == [_levels(host, "0-7")]  # cpuset released to the full set
+    assert ("be_suppress_cpu_cores", ("cfsQuota",), 2.7) in plan.gauges
+
+
+@pytest.mark.parametrize(
+    ("current", "expected"),
+    [
+        pytest.param(100000, 180000, id="growth-capped-at-10pct-of-node"),
+        pytest.param(269000, None, id="inside-the-1pct-deadband"),
+        pytest.param(400000, 270000, id="shrinks-at-once"),
+    ],
+)
+def test_cfs_quota_hysteresis(host, current, expected):
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    host.set("cpu.cfs_quota_us", be, current)
+    slo = {
+        "resourceUsedThresholdWithBE": {
+            **ENABLED["resourceUsedThresholdWithBE"],
+            "cpuSuppressPolicy": "cfsQuota",
+        }
+    }
+    plan = CPUSuppress().plan(_snapshot(host, slo))
+    quota = [u.value for u in plan.updates if isinstance(u, CgroupUpdate) and u.key == "cpu.cfs_quota_us"]
+    assert quota == ([] if expected is None else [expected])
+
+
+def test_min_percent_floor(host):
+    slo = {
+        "resourceUsedThresholdWithBE": {
+            "enable": True,
+            "cpuSuppressThresholdPercent": 30,
+            "cpuSuppressMinPercent": 10,
+        }
+    }
+    plan = CPUSuppress().plan(_snapshot(host, slo))
+    # 2400 - 2000 - 500 = -100, floored at 800m -> the 2-CPU minimum: one HT pair
+    assert plan.leveled == [_levels(host, "0,4")]
+
+
+def test_lsr_pinned_cpus_are_shared_in_proportion(host):
+    lsr = make_pod("pinned").qos("LSR").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"0-1,4-5"}').build()
+    pods, samples = _pods(host, lsr)
+    plan = CPUSuppress().plan(snapshot(host, pods=pods, samples=samples, slo=ENABLED))
+    # n=3: 3*4/8 = 1 from the LSR CPUs (cpu0), 2 from the LS CPUs (the pair 2,6)
+    assert plan.leveled == [_levels(host, "0,2,6")]
+
+
+def test_growth_is_limited_per_round(host):
+    host.set("cpuset.cpus", host.layout.qos_dir(KubeQOSClass.BEST_EFFORT), "0")
+    plan = CPUSuppress().plan(_snapshot(host))
+    # at most ceil(8 * 10%) = 1 more CPU than the current single one
+    assert plan.leveled[0][0][0].value == "0,4"
+
+
+def test_kubelet_static_policy_narrows_containers_only(host):
+    plan = CPUSuppress().plan(_snapshot(host, kubelet_cpu_policy="static"))
+    levels = plan.leveled[0]
+    assert [u.value for u in levels[0] + levels[1]] == ["0-7", "0-7"]
+    assert [u.value for u in levels[2]] == ["0-1,4"]
+
+
+def test_node_slo_switch_off_recovers(host):
+    plan = CPUSuppress().plan(_snapshot(host, slo={"resourceUsedThresholdWithBE": {"enable": False}}))
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, -1, "CPUSuppress")]
+    assert plan.leveled == [_levels(host, "0-7")]
+    assert any("disabled by NodeSLO" in n for n in plan.notes)
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [
+        pytest.param([], id="no-metrics"),
+        pytest.param([kinds.NODE_CPU_USAGE.sample(4.0, NOW - 30)], id="stale-metrics"),
+    ],
+)
+def test_missing_or_stale_node_usage_plans_nothing(host, samples):
+    plan = CPUSuppress().plan(_snapshot(host, samples=samples))
+    assert plan.empty
+    assert any("no node CPU usage" in n for n in plan.notes)
+
+
+def test_without_be_pods_the_be_tier_still_gets_its_cpuset(host):
+    ls = make_pod("web").qos("LS").kube_qos("Burstable").build()
+    samples = [
+        kinds.NODE_CPU_USAGE.sample(4.0, NOW),
+        kinds.POD_CPU_USAGE.sample(2.0, NOW, pod_uid=ls["metadata"]["uid"]),
+    ]
+    plan = CPUSuppress().plan(snapshot(host, pods=[ls], samples=samples, slo=ENABLED))
+    # system = 4 - 2 = 2 cores: 5200 - 2000 - 2000 = 1200m -> 2 CPUs
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    assert plan.leveled == [[[CgroupUpdate("cpuset.cpus", be, "0,4", "CPUSuppress")], [], []]]
+
+
+def test_node_reservation_counts_as_system_usage(host):
+    node_obj = node(allocatable_cpu="6")  # 2 cores reserved by the kubelet
+    plan = CPUSuppress().plan(_snapshot(host, node_obj=node_obj))
+    # system = max(500m, 2000m reserved): 5200 - 2000 - 2000 = 1200m -> 2 CPUs
+    assert plan.leveled[0][0][0].value == "0,4"
+
+
+def test_gate_off():
+    from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
+
+    class Stub:
+        gates = FeatureGates(KOORDLET_FEATURES, {"BECPUSuppress": False})
+
+    enabled, why = CPUSuppress().enabled(Stub())  # type: ignore[arg-type]
+    assert not enabled
+    assert "BECPUSuppress" in why
+
+
+def test_selection_spreads_pairs_over_numa_nodes(fake_host_v1):
+    fake_host_v1.set_cpu_topology(sockets=2, cores_per_socket=2, threads_per_core=2)
+    topology = read_cpu_topology(fake_host_v1.paths)
+    # node 0: cores 0,1 (cpus 0,4 / 1,5); node 1: cores 2,3 (cpus 2,6 / 3,7)
+    assert sorted(select_cpus(4, topology.processors)) == [0, 2, 4, 6]
+    assert sorted(select_cpus(3, topology.processors)) == [0, 1, 4]  # a pair, then round-robin singles
+    assert len(select_cpus(20, topology.processors)) == 8

@@ -1,0 +1,177 @@
+"""The evictor against the strict fake apiserver (Eviction API, PodDisruptionBudgets,
+events), and the QoS runner (cooldown, failure isolation, disabled strategies)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from koordinator.kube import resources as res
+from koordinator.kube.errors import NotFoundError
+from koordinator.kube.events import EventRecorder
+from koordinator.kube.fake import FakeApiServer
+from koordlet.executor import ResourceUpdateExecutor
+from koordlet.metrics import KoordletMetrics
+from koordlet.qosmanager.evictor import Evictor
+from koordlet.qosmanager.framework import Eviction, Plan, QoSManager, Snapshot
+from koordlet.statesinformer.podmeta import PodMeta, pod_meta
+from koordlet.system.cgroup.cgroupfs import CgroupFS
+from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
+from tests.fakes.pods import make_pod
+from tests.koordlet.qosmanager.conftest import snapshot
+
+LAYOUT = KubepodsLayout.default(CgroupDriver.SYSTEMD)
+
+
+def _create_running(fake: FakeApiServer, pod: dict[str, Any]) -> dict[str, Any]:
+    """Create a pod and set its status as the kubelet would (the apiserver ignores status on create)."""
+    pod["spec"]["containers"] = [{"name": "main", "image": "app:1"}]
+    pod["metadata"].pop("uid", None)
+    pod["metadata"].pop("resourceVersion", None)
+    pod.pop("status", None)
+    created = fake.create(res.PODS, pod)
+    created["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    return fake.update(res.PODS, created, "status")
+
+
+def _meta(obj: dict[str, Any]) -> PodMeta:
+    meta = pod_meta(obj, LAYOUT)
+    assert meta is not None
+    return meta
+
+
+async def _events(client, reason: str) -> list[dict[str, Any]]:
+    listed = await client.list(res.EVENTS, "default")
+    return [e for e in listed["items"] if e["reason"] == reason]
+
+
+async def test_evicts_be_pods_and_says_why():
+    async with FakeApiServer() as fake:
+        be = _create_running(fake, make_pod("batch").qos("BE").build())
+        ls = _create_running(fake, make_pod("web").qos("LS").build())
+        async with fake.client() as client:
+            metrics = KoordletMetrics(CollectorRegistry(), "node-1")
+            evictor = Evictor(client, metrics, EventRecorder(client, "koordlet", "node-1"))
+            evicted = await evictor.evict(
+                [
+                    Eviction(_meta(ls), "BEMemoryEvict", "evictPodByNodeMemoryUsage", "must not happen"),
+                    Eviction(_meta(be), "BEMemoryEvict", "evictPodByNodeMemoryUsage", "memory 75% >= 70%"),
+                ]
+            )
+            assert evicted == 1
+            try:
+                await client.get(res.PODS, "batch", "default")
+                deleted = False
+            except NotFoundError:
+                deleted = True
+            assert deleted
+            assert (await client.get(res.PODS, "web", "default"))["metadata"]["name"] == "web"
+            assert evictor.refused == [("default/web", "QoS LS is never evicted")]
+            [event] = await _events(client, "EvictPodSuccess")
+            assert event["involvedObject"]["name"] == "batch"
+            assert event["message"] == "memory 75% >= 70%"
+            assert event["type"] == "Warning"
+            value = metrics.pod_eviction.labels("node-1", "evictPodByNodeMemoryUsage")._value.get()
+            assert value == 1
+
+
+async def test_a_pdb_refusal_evicts_nothing_and_the_event_says_why():
+    async with FakeApiServer() as fake:
+        be = _create_running(fake, make_pod("batch").qos("BE").label("app", "batch").build())
+        fake.create(
+            res.POD_DISRUPTION_BUDGETS,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "keep-batch", "namespace": "default"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "batch"}}},
+            },
+        )
+        pdb = fake.get(res.POD_DISRUPTION_BUDGETS, "keep-batch", "default")
+        pdb["status"] = {
+            "observedGeneration": pdb["metadata"].get("generation", 1),
+            "disruptionsAllowed": 0,
+            "currentHealthy": 1,
+            "desiredHealthy": 1,
+            "expectedPods": 1,
+        }
+        fake.update(res.POD_DISRUPTION_BUDGETS, pdb, "status")
+        async with fake.client() as client:
+            evictor = Evictor(
+                client, KoordletMetrics(CollectorRegistry(), "n"), EventRecorder(client, "koordlet", "n")
+            )
+            evicted = await evictor.evict([Eviction(_meta(be), "BEMemoryEvict", "r", "memory 75% >= 70%")])
+            assert evicted == 0
+            assert (await client.get(res.PODS, "batch", "default"))["metadata"]["name"] == "batch"
+            [event] = await _events(client, "EvictPodFail")
+            assert "disruption budget" in event["message"]
+            assert event["message"].startswith("memory 75% >= 70%")
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.asked: list[list[Eviction]] = []
+
+    async def evict(self, evictions):
+        self.asked.append(list(evictions))
+        return len(evictions)
+
+
+class Scripted:
+    NAME = "Scripted"
+    interval = 1.0
+    cooldown = 4.0
+
+    def __init__(self, pod: PodMeta) -> None:
+        self.pod = pod
+        self.fail = False
+
+    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
+        return True, ""
+
+    def plan(self, snapshot: Snapshot) -> Plan:
+        if self.fail:
+            raise RuntimeError("boom")
+        return Plan(self.NAME, evictions=[Eviction(self.pod, "F", "r", "m")])
+
+
+class Off(Scripted):
+    NAME = "Off"
+
+    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
+        return False, "gate off"
+
+
+async def test_runner_cooldown_and_failure_isolation(fake_host_v1):
+    pod = _meta(make_pod("x").qos("BE").build())
+    scripted, off = Scripted(pod), Off(pod)
+    evictor = Recording()
+    now = [1000.0]
+    base = snapshot(fake_host_v1, topology=False)
+
+    def current() -> Snapshot:
+        return Snapshot(**{**base.__dict__, "now": now[0]})
+
+    manager = QoSManager(
+        [scripted, off],
+        current,
+        ResourceUpdateExecutor(CgroupFS.detect(fake_host_v1.paths)),
+        evictor,
+        KoordletMetrics(CollectorRegistry(), "n"),
+    )
+    assert await manager.run_once(scripted) is not None
+    assert len(evictor.asked) == 1
+    now[0] += 2  # inside the 4 s cooldown: nothing planned
+    assert await manager.run_once(scripted) is None
+    now[0] += 3
+    assert await manager.run_once(scripted) is not None
+    assert await manager.run_once(off) is None
+    scripted.fail = True
+    now[0] += 10
+    assert await manager.run_once(scripted) is None
+    assert manager.failures == {"Scripted": 1, "Off": 0}
+    manager.start()
+    await asyncio.sleep(0.05)
+    await manager.stop()
