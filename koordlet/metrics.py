@@ -4,7 +4,8 @@ injectable registry, and a Go-compatible text rendering.
 Dashboards built for Koordinator query these exact names. The Python client appends
 ``_total`` to counters and adds ``_created`` samples; Go's client does neither, so
 :func:`render` writes counters under their plain names (``koordlet_pod_eviction``) and
-omits ``_created``. Rendering is done off the event loop by the HTTP handler.
+omits ``_created``. The HTTP handler renders on the event loop in slices
+(:func:`render_async`), so a scrape of thousands of series never stalls the loop.
 
 Series labelled by pod or container are pruned with :func:`prune` when the object goes
 away (upstream's expiring "GC gauge vecs").
@@ -12,11 +13,15 @@ away (upstream's expiring "GC gauge vecs").
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 NAMESPACE = "koordlet"
 CORE, BYTE, INTEGER = "core", "byte", "integer"
@@ -219,23 +224,110 @@ def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+def _render_family(family: Metric, out: list[str]) -> None:
+    name, kind = family.name, family.type
+    if kind == "unknown":
+        kind = "untyped"
+    samples = [s for s in family.samples if not s.name.endswith("_created")]
+    if not samples:
+        return
+    doc = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
+    out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
+    for sample in samples:
+        sample_name = name if kind == "counter" else sample.name
+        if sample.labels:
+            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()))
+            out.append(f"{sample_name}{{{labels}}} {_go_float(sample.value)}\n")
+        else:
+            out.append(f"{sample_name} {_go_float(sample.value)}\n")
+
+
+#: series written between two yields of :func:`render_async` (about a millisecond of work)
+RENDER_SLICE = 500
+
+
+def _gauge_children(collector: Collector) -> list[tuple[Sequence[str], Gauge]] | None:
+    """The children of a labelled gauge whose children all hold a value (none reads a
+    function), or None for any other collector."""
+    if type(collector) is not Gauge or not collector._labelnames or collector._labelvalues or collector._unit:
+        return None
+    with collector._lock:
+        children = cast(list[tuple[Sequence[str], Gauge]], list(collector._metrics.items()))
+    if any("_child_samples" in vars(child) for _, child in children):
+        return None
+    return children
+
+
+def _render_gauge(
+    gauge: Gauge, children: list[tuple[Sequence[str], Gauge]], out: list[str]
+) -> Iterator[None]:
+    """Write a labelled gauge straight from its children: what :func:`_render_family`
+    writes for it, without building a Sample and a label dict per series. Yields every
+    :data:`RENDER_SLICE` series."""
+    if not children:
+        return
+    names = gauge._labelnames
+    # Go sorts a series' labels by name; "{i}" is the i-th label value, escaped
+    order = sorted(range(len(names)), key=names.__getitem__)
+    template = gauge._name + "{{" + ",".join(f'{names[i]}="{{{i}}}"' for i in order) + "}} {value}\n"
+    fmt = template.format
+    doc = gauge._documentation.replace("\\", r"\\").replace("\n", r"\n")
+    out.append(f"# HELP {gauge._name} {doc}\n# TYPE {gauge._name} gauge\n")
+    for first in range(0, len(children), RENDER_SLICE):
+        for values, child in children[first : first + RENDER_SLICE]:
+            joined = "".join(values)
+            if "\\" in joined or "\n" in joined or '"' in joined:
+                values = tuple(map(_escape, values))
+            out.append(fmt(*values, value=_go_float(child._value.get())))
+        yield
+
+
+def _collectors(registry: CollectorRegistry) -> list[Collector] | None:
+    """The registry's collectors in the order ``registry.collect()`` visits them, or None
+    when they cannot be listed (a registry with target info or of another kind)."""
+    collectors = getattr(registry, "_collector_to_names", None)
+    if type(registry) is not CollectorRegistry or not isinstance(collectors, dict) or registry._target_info:
+        return None
+    with registry._lock:
+        return list(collectors)
+
+
+def _render(registry: CollectorRegistry, out: list[str]) -> Iterator[None]:
+    """Write the registry into ``out``, yielding after each family or slice of series.
+
+    Labelled gauges (the per-pod and per-container series, nearly all of a busy node's)
+    are written from their children directly; every other family goes through
+    ``collect()``. Both paths write the same text.
+    """
+    collectors = _collectors(registry)
+    if collectors is None:
+        for family in registry.collect():
+            _render_family(family, out)
+            yield
+        return
+    for collector in collectors:
+        children = _gauge_children(collector)
+        if children is not None:
+            yield from _render_gauge(cast(Gauge, collector), children, out)
+            continue
+        for family in collector.collect():
+            _render_family(family, out)
+        yield
+
+
 def render(registry: CollectorRegistry) -> bytes:
     """The text exposition format as Go's client writes it (counters without ``_total``)."""
     out: list[str] = []
-    for family in registry.collect():
-        name, kind = family.name, family.type
-        if kind == "unknown":
-            kind = "untyped"
-        samples = [s for s in family.samples if not s.name.endswith("_created")]
-        if not samples:
-            continue
-        doc = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
-        for sample in samples:
-            sample_name = name if kind == "counter" else sample.name
-            if sample.labels:
-                labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()))
-                out.append(f"{sample_name}{{{labels}}} {_go_float(sample.value)}\n")
-            else:
-                out.append(f"{sample_name} {_go_float(sample.value)}\n")
+    for _ in _render(registry, out):
+        pass
+    return "".join(out).encode()
+
+
+async def render_async(registry: CollectorRegistry) -> bytes:
+    """:func:`render` on the event loop, in slices: other tasks run between two slices,
+    so a scrape never holds the loop for more than about a millisecond at a time (a
+    worker thread would, through the GIL, hold it for whole switch intervals)."""
+    out: list[str] = []
+    for _ in _render(registry, out):
+        await asyncio.sleep(0)
     return "".join(out).encode()
