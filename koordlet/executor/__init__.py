@@ -4,6 +4,7 @@ from koordlet.executor.executor import ResourceUpdateExecutor
 from koordlet.executor.updates import (
     CgroupUpdate,
     FileUpdate,
+    ResctrlGroupUpdate,
     ResctrlSchemataUpdate,
     ResctrlTasksUpdate,
     Update,
@@ -12,6 +13,7 @@ from koordlet.executor.updates import (
 __all__ = [
     "CgroupUpdate",
     "FileUpdate",
+    "ResctrlGroupUpdate",
     "ResctrlSchemataUpdate",
     "ResctrlTasksUpdate",
     "ResourceUpdateExecutor",

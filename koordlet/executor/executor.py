@@ -31,6 +31,7 @@ from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
 from koordlet.executor.updates import (
     CgroupUpdate,
     FileUpdate,
+    ResctrlGroupUpdate,
     ResctrlSchemataUpdate,
     ResctrlTasksUpdate,
     Update,
@@ -119,6 +120,8 @@ class ResourceUpdateExecutor:
             return str(update.path), update.value
         if isinstance(update, ResctrlSchemataUpdate):
             return f"{update.line[:3]}{self.resctrl.group_dir(update.group)}", update.line
+        if isinstance(update, ResctrlGroupUpdate):
+            return f"group:{self.resctrl.group_dir(update.group)}", "present"
         return f"tasks:{update.group}", ",".join(map(str, update.tids))
 
     def _current(self, update: Update) -> str | None:
@@ -134,6 +137,8 @@ class ResourceUpdateExecutor:
             if isinstance(update, ResctrlSchemataUpdate):
                 schemata = self.resctrl.read_schemata(update.group)
                 return schemata.l3_line() if update.line.startswith("L3:") else schemata.mb_line()
+            if isinstance(update, ResctrlGroupUpdate):
+                return "present" if self.resctrl.group_dir(update.group).is_dir() else None
         except (OSError, ValueError, CPUSetError):
             return None
         return None
@@ -145,6 +150,8 @@ class ResourceUpdateExecutor:
             io.write_file(update.path.parent, update.path.name, text)
         elif isinstance(update, ResctrlSchemataUpdate):
             self.resctrl.write_schemata_line(update.group, update.line)
+        elif isinstance(update, ResctrlGroupUpdate):
+            self.resctrl.create_group(update.group)
         else:
             self.resctrl.add_tasks(update.group, list(update.tids))
 
@@ -156,10 +163,12 @@ class ResourceUpdateExecutor:
             key, text = self._target(update)
             now = self.clock()
             tasks = isinstance(update, ResctrlTasksUpdate)
+            # a group's existence is always checked: its cache entry proves nothing after an rmdir
+            uncached = tasks or isinstance(update, ResctrlGroupUpdate)
             with self._lock:
                 cached = self._cache.get(key)
             fresh = cached is not None and cached[0] == text and now - cached[1] < self.force_update_seconds
-            if cacheable and not tasks and fresh:
+            if cacheable and not uncached and fresh:
                 return Outcome(update, False)
             old = None if tasks else self._current(update)
             if old == text and not (cached is not None and now - cached[1] >= self.force_update_seconds):

@@ -65,4 +65,15 @@ class ResctrlTasksUpdate:
         return f"resctrl {self.group} tasks +{len(self.tids)}"
 
 
-Update = CgroupUpdate | FileUpdate | ResctrlSchemataUpdate | ResctrlTasksUpdate
+@dataclass(frozen=True, slots=True)
+class ResctrlGroupUpdate:
+    """Make sure a resctrl group exists (mkdir under the resctrl root; nothing when it does)."""
+
+    group: str
+    owner: str = ""
+
+    def describe(self) -> str:
+        return f"resctrl {self.group} mkdir"
+
+
+Update = CgroupUpdate | FileUpdate | ResctrlSchemataUpdate | ResctrlTasksUpdate | ResctrlGroupUpdate

@@ -27,6 +27,7 @@ from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import KubepodsLayout
 from koordlet.system.cgroup.registry import Subsystem, Value
 from koordlet.system.errors import HostError
+from koordlet.system.paths import HostPaths
 from koordlet.system.topology import NodeCPUInfo
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,9 @@ class HostFacts:
     #: the kubelet's CPU manager policy ("none" or "static")
     kubelet_cpu_policy: str = "none"
     vendor_id: str = ""
+    #: the host roots (proc, sys, resctrl) for strategies that read or write outside
+    #: cgroups; None means those of the cgroup view (:attr:`Snapshot.host_paths`)
+    paths: HostPaths | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,11 @@ class Snapshot:
     cgroups: CgroupView
     gates: FeatureGates
     collect_interval: float = 1.0
+
+    @property
+    def host_paths(self) -> HostPaths:
+        """The host roots: :attr:`HostFacts.paths`, else those the cgroup view reads under."""
+        return self.host.paths or self.cgroups.cgroups.paths
 
     def pod_usages(self, window: float) -> tuple[dict[str, float], dict[str, float]]:
         """Last CPU (cores) and memory (bytes) of every pod with samples, by UID."""

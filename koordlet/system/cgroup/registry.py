@@ -37,6 +37,19 @@ MEMORY_LIMIT = "memory.limit_in_bytes"
 MEMORY_MIN = "memory.min"
 MEMORY_LOW = "memory.low"
 MEMORY_HIGH = "memory.high"
+MEMORY_WMARK_RATIO = "memory.wmark_ratio"
+MEMORY_WMARK_SCALE_FACTOR = "memory.wmark_scale_factor"
+MEMORY_WMARK_MIN_ADJ = "memory.wmark_min_adj"
+MEMORY_PRIORITY = "memory.priority"
+MEMORY_USE_PRIORITY_OOM = "memory.use_priority_oom"
+MEMORY_OOM_GROUP = "memory.oom.group"
+BLKIO_READ_BPS = "blkio.throttle.read_bps_device"
+BLKIO_WRITE_BPS = "blkio.throttle.write_bps_device"
+BLKIO_READ_IOPS = "blkio.throttle.read_iops_device"
+BLKIO_WRITE_IOPS = "blkio.throttle.write_iops_device"
+BLKIO_COST_WEIGHT = "blkio.cost.weight"
+BLKIO_COST_QOS = "blkio.cost.qos"
+BLKIO_COST_MODEL = "blkio.cost.model"
 NET_CLS_CLASSID = "net_cls.classid"
 
 
@@ -124,11 +137,12 @@ def _check_device_weight(key: str, value: Value) -> str:
     return text
 
 
-_DEVICE_SETTINGS = re.compile(r"^(\d+):(\d+)( [a-z]+=[0-9.]+)+$")
+_DEVICE_SETTINGS = re.compile(r"^(\d+):(\d+)( [a-z]+=[a-z0-9.]+)+$")
 
 
 def _check_device_settings(key: str, value: Value) -> str:
-    """``"<major>:<minor> key=value ..."`` (blkio.cost.qos / io.cost.qos, cost.model)."""
+    """``"<major>:<minor> key=value ..."`` (blkio.cost.qos / io.cost.qos, cost.model); values
+    are numbers or words (``ctrl=user``, ``ctrl=auto``)."""
     text = " ".join(str(value).split())
     if not _DEVICE_SETTINGS.match(text):
         raise _invalid(key, value, "must be '<major>:<minor> key=value ...'")
