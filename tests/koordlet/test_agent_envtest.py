@@ -8,36 +8,17 @@ import asyncio
 import threading
 import time
 import uuid
-from pathlib import Path
-from typing import Any
 
-from aiohttp import web
-
-from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.errors import NotFoundError
-from koordlet.agent import Agent, AgentConfig
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
+from tests.koordlet.clusterenv import KOORDLET_CRDS, StubKubelet, agent_config, register_node, running_agent
 from tests.koordlet.statesinformer.test_states_informer import suppress_percent
 from tests.polling import eventually
 
-CRDS = Path(__file__).resolve().parents[2] / "crds"
 GIB = 1 << 30
-
-
-async def _serve_pods(pods: list[dict[str, Any]]) -> tuple[web.AppRunner, int]:
-    async def handler(_request: web.Request) -> web.Response:
-        return web.json_response({"kind": "PodList", "apiVersion": "v1", "items": pods})
-
-    app = web.Application()
-    app.router.add_get("/pods/", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
 class CPUFeeder(threading.Thread):
@@ -56,46 +37,21 @@ class CPUFeeder(threading.Thread):
 
 async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, envtest_client, tmp_path):
     client = envtest_client
-    await envtest.apply_crds(
-        client,
-        [
-            CRDS / n
-            for n in (
-                "slo.koordinator.sh_nodeslos.yaml",
-                "slo.koordinator.sh_nodemetrics.yaml",
-                "topology.node.k8s.io_noderesourcetopologies.yaml",
-            )
-        ],
-    )
+    await envtest.apply_crds(client, KOORDLET_CRDS)
     node_name = f"koordlet-{uuid.uuid4().hex[:8]}"
     host = FakeHost(tmp_path, "v1")
     host.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)
     host.set_meminfo(MemTotal=8_000_000, MemFree=2_000_000, MemAvailable=6_000_000)
     host.set_proc_stat([100, 0, 100, 1000, 0, 0, 0, 0], {0: [50, 0, 50, 500, 0, 0, 0, 0]})
-    pod = (
-        make_pod("web", "prod")
-        .qos("LS")
-        .kube_qos("Burstable")
-        .container("main", cid="containerd://" + "a" * 64)
-        .build()
-    )
-    uid = pod["metadata"]["uid"]
-    rel = host.add_pod("Burstable", uid, ["containerd://" + "a" * 64])
+    cid = "containerd://" + "a" * 64
+    pod = make_pod("web", "prod").qos("LS").kube_qos("Burstable").container("main", cid=cid).build()
+    rel = host.add_pod("Burstable", pod["metadata"]["uid"], [cid])
     host.set_memory_stat(rel, inactive_anon=GIB, active_anon=GIB, unevictable=0)
-    kubelet, port = await _serve_pods([pod])
+    kubelet = await StubKubelet().start()
+    kubelet.pods = [pod]
     feeder = CPUFeeder(host, rel, 0.5)
     feeder.start()
-    await client.create(
-        res.NODES,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": node_name},
-        },
-    )
-    current = await client.get(res.NODES, node_name)
-    current["status"] = {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}
-    await client.replace_status(res.NODES, current)
+    await register_node(client, node_name)
     await client.create(
         res.NODE_METRICS,
         {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node_name}},
@@ -109,21 +65,8 @@ async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, en
             "spec": {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 60}},
         },
     )
-    config = AgentConfig(
-        node_name=node_name,
-        paths=host.paths,
-        gates=FeatureGates(KOORDLET_FEATURES),
-        host="127.0.0.1",
-        port=0,
-        kubelet_insecure_tls=True,
-        kubelet_read_only_port=port,
-    )
-    agent = Agent(config, client=envtest.client())
-    stop = asyncio.Event()
-    run = asyncio.create_task(agent.run(stop))
     try:
-        async with asyncio.timeout(60):
-            await eventually(lambda: agent.ready, within=60)
+        async with running_agent(agent_config(node_name, host, kubelet), envtest.client()) as agent:
             assert agent.states is not None
             assert suppress_percent(agent.states) == 60
             await asyncio.sleep(3)  # a few collection ticks
@@ -143,10 +86,8 @@ async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, en
                 except NotFoundError:
                     await asyncio.sleep(0.2)
     finally:
-        stop.set()
-        await asyncio.wait_for(run, 30)
         feeder.stopped.set()
-        await kubelet.cleanup()
+        await kubelet.stop()
         await client.delete(res.NODES, node_name)
     node_usage = status["nodeMetric"]["nodeUsage"]["resources"]
     assert Quantity.parse(node_usage["memory"]).value() == 2_000_000 * 1024  # MemTotal - MemAvailable
