@@ -316,6 +316,13 @@ class Agent:
             self.metrics,
         )
         self.qos.start()
+        if self.runner is not None:
+            self.runner.listeners.append(self._on_collected)
+
+    def _on_collected(self, collector: str) -> None:
+        """New node or pod usage: let the QoS strategies look at it right away."""
+        if self.qos is not None and collector in ("NodeResourceCollector", "PodResourceCollector"):
+            self.qos.wake()
 
     async def shutdown(self) -> None:
         self.ready = False

@@ -181,6 +181,8 @@ class CollectorRunner:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koordlet-collect")
         self._tasks: list[asyncio.Task[None]] = []
         self._all_started = asyncio.Event()
+        #: called on the event loop after each tick with the collector's name
+        self.listeners: list[Callable[[str], None]] = []
 
     def tick(self, collector: Collector) -> None:
         """One collection, with failures contained."""
@@ -195,6 +197,8 @@ class CollectorRunner:
         while True:
             started = time.monotonic()
             await loop.run_in_executor(self._executor, self.tick, collector)
+            for listener in self.listeners:
+                listener(collector.NAME)
             if not self._all_started.is_set() and self.all_started():
                 self._all_started.set()
             await asyncio.sleep(max(collector.interval - (time.monotonic() - started), 0.0))

@@ -4,12 +4,14 @@ A strategy is a pure function of a :class:`Snapshot` (time, node, merged NodeSLO
 recent metrics, host facts and the current cgroup values) to a :class:`Plan` (cgroup and
 file updates, leveled cgroup batches, evictions, gauge values, or the reason it planned
 nothing). Only the runner acts: the executor writes, the evictor evicts. Each strategy runs
-on its own interval; a strategy that raises is logged and counted, and the others go on.
+on its own interval, and again as soon as the collectors bring new usage (the agent calls
+:meth:`QoSManager.wake`); a strategy that raises is logged and counted, and the others go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -197,6 +199,13 @@ class QoSManager:
         self._why_disabled: dict[str, str] = {}
         self._last_eviction: dict[str, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._wake: dict[str, asyncio.Event] = {name: asyncio.Event() for name in names}
+
+    def wake(self) -> None:
+        """Fresh metrics arrived: run every strategy now instead of at its next interval
+        (a change is acted on one collection after it happens, not one interval later)."""
+        for event in self._wake.values():
+            event.set()
 
     def plan(self, strategy: Strategy, snapshot: Snapshot) -> Plan | None:
         """The strategy's plan, or None when it is disabled or cooling down."""
@@ -240,10 +249,16 @@ class QoSManager:
             return None
 
     async def _loop(self, strategy: Strategy) -> None:
+        wake = self._wake[strategy.NAME]
         while True:
             started = time.monotonic()
+            wake.clear()
             await self.run_once(strategy)
-            await asyncio.sleep(max(strategy.interval - (time.monotonic() - started), 0.0))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(strategy.interval - (time.monotonic() - started), 0.0)):
+                    await wake.wait()
+            # never more often than five times an interval, however often metrics arrive
+            await asyncio.sleep(max(strategy.interval / 5 - (time.monotonic() - started), 0.0))
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._loop(s), name=f"qos-{s.NAME}") for s in self.strategies]
