@@ -19,7 +19,8 @@ import threading
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from koordlet.metriccache.query import AggregateResult
 
@@ -33,20 +34,25 @@ class MetricKind:
     name: str
     labels: tuple[str, ...] = ()
 
+    @cached_property
+    def _label_set(self) -> frozenset[str]:
+        return frozenset(self.labels)
+
     def sample(self, value: float, timestamp: float, **labels: str) -> Sample:
         """A sample of this kind; refuses unknown or missing labels."""
-        if set(labels) != set(self.labels):
+        if labels.keys() != self._label_set:
             missing = sorted(set(self.labels) - set(labels))
             unknown = sorted(set(labels) - set(self.labels))
             raise ValueError(f"{self.name}: missing labels {missing}, unknown labels {unknown}")
-        return Sample(self, tuple(labels[name] for name in self.labels), timestamp, value)
+        return Sample(self, tuple([labels[name] for name in self.labels]), timestamp, value)
 
     def key(self, **labels: str) -> tuple[str, ...]:
         return tuple(labels[name] for name in self.labels)
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(NamedTuple):
+    """One value of a series (a tuple: collectors make thousands a tick)."""
+
     kind: MetricKind
     label_values: tuple[str, ...]
     timestamp: float
@@ -91,15 +97,21 @@ class MetricCache:
         """Add a batch (one collector tick); old samples are trimmed every few batches."""
         with self._lock:
             newest = 0.0
-            for sample in samples:
-                by_labels = self._series.setdefault(sample.kind.name, {})
-                series = by_labels.get(sample.label_values)
+            count = 0
+            all_series = self._series
+            for kind, label_values, timestamp, value in samples:
+                by_labels = all_series.get(kind.name)
+                if by_labels is None:
+                    by_labels = all_series[kind.name] = {}
+                series = by_labels.get(label_values)
                 if series is None:
-                    series = by_labels[sample.label_values] = _Series()
-                series.timestamps.append(sample.timestamp)
-                series.values.append(sample.value)
-                self._samples += 1
-                newest = max(newest, sample.timestamp)
+                    series = by_labels[label_values] = _Series()
+                series.timestamps.append(timestamp)
+                series.values.append(value)
+                count += 1
+                if timestamp > newest:
+                    newest = timestamp
+            self._samples += count
             self._appends += 1
             if newest and (self._appends % 64 == 0 or self._samples * _SAMPLE_BYTES > self.max_bytes):
                 self._trim(newest - self.retention_seconds)

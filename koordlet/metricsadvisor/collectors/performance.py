@@ -54,19 +54,18 @@ class PSICollector:
             dirs.append(pod.cgroup_dir)
             owners.append((True, pod.uid))
         samples: list[Sample] = []
+        append = samples.append
         for (is_pod, ident), sample in zip(owners, self.ctx.reader.read(dirs, _STATS), strict=True):
             if sample.vanished:
                 continue
             for stat, psi in sample.pressure.items():
                 resource = _RESOURCE[stat]
-                values = [("some", psi.some_avg10), ("full", psi.full_avg10)]
-                for degree, value in values:
+                for degree, value in (("some", psi.some_avg10), ("full", psi.full_avg10)):
                     if value is None:
                         continue
                     if is_pod:
-                        kind = kinds.POD_PSI
-                        samples.append(
-                            kind.sample(
+                        append(
+                            kinds.POD_PSI.sample(
                                 value,
                                 now,
                                 pod_uid=ident,
@@ -76,9 +75,8 @@ class PSICollector:
                             )
                         )
                     else:
-                        kind = kinds.CONTAINER_PSI
-                        samples.append(
-                            kind.sample(
+                        append(
+                            kinds.CONTAINER_PSI.sample(
                                 value,
                                 now,
                                 container_id=ident,
@@ -91,10 +89,8 @@ class PSICollector:
             if cpu is not None:
                 full = 1.0 if cpu.full_supported else 0.0
                 if is_pod:
-                    samples.append(kinds.POD_PSI_CPU_FULL_SUPPORTED.sample(full, now, pod_uid=ident))
+                    append(kinds.POD_PSI_CPU_FULL_SUPPORTED.sample(full, now, pod_uid=ident))
                 else:
-                    samples.append(
-                        kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED.sample(full, now, container_id=ident)
-                    )
+                    append(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED.sample(full, now, container_id=ident))
         self.ctx.cache.append(samples)
         self._started = True

@@ -89,7 +89,8 @@ class CgroupSample:
     @property
     def vanished(self) -> bool:
         """The cgroup went away (a pod or container that ended): skip it this tick."""
-        return any(isinstance(e, CgroupVanishedError) for e in self.errors.values())
+        errors = self.errors
+        return bool(errors) and any(isinstance(e, CgroupVanishedError) for e in errors.values())
 
 
 _MEMORY_KEYS_V1 = (
@@ -162,6 +163,10 @@ def _pressure(stat: Stat) -> Store:
     return store
 
 
+#: request lists kept by a StatsReader (one per set of statistics; collectors use a few)
+_KEPT_REQUEST_LISTS = 8
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     #: the statistics this file serves (v2 cpu.stat serves two)
@@ -176,15 +181,17 @@ class _Plan:
 class StatsReader:
     """Batched statistic reads for many cgroups, sharing one FileCache across ticks.
 
-    The request list of the last call is kept: collectors read the same cgroups tick
-    after tick, and building paths costs more than reading the files.
+    The request list of the last call for each set of statistics is kept: collectors
+    read the same cgroups tick after tick (each collector its own set, through one shared
+    reader), and building paths costs more than reading the files.
     """
 
     def __init__(self, cgroups: CgroupFS, cache: io.FileCache | None = None) -> None:
         self.cgroups = cgroups
         self.cache = cache if cache is not None else io.new_file_cache()
         self._roots = {s: str(cgroups.controller_root(s)).rstrip("/") for s in Subsystem}
-        self._last: tuple[list[str], frozenset[Stat], list[_Plan], list[io.Request]] | None = None
+        #: statistics -> (relatives, plans, requests) of the last read of that set
+        self._last: dict[frozenset[Stat], tuple[list[str], list[_Plan], list[io.Request]]] = {}
 
     def _plans(self, stats: frozenset[Stat]) -> list[_Plan]:
         plans: list[_Plan] = []
@@ -240,9 +247,9 @@ class StatsReader:
         return plans
 
     def _requests(self, relatives: list[str], stats: frozenset[Stat]) -> tuple[list[_Plan], list[io.Request]]:
-        last = self._last
-        if last is not None and last[1] == stats and last[0] == relatives:
-            return last[2], last[3]
+        last = self._last.get(stats)
+        if last is not None and last[0] == relatives:
+            return last[1], last[2]
         plans = self._plans(stats)
         requests: list[io.Request] = []
         for relative in relatives:
@@ -254,7 +261,9 @@ class StatsReader:
                     else f"{self._roots[plan.subsystem]}/{plan.file}"
                 )
                 requests.append((os.fsencode(path), plan.kind, plan.keys))
-        self._last = (list(relatives), stats, plans, requests)
+        if len(self._last) >= _KEPT_REQUEST_LISTS and stats not in self._last:
+            self._last.clear()
+        self._last[stats] = (list(relatives), plans, requests)
         return plans, requests
 
     def read(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> list[CgroupSample]:
@@ -284,4 +293,4 @@ class StatsReader:
 
     def close(self) -> None:
         self.cache.close()
-        self._last = None
+        self._last.clear()
