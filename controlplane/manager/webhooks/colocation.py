@@ -64,6 +64,27 @@ class ProfileTarget:
     shape: Any
 
 
+#: Shape checks of profile objects, by identity: informer objects are replaced, never changed in place.
+_CHECKED: dict[int, tuple[Mapping[str, Any], str]] = {}
+_CHECKED_LIMIT = 1024
+
+
+def _shape_problem(profile: Mapping[str, Any]) -> str:
+    """``""`` when the profile decodes, else why not (cached per object)."""
+    cached = _CHECKED.get(id(profile))
+    if cached is not None and cached[0] is profile:
+        return cached[1]
+    try:
+        check(profile, CLUSTER_COLOCATION_PROFILE, f"ClusterColocationProfile {_name(profile)}")
+        problem = ""
+    except ObjectError as exc:
+        problem = str(exc)
+    if len(_CHECKED) >= _CHECKED_LIMIT:
+        _CHECKED.clear()
+    _CHECKED[id(profile)] = (profile, problem)
+    return problem
+
+
 def _name(profile: Mapping[str, Any]) -> str:
     return str((profile.get("metadata") or {}).get("name") or "")
 
@@ -96,10 +117,9 @@ async def matching_profiles(
     cached: Mapping[str, str] | None = None
     for profile in profiles:
         name = _name(profile)
-        try:
-            check(profile, CLUSTER_COLOCATION_PROFILE, f"ClusterColocationProfile {name}")
-        except ObjectError as exc:
-            warnings.append(f"ClusterColocationProfile {name} ignored: {exc}")
+        problem = _shape_problem(profile)
+        if problem:
+            warnings.append(f"ClusterColocationProfile {name} ignored: {problem}")
             continue
         spec = profile.get("spec") or {}
         namespace_selector = spec.get("namespaceSelector")

@@ -19,13 +19,18 @@ faster than a generic diff library and yields minimal, readable operations.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-__all__ = ["create_patch", "escape_token", "pointer"]
+import orjson
+
+__all__ = ["create_patch", "escape_token", "json_copy", "pointer"]
 
 
 def escape_token(token: str) -> str:
     """One RFC 6901 reference token: ``~`` -> ``~0`` first, then ``/`` -> ``~1``."""
+    if "~" not in token and "/" not in token:
+        return token
     return token.replace("~", "~0").replace("/", "~1")
 
 
@@ -37,12 +42,41 @@ def pointer(*tokens: str | int) -> str:
 def create_patch(original: Any, modified: Any) -> list[dict[str, Any]]:
     """The operations that turn ``original`` into ``modified`` (empty when they are equal)."""
     operations: list[dict[str, Any]] = []
-    _diff(original, modified, "", operations)
+    if not _unchanged(original, modified):
+        _diff(original, modified, "", operations)
     return operations
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of decoded JSON (an order of magnitude faster than ``copy.deepcopy``)."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        return copy.deepcopy(value)
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
+
+
+def _same_tree(a: Any, b: Any) -> bool:
+    """Equal as JSON: ``==`` first (C speed), then the encoded text, which tells 1, 1.0 and true apart."""
+    if a is b:
+        return True
+    if a != b:
+        return False
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except (TypeError, orjson.JSONEncodeError):
+        return False
+
+
+def _unchanged(old: Any, new: Any) -> bool:
+    if old is new:
+        return True
+    if isinstance(old, dict | list) and isinstance(new, dict | list):
+        return _same_tree(old, new)
+    return _same_scalar(old, new)
 
 
 def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
@@ -51,20 +85,20 @@ def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
             if key not in b:
                 out.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
         for key, value in b.items():
-            child = f"{path}/{escape_token(key)}"
-            if key in a:
-                _diff(a[key], value, child, out)
-            else:
-                out.append({"op": "add", "path": child, "value": value})
+            if key not in a:
+                out.append({"op": "add", "path": f"{path}/{escape_token(key)}", "value": value})
+            elif not _unchanged(a[key], value):
+                _diff(a[key], value, f"{path}/{escape_token(key)}", out)
         return
     if isinstance(a, list) and isinstance(b, list):
         common = min(len(a), len(b))
         for index in range(common):
-            _diff(a[index], b[index], f"{path}/{index}", out)
+            if not _unchanged(a[index], b[index]):
+                _diff(a[index], b[index], f"{path}/{index}", out)
         for index in range(common, len(b)):
             out.append({"op": "add", "path": f"{path}/{index}", "value": b[index]})
         for index in range(len(a) - 1, common - 1, -1):
             out.append({"op": "remove", "path": f"{path}/{index}"})
         return
-    if isinstance(a, dict | list) or isinstance(b, dict | list) or not _same_scalar(a, b):
+    if not _unchanged(a, b):
         out.append({"op": "replace", "path": path, "value": b})

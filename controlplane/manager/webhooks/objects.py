@@ -13,6 +13,7 @@ Each kind has one spec (:data:`POD`, :data:`ELASTIC_QUOTA`, :data:`NODE`, ...);
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "RESERVATION",
     "ObjectError",
     "check",
+    "quantity",
 ]
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -35,6 +37,18 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 class ObjectError(ValueError):
     """An object that the typed decoder would refuse; the message names the JSON path."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Quantity:
+    return Quantity.from_json(text)
+
+
+def quantity(raw: Any) -> Quantity:
+    """``Quantity.from_json`` with the few spellings a cluster uses cached (Quantity is immutable)."""
+    if isinstance(raw, str):
+        return _parse_text(raw)
+    return Quantity.from_json(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +147,7 @@ def _check_scalar(value: Any, kind: str, path: str) -> None:
             raise ObjectError(f"{path}: {value} overflows int32")
     elif kind == "quantity":
         try:
-            Quantity.from_json(value)
+            quantity(value)
         except QuantityError as exc:
             raise ObjectError(f"{path}: {exc}") from None
 

@@ -13,12 +13,10 @@ An unknown parent is left for the validating webhook to refuse with its message.
 
 from __future__ import annotations
 
-import copy
-
 from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.context import PluginStep, WebhookContext
 from controlplane.manager.webhooks.elasticquota.topology import QuotaError, annotation_resources
-from controlplane.manager.webhooks.jsonpatch import create_patch
+from controlplane.manager.webhooks.jsonpatch import create_patch, json_copy
 from controlplane.manager.webhooks.objects import ELASTIC_QUOTA, ObjectError, check
 from controlplane.manager.webhooks.review import (
     AdmissionRequest,
@@ -52,7 +50,7 @@ class ElasticQuotaMutatingHandler:
             original = check(request.object, ELASTIC_QUOTA, "elastic quota")
         except ObjectError as exc:
             return errored(400, str(exc))
-        quota = copy.deepcopy(original)
+        quota = json_copy(original)
         meta = quota.setdefault("metadata", {})
         if meta.get("name") == ROOT_QUOTA_NAME:
             return allowed()

@@ -11,13 +11,12 @@ annotation that cannot be read leaves the node untouched (logged).
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.context import PluginStep, WebhookContext
-from controlplane.manager.webhooks.jsonpatch import create_patch
+from controlplane.manager.webhooks.jsonpatch import create_patch, json_copy
 from controlplane.manager.webhooks.objects import NODE, ObjectError, check
 from controlplane.manager.webhooks.review import (
     AdmissionRequest,
@@ -97,7 +96,7 @@ class NodeMutatingHandler:
             old = check(request.old_object, NODE, "old node") if request.old_object is not None else None
         except ObjectError as exc:
             return errored(400, str(exc))
-        node = copy.deepcopy(original)
+        node = json_copy(original)
         with PluginStep(self.ctx, metrics.MUTATING, metrics.NODE, request.operation, NAME):
             amplify_node(node, old)
         return patched(create_patch(original, node))

@@ -15,6 +15,7 @@ their resources.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,7 +27,7 @@ from controlplane.manager.webhooks.colocation import (
     skips_resource_update,
 )
 from controlplane.manager.webhooks.context import WebhookContext
-from controlplane.manager.webhooks.objects import POD
+from controlplane.manager.webhooks.objects import POD, quantity
 from controlplane.manager.webhooks.strategicmerge import POD_RULES
 from koordinator.api.extension.annotations import labels_of
 from koordinator.api.extension.priority import PriorityClass, get_pod_priority_class_with_default
@@ -64,15 +65,20 @@ async def mutate_pod_by_profiles(ctx: WebhookContext, pod: Obj, namespace: str, 
     return pod
 
 
+@functools.lru_cache(maxsize=4096)
+def _canonical(value: Quantity) -> str:
+    return str(value)
+
+
 def _replace(resources: Any, mapping: Mapping[str, str]) -> None:
     if not isinstance(resources, dict):
         return
     for native, extended in mapping.items():
         if native in resources:
-            quantity = Quantity.from_json(resources.pop(native))
+            value = quantity(resources.pop(native))
             if native == "cpu":
-                quantity = Quantity.from_int(quantity.milli_value(), Format.DECIMAL_SI)
-            resources[extended] = str(quantity)
+                value = Quantity.from_int(value.milli_value(), Format.DECIMAL_SI)
+            resources[extended] = _canonical(value)
 
 
 def replace_extended_resources(pod: Obj) -> None:

@@ -11,15 +11,16 @@ replaced by ``{}``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from koordinator.api import resourcelist
+from controlplane.manager.webhooks.encoding import go_json
+from controlplane.manager.webhooks.objects import quantity
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.resources import (
     ANNOTATION_EXTENDED_RESOURCE_SPEC,
     BATCH_CPU,
     BATCH_MEMORY,
-    ExtendedResourceContainerSpec,
     ExtendedResourceSpec,
     get_extended_resource_spec,
 )
@@ -32,34 +33,60 @@ _RESOURCES = (BATCH_CPU, BATCH_MEMORY)
 Obj = dict[str, Any]
 
 
-def _container_spec(container: Obj) -> ExtendedResourceContainerSpec | None:
-    resources = container.get("resources") or {}
-    requests = resourcelist.mask(resourcelist.parse(resources.get("requests")), _RESOURCES)
-    limits = resourcelist.mask(resourcelist.parse(resources.get("limits")), _RESOURCES)
-    if not requests and not limits:
-        return None
-    return ExtendedResourceContainerSpec(limits=limits, requests=requests)
+@functools.lru_cache(maxsize=4096)
+def _canonical_text(raw: str) -> str:
+    return str(quantity(raw))
+
+
+def _canonical(raw: Any) -> str:
+    return _canonical_text(raw) if isinstance(raw, str) else str(quantity(raw))
+
+
+def _batch(resources: Any) -> dict[str, str]:
+    """The batch resources of a requests/limits map, canonical and sorted (Go's map order)."""
+    if not resources:
+        return {}
+    return {name: _canonical(resources[name]) for name in _RESOURCES if name in resources}
+
+
+def _computed(pod: Obj) -> dict[str, Any]:
+    """The annotation's JSON value: ``{"containers": {...}}``, or ``{}`` without batch resources."""
+    containers: dict[str, Any] = {}
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        resources = container.get("resources") or {}
+        limits, requests = _batch(resources.get("limits")), _batch(resources.get("requests"))
+        if limits or requests:
+            entry: dict[str, Any] = {}
+            if limits:
+                entry["limits"] = limits
+            if requests:
+                entry["requests"] = requests
+            containers[str(container.get("name") or "")] = entry
+    return {"containers": dict(sorted(containers.items()))} if containers else {}
 
 
 def mutate_extended_resource_spec(pod: Obj, warnings: list[str]) -> None:
     """Write the annotation when the pod's batch resources differ from it (in place)."""
-    computed = ExtendedResourceSpec()
-    for container in (pod.get("spec") or {}).get("containers") or ():
-        spec = _container_spec(container)
-        if spec is not None:
-            computed.containers[str(container.get("name") or "")] = spec
-    meta = pod.setdefault("metadata", {}) if isinstance(pod.get("metadata"), dict) else None
-    if meta is None:
+    computed = _computed(pod)
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
         meta = {}
         pod["metadata"] = meta
     annotations = meta.get("annotations") or {}
-    try:
-        current = get_extended_resource_spec(annotations) or ExtendedResourceSpec()
-    except AnnotationError as exc:
-        warnings.append(f"replacing unreadable {ANNOTATION_EXTENDED_RESOURCE_SPEC}: {exc.reason}")
-        current = None
-    if current is not None and current.to_json() == computed.to_json():
+    current = annotations.get(ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    if current is None and not computed:
         return
+    text = go_json(computed)
+    if current == text:
+        return
+    if current is not None:
+        try:
+            parsed = get_extended_resource_spec(annotations) or ExtendedResourceSpec()
+        except AnnotationError as exc:
+            warnings.append(f"replacing unreadable {ANNOTATION_EXTENDED_RESOURCE_SPEC}: {exc.reason}")
+        else:
+            if parsed.to_json() == text:
+                return
     if not isinstance(meta.get("annotations"), dict):
         meta["annotations"] = {}
-    meta["annotations"][ANNOTATION_EXTENDED_RESOURCE_SPEC] = computed.to_json()
+    meta["annotations"][ANNOTATION_EXTENDED_RESOURCE_SPEC] = text

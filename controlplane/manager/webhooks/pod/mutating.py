@@ -18,13 +18,12 @@ a failing step (a missing PriorityClass, a broken profile patch) with 500.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.colocation import ProfileError
 from controlplane.manager.webhooks.context import ClusterError, PluginStep, WebhookContext
-from controlplane.manager.webhooks.jsonpatch import create_patch
+from controlplane.manager.webhooks.jsonpatch import create_patch, json_copy
 from controlplane.manager.webhooks.objects import POD, ObjectError, check
 from controlplane.manager.webhooks.pod import (
     cluster_colocation_profile,
@@ -66,7 +65,7 @@ class PodMutatingHandler:
             return errored(400, str(exc))
         if request.operation != "CREATE":
             return allowed()
-        pod = copy.deepcopy(original)
+        pod = json_copy(original)
         namespace = object_namespace(pod, request)
         warnings: list[str] = []
         gates = self.ctx

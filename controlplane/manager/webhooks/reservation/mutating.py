@@ -9,8 +9,6 @@ are cluster-scoped) and resources are not replaced.
 
 from __future__ import annotations
 
-import copy
-
 from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.colocation import (
     ProfileError,
@@ -20,7 +18,7 @@ from controlplane.manager.webhooks.colocation import (
     should_skip,
 )
 from controlplane.manager.webhooks.context import ClusterError, PluginStep, WebhookContext
-from controlplane.manager.webhooks.jsonpatch import create_patch
+from controlplane.manager.webhooks.jsonpatch import create_patch, json_copy
 from controlplane.manager.webhooks.objects import RESERVATION, ObjectError, check
 from controlplane.manager.webhooks.review import (
     AdmissionRequest,
@@ -51,7 +49,7 @@ class ReservationMutatingHandler:
             original = check(request.object, RESERVATION, "reservation")
         except ObjectError as exc:
             return errored(400, str(exc))
-        reservation = copy.deepcopy(original)
+        reservation = json_copy(original)
         warnings: list[str] = []
         with PluginStep(self.ctx, metrics.MUTATING, metrics.RESERVATION, request.operation, NAME) as step:
             try:
