@@ -127,8 +127,11 @@ class Node:
         while not self.stopped.wait(0.01):
             self.advance()
 
-    def quota(self) -> int:
-        return int((self.cgroups.directory("cpu", self.be_dir) / "cpu.cfs_quota_us").read_text().split()[0])
+    def quota(self) -> int | None:
+        """The BE quota; None while the executor is between truncating and writing the
+        (plain, fake) file, which a kernel file never shows."""
+        fields = (self.cgroups.directory("cpu", self.be_dir) / "cpu.cfs_quota_us").read_text().split()
+        return int(fields[0]) if fields else None
 
 
 class States:
@@ -218,7 +221,9 @@ async def _trial(node: Node, cpu: bool, settle: float) -> float:
     qos.start()
     try:
         await asyncio.sleep(settle)  # steady state: quota settled, memory below the threshold
-        before = node.quota()
+        before = None
+        while before is None:
+            before = node.quota()
         t0 = time.monotonic()
         if cpu:
             node.ls_cores = 5.0
@@ -227,7 +232,8 @@ async def _trial(node: Node, cpu: bool, settle: float) -> float:
         node.advance()
         deadline = t0 + 10 * INTERVAL
         while time.monotonic() < deadline:
-            if cpu and node.quota() < before:
+            now_quota = node.quota() if cpu else None
+            if now_quota is not None and now_quota < before:
                 return time.monotonic() - t0
             if not cpu and evictor.asked_at is not None:
                 return evictor.asked_at - t0
