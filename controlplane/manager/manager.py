@@ -56,6 +56,14 @@ log = logging.getLogger(__name__)
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 
 
+#: Manager gates whose behaviour this release does not have; enabling one is reported at start.
+UNIMPLEMENTED_GATES = {
+    "EnableQuotaAdmission": "pods are not evaluated against ElasticQuota admission limits",
+    "EnableQuotaAdmissionOnUpdate": "pods are not evaluated against ElasticQuota admission limits",
+    "ElasticQuotaEvaluationTransformPod": "there is no quota admission evaluation to transform pods for",
+}
+
+
 class ManagerError(RuntimeError):
     """The manager could not start, or a runnable failed."""
 
@@ -157,6 +165,9 @@ class Manager:
 
     async def start(self) -> None:
         options = self.options
+        for gate, consequence in UNIMPLEMENTED_GATES.items():
+            if options.gates.enabled(gate):
+                log.warning("feature gate %s is not implemented in this release: %s", gate, consequence)
         for address, app in (
             (options.health_probe_addr, health_app(self.readiness)),
             (options.metrics_addr, metrics_app(self.metrics.registry)),
