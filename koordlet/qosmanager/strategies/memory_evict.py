@@ -140,6 +140,10 @@ def _requests(pod: PodMeta) -> int:
     )
 
 
+def _memory_credit(usage: Mapping[str, float]) -> Callable[[PodMeta], float]:
+    return lambda pod: usage.get(pod.uid, 0.0)
+
+
 class MemoryEvict:
     NAME = NAME
 
@@ -202,6 +206,29 @@ class MemoryEvict:
         if released < release:
             plan.note(f"{feature}: candidates release {released:.0f} of the {release:.0f} bytes needed")
 
+    def _pressure(
+        self, snapshot: Snapshot, plan: Plan, feature: str, capacity: int
+    ) -> tuple[float, str] | None:
+        """(bytes to release, why) when node memory is at or above the eviction threshold."""
+        threshold = snapshot.node_slo.resource_used_threshold_with_be
+        assert threshold is not None
+        high = threshold.memory_evict_threshold_percent or DEFAULT_THRESHOLD
+        low = threshold.memory_evict_lower_percent
+        low = low if low is not None else high - 2
+        window = 2 * snapshot.collect_interval
+        used = snapshot.metrics.last(NODE_MEMORY_USAGE, snapshot.now - window, snapshot.now)
+        if used is None:
+            plan.note(f"{feature}: no node memory usage in the last {window:g}s")
+            return None
+        percent = int(used) * 100 // capacity
+        if percent < high:
+            return None
+        release = capacity * (percent - low) / 100
+        return (
+            release,
+            f"node memory usage {percent}% >= {high}%, releasing {release:.0f} bytes to reach {low}%",
+        )
+
     def _be_memory(
         self,
         snapshot: Snapshot,
@@ -210,40 +237,18 @@ class MemoryEvict:
         usage: Mapping[str, float],
         chosen: dict[str, Eviction],
     ) -> None:
-        threshold = snapshot.node_slo.resource_used_threshold_with_be
-        assert threshold is not None
-        high = threshold.memory_evict_threshold_percent or DEFAULT_THRESHOLD
-        low = (
-            threshold.memory_evict_lower_percent
-            if threshold.memory_evict_lower_percent is not None
-            else high - 2
-        )
-        window = 2 * snapshot.collect_interval
-        used = snapshot.metrics.last(NODE_MEMORY_USAGE, snapshot.now - window, snapshot.now)
-        if used is None:
-            plan.note(f"{BE_MEMORY_EVICT}: no node memory usage in the last {window:g}s")
+        pressure = self._pressure(snapshot, plan, BE_MEMORY_EVICT, capacity)
+        if pressure is None:
             return
-        percent = int(used) * 100 // capacity
-        if percent < high:
-            return
-        release = capacity * (percent - low) / 100
+        release, why = pressure
         victims = [
             p
             for p in snapshot.pods
             if get_pod_qos_class_raw(p.pod) is QoSClass.BE and allowed(p, BE_MEMORY_EVICT)
         ]
         victims.sort(key=functools.cmp_to_key(be_victim_order(usage)))
-        why = f"node memory usage {percent}% >= {high}%, releasing {release:.0f} bytes to reach {low}%"
-        self._take(
-            plan,
-            BE_MEMORY_EVICT,
-            REASON_USAGE,
-            release,
-            victims,
-            lambda p: usage.get(p.uid, 0.0),
-            chosen,
-            why,
-        )
+        credit = _memory_credit(usage)
+        self._take(plan, BE_MEMORY_EVICT, REASON_USAGE, release, victims, credit, chosen, why)
 
     def _allocatable(
         self,
@@ -283,22 +288,12 @@ class MemoryEvict:
         usage: Mapping[str, float],
         chosen: dict[str, Eviction],
     ) -> None:
+        pressure = self._pressure(snapshot, plan, MEMORY_EVICT, capacity)
+        if pressure is None:
+            return
+        release, why = pressure
         threshold = snapshot.node_slo.resource_used_threshold_with_be
         assert threshold is not None
-        high = threshold.memory_evict_threshold_percent or DEFAULT_THRESHOLD
-        low = (
-            threshold.memory_evict_lower_percent
-            if threshold.memory_evict_lower_percent is not None
-            else high - 2
-        )
-        window = 2 * snapshot.collect_interval
-        used = snapshot.metrics.last(NODE_MEMORY_USAGE, snapshot.now - window, snapshot.now)
-        if used is None:
-            plan.note(f"{MEMORY_EVICT}: no node memory usage in the last {window:g}s")
-            return
-        percent = int(used) * 100 // capacity
-        if percent < high:
-            return
         limit = threshold.evict_enabled_priority_threshold
         victims = [
             p
@@ -308,9 +303,5 @@ class MemoryEvict:
             and allowed(p, MEMORY_EVICT)
         ]
         victims.sort(key=priority_victim_key(usage))
-        release = capacity * (percent - low) / 100
-        why = f"node memory usage {percent}% >= {high}%, releasing {release:.0f} bytes to reach {low}%"
         # fixed: credit each victim its memory use in bytes (upstream multiplies by 1000)
-        self._take(
-            plan, MEMORY_EVICT, REASON_USAGE, release, victims, lambda p: usage.get(p.uid, 0.0), chosen, why
-        )
+        self._take(plan, MEMORY_EVICT, REASON_USAGE, release, victims, _memory_credit(usage), chosen, why)
