@@ -148,6 +148,22 @@ class Collector(Protocol):
     def started(self) -> bool: ...
 
 
+class CollectorBase:
+    """What every collector shares: its context, its interval (the resource collection
+    interval unless given), enabled unless it says otherwise, and whether it has data yet."""
+
+    NAME: str
+
+    def __init__(self, ctx: CollectContext, interval: float | None = None) -> None:
+        self.ctx = ctx
+        self.interval = ctx.config.collect_res_used_interval if interval is None else interval
+        #: set once the collector has produced what the agent waits for
+        self.started = False
+
+    def enabled(self) -> bool:
+        return True
+
+
 CollectorFactory = Callable[[CollectContext], Collector]
 
 

@@ -20,7 +20,7 @@ from koordinator.api.extension.resources import BATCH_CPU
 from koordinator.api.kubeqos import KubeQOSClass
 from koordinator.api.quantity import Quantity, QuantityError
 from koordlet.metriccache import Sample, kinds
-from koordlet.metricsadvisor.framework import CollectContext, RateCache
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache
 from koordlet.system.cgroup.registry import CPU_CFS_PERIOD, CPU_CFS_QUOTA, CPUSET_CPUS, Subsystem
 from koordlet.system.cgroup.stats import Stat
 from koordlet.system.errors import HostError
@@ -42,21 +42,12 @@ def batch_cpu_request_milli(pod: Mapping[str, Any]) -> int:
     return total
 
 
-class BEResourceCollector:
+class BEResourceCollector(CollectorBase):
     NAME = "BEResourceCollector"
 
     def __init__(self, ctx: CollectContext) -> None:
-        self.ctx = ctx
-        self.interval = ctx.config.collect_res_used_interval
+        super().__init__(ctx)
         self._usage = RateCache(ttl=20 * self.interval)
-        self._started = False
-
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def real_limit_milli(self) -> float | None:
         cgroups = self.ctx.cgroups
@@ -107,4 +98,4 @@ class BEResourceCollector:
                 )
                 self.ctx.metrics.be_suppress_be_used_cpu_cores.labels(self.ctx.metrics.node).set(milli / 1000)
         self.ctx.cache.append(samples)
-        self._started = True  # a node without a BE cgroup yet has nothing more to wait for
+        self.started = True  # a node without a BE cgroup yet has nothing more to wait for

@@ -12,7 +12,7 @@ from __future__ import annotations
 from koordinator.api.kubeqos import KubeQOSClass
 from koordinator.api.types.slo import HostApplicationSpec
 from koordlet.metriccache import Sample, kinds
-from koordlet.metricsadvisor.framework import CollectContext, RateCache, UsagePoint
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache, UsagePoint
 from koordlet.system.cgroup.layout import KubepodsLayout
 from koordlet.system.cgroup.stats import Stat
 
@@ -38,21 +38,12 @@ def host_application_cgroup_dir(app: HostApplicationSpec, layout: KubepodsLayout
     return "/".join(p.strip("/") for p in (base, path.parent_dir, path.relative_path) if p.strip("/"))
 
 
-class HostApplicationCollector:
+class HostApplicationCollector(CollectorBase):
     NAME = "HostApplicationCollector"
 
     def __init__(self, ctx: CollectContext) -> None:
-        self.ctx = ctx
-        self.interval = ctx.config.collect_res_used_interval
+        super().__init__(ctx)
         self._cpu = RateCache(ttl=20 * self.interval)
-        self._started = False
-
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def collect(self, now: float) -> None:
         slo = self.ctx.states.get_node_slo()
@@ -83,4 +74,4 @@ class HostApplicationCollector:
         self.ctx.cache.append(samples)
         self.ctx.shared.update(host_apps=UsagePoint(total_cpu, total_memory, now))
         self._cpu.sweep(now)
-        self._started = True
+        self.started = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from koordlet.metriccache import kinds
-from koordlet.metricsadvisor.framework import CollectContext
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase
 from koordlet.system import proc
 from koordlet.system.resctrl import Resctrl
 from koordlet.system.topology import NodeCPUInfo, NUMANodeInfo, read_cpu_basic_info, read_cpu_topology
@@ -19,20 +19,11 @@ from koordlet.system.topology import NodeCPUInfo, NUMANodeInfo, read_cpu_basic_i
 log = logging.getLogger(__name__)
 
 
-class NodeInfoCollector:
+class NodeInfoCollector(CollectorBase):
     NAME = "NodeInfoCollector"
 
     def __init__(self, ctx: CollectContext) -> None:
-        self.ctx = ctx
-        self.interval = ctx.config.collect_node_cpu_info_interval
-        self._started = False
-
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def started(self) -> bool:
-        return self._started
+        super().__init__(ctx, ctx.config.collect_node_cpu_info_interval)
 
     def collect(self, now: float) -> None:
         metrics = self.ctx.metrics
@@ -56,4 +47,4 @@ class NodeInfoCollector:
         except OSError:
             log.exception("cannot read NUMA memory information")
             metrics.collect_node_numa_info_status.labels(metrics.node, "failed").inc()
-        self._started = True
+        self.started = True

@@ -10,27 +10,18 @@ reclaimable. The first tick only primes the tick counters.
 from __future__ import annotations
 
 from koordlet.metriccache import Sample, kinds
-from koordlet.metricsadvisor.framework import CollectContext, RateCache, UsagePoint
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache, UsagePoint
 from koordlet.system import kernel, proc
 from koordlet.system.topology import read_cpu_topology
 
 
-class NodeResourceCollector:
+class NodeResourceCollector(CollectorBase):
     NAME = "NodeResourceCollector"
 
     def __init__(self, ctx: CollectContext) -> None:
-        self.ctx = ctx
-        self.interval = ctx.config.collect_res_used_interval
+        super().__init__(ctx)
         self._ticks = RateCache(ttl=20 * self.interval)
         self._cpu_node: dict[int, int] = {}
-        self._started = False
-
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def _numa_of_cpus(self) -> dict[int, int]:
         if not self._cpu_node:
@@ -79,5 +70,5 @@ class NodeResourceCollector:
             metrics = self.ctx.metrics
             metrics.node_used_cpu_cores.labels(metrics.node).set(cpu)
             metrics.node_used_memory_bytes.labels(metrics.node).set(memory)
-            self._started = True
+            self.started = True
         self.ctx.cache.append(samples)

@@ -10,28 +10,22 @@ and ``full``, as upstream, with whether the cpu file has a ``full`` line.
 from __future__ import annotations
 
 from koordlet.metriccache import Sample, kinds
-from koordlet.metricsadvisor.framework import CollectContext
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase
 from koordlet.system.cgroup.stats import PRESSURES, Stat
 
 _RESOURCE = {Stat.CPU_PRESSURE: "cpu", Stat.MEMORY_PRESSURE: "mem", Stat.IO_PRESSURE: "io"}
 _STATS = frozenset(PRESSURES)
 
 
-class PSICollector:
+class PSICollector(CollectorBase):
     NAME = "PSICollector"
 
     def __init__(self, ctx: CollectContext) -> None:
-        self.ctx = ctx
-        self.interval = ctx.config.psi_collector_interval
-        self._started = False
+        super().__init__(ctx, ctx.config.psi_collector_interval)
         self._supported: bool | None = None
 
     def enabled(self) -> bool:
         return self.ctx.gates.enabled("PSICollector")
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def supported(self) -> bool:
         if self._supported is None:
@@ -43,7 +37,7 @@ class PSICollector:
 
     def collect(self, now: float) -> None:
         if not self.supported():
-            self._started = True  # nothing to wait for
+            self.started = True  # nothing to wait for
             return
         owners: list[tuple[bool, str]] = []
         dirs: list[str] = []
@@ -93,4 +87,4 @@ class PSICollector:
                 else:
                     append(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED.sample(full, now, container_id=ident))
         self.ctx.cache.append(samples)
-        self._started = True
+        self.started = True

@@ -12,30 +12,21 @@ object only primes its counters. The sums over pods feed the SystemResourceColle
 from __future__ import annotations
 
 from koordlet.metriccache import Sample, kinds
-from koordlet.metricsadvisor.framework import CollectContext, RateCache, UsagePoint
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache, UsagePoint
 from koordlet.system.cgroup.stats import ALL_USAGE
 
 _NS = 1e9
 
 
-class PodResourceCollector:
+class PodResourceCollector(CollectorBase):
     NAME = "PodResourceCollector"
 
     def __init__(self, ctx: CollectContext) -> None:
-        self.ctx = ctx
-        self.interval = ctx.config.collect_res_used_interval
+        super().__init__(ctx)
         self._cpu = RateCache(ttl=20 * self.interval)
         self._periods = RateCache(ttl=20 * self.interval)
         self._throttled = RateCache(ttl=20 * self.interval)
         self._dirs: list[str] = []
-        self._started = False
-
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def _throttled_ratio(self, key: str, now: float, periods: int, throttled: int) -> float | None:
         d_periods = self._periods.rate(key, now, periods)
@@ -100,4 +91,4 @@ class PodResourceCollector:
         self.ctx.shared.update(pods=UsagePoint(total_cpu, total_memory, now))
         for cache in (self._cpu, self._periods, self._throttled):
             cache.sweep(now)
-        self._started = True
+        self.started = True

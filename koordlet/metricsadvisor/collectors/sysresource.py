@@ -9,23 +9,11 @@ system CPU shared out by the NUMA nodes' share of node CPU.
 from __future__ import annotations
 
 from koordlet.metriccache import Sample, kinds
-from koordlet.metricsadvisor.framework import CollectContext
+from koordlet.metricsadvisor.framework import CollectorBase
 
 
-class SystemResourceCollector:
+class SystemResourceCollector(CollectorBase):
     NAME = "SystemResourceCollector"
-
-    def __init__(self, ctx: CollectContext) -> None:
-        self.ctx = ctx
-        self.interval = ctx.config.collect_res_used_interval
-        self._started = False
-
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def collect(self, now: float) -> None:
         shared = self.ctx.shared.snapshot()
@@ -51,4 +39,4 @@ class SystemResourceCollector:
             samples.append(kinds.SYS_NUMA_CPU_USAGE.sample(numa_cpu, now, numa_node_id=label))
             samples.append(kinds.SYS_NUMA_MEMORY_USAGE.sample(numa_memory, now, numa_node_id=label))
         self.ctx.cache.append(samples)
-        self._started = True
+        self.started = True
