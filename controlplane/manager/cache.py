@@ -28,28 +28,18 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ApiConnectionError, ApiError, NotFoundError
 from koordinator.kube.informer import Consumer, InformerFactory, Tombstone
-from koordinator.kube.resources import Resource
+from koordinator.kube.resources import (
+    CLUSTER_COLOCATION_PROFILES,
+    ELASTIC_QUOTA_PROFILES,
+    ELASTIC_QUOTAS,
+    Resource,
+)
 
-__all__ = [
-    "CLUSTER_COLOCATION_PROFILES",
-    "ELASTIC_QUOTAS",
-    "ELASTIC_QUOTA_PROFILES",
-    "RESERVATIONS",
-    "InformerCluster",
-]
+__all__ = ["InformerCluster"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-
-CLUSTER_COLOCATION_PROFILES = Resource(
-    "config.koordinator.sh", "v1alpha1", "clustercolocationprofiles", "ClusterColocationProfile", False
-)
-ELASTIC_QUOTAS = Resource("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", True)
-ELASTIC_QUOTA_PROFILES = Resource(
-    "quota.koordinator.sh", "v1alpha1", "elasticquotaprofiles", "ElasticQuotaProfile", True
-)
-RESERVATIONS = Resource("scheduling.koordinator.sh", "v1alpha1", "reservations", "Reservation", False)
 
 
 def _selector(labels: Mapping[str, str] | None) -> str | None:

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from controlplane.manager.cache import CLUSTER_COLOCATION_PROFILES
 from controlplane.manager.certs import CertBundle, SecretCertStore, generate_ca, issue_serving_certificate
 from controlplane.manager.manager import Manager
 from controlplane.manager.options import ManagerOptions
@@ -160,7 +159,7 @@ async def setup(envtest: Envtest, tmp_path: Path) -> AsyncIterator[Setup]:
             },
         )
         await client.create(
-            CLUSTER_COLOCATION_PROFILES,
+            res.CLUSTER_COLOCATION_PROFILES,
             {
                 "apiVersion": "config.koordinator.sh/v1alpha1",
                 "kind": "ClusterColocationProfile",
@@ -182,7 +181,7 @@ async def setup(envtest: Envtest, tmp_path: Path) -> AsyncIterator[Setup]:
             for resource, name in (
                 (res.MUTATING_WEBHOOK_CONFIGURATIONS, state.mutating),
                 (res.VALIDATING_WEBHOOK_CONFIGURATIONS, state.validating),
-                (CLUSTER_COLOCATION_PROFILES, f"spark-{test_id}"),
+                (res.CLUSTER_COLOCATION_PROFILES, f"spark-{test_id}"),
             ):
                 with contextlib.suppress(ApiError):
                     await client.delete(resource, name)

@@ -24,7 +24,7 @@ from controlplane.manager.options import ManagerOptions
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.fake import FakeApiServer
-from koordinator.kube.resources import Resource, builtin_for
+from koordinator.kube.resources import builtin_for
 from tests.controlplane.manager.builders import make_pod, review
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -79,10 +79,8 @@ CONFIGURATIONS: list[dict[str, Any]] = [
 ]
 
 CRD_RESOURCES = {
-    "ClusterColocationProfile": Resource(
-        "config.koordinator.sh", "v1alpha1", "clustercolocationprofiles", "ClusterColocationProfile", False
-    ),
-    "ElasticQuota": Resource("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", True),
+    "ClusterColocationProfile": res.CLUSTER_COLOCATION_PROFILES,
+    "ElasticQuota": res.ELASTIC_QUOTAS,
 }
 
 
