@@ -127,8 +127,12 @@ def _controller_rows(host: _Host) -> Iterator[Capability]:
             yield Capability(
                 f"cgroup {name}", True, f"v2: served by the {twin.name} controller at {twin.mount_point}"
             )
-        elif name == "perf_event" and host.mode is CgroupMode.V2:
-            yield Capability("cgroup perf_event", True, "v2: perf_event is implicit on the unified hierarchy")
+        elif name == "perf_event" and any(m.fstype == "cgroup2" for m in host.mounts):
+            # implicit on cgroup2 (never listed in cgroup.controllers), also on a hybrid host
+            unified = next(m.mount_point for m in host.mounts if m.fstype == "cgroup2")
+            yield Capability(
+                "cgroup perf_event", True, f"v2: perf_event is implicit on the cgroup2 hierarchy at {unified}"
+            )
         else:
             yield Capability(f"cgroup {name}", False, "not mounted on v1 and not enabled on the v2 hierarchy")
 
