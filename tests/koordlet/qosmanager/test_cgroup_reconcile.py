@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from koordinator.api.extension.constants import ANNOTATION_POD_MEMORY_QOS
+from koordinator.api.kubeqos import KubeQOSClass
 from koordlet.executor import ResourceUpdateExecutor
 from koordlet.qosmanager.strategies.cgroup_reconcile import MAX_INT64, CgroupReconcile
 from koordlet.system.cgroup.cgroupfs import CgroupFS
@@ -108,7 +109,7 @@ class Node:
             )
 
     def qos_dir(self, kube_qos: str) -> str:
-        return self.host.layout.qos_dir(kube_qos)  # type: ignore[arg-type]
+        return self.host.layout.qos_dir(KubeQOSClass(kube_qos))
 
     def knobs(self, relative: str, values: Sequence[int | None]) -> list[tuple[str, str, object]]:
         """(key, relative, value) in the plan's order for the knobs this host has."""
