@@ -14,12 +14,12 @@ and that are Pending or Running take the NodeSLO ``cpuBurstStrategy`` overlaid w
   ``base * cfsQuotaBurstPercent / 100``. The node state comes from the average node CPU over
   ``min(5 * interval, 10 s)``: the share pool is ``#CPUs - Σ CPU requests of LSE/LSR pods``
   and its use ``node used - Σ average use of LSE/LSR/BE pods``; a ratio at or above
-  ``sharePoolThresholdPercent`` is *Overload*, above 90 % of it *Cooling*, below *Idle*, and
-  *Unknown* without data. Per container: a policy without quota burst resets to base; a
-  limiter that says no scales down (x0.8); a throttled ratio (last value, two collect
+  ``sharePoolThresholdPercent`` is *Overload*, at or above 90 % of it *Cooling*, below
+  *Idle*, and *Unknown* without data. Per container: a policy without quota burst resets to
+  base; a limiter that says no scales down (x0.8); a throttled ratio (last value, two collect
   intervals) above 0 scales up (x1.2); otherwise it remains. A container whose quota is
-  unlimited is left so (upstream would impose the base quota again). Overload turns up/remain into
-  down; Cooling and Unknown turn up into remain. The pod quota moves by the containers'
+  unlimited is left so (upstream would impose the base quota again). Overload turns
+  up/remain into down; Cooling and Unknown turn up into remain. The pod quota moves by the containers'
   deltas (when it is limited); each pod is one leveled batch, so a rise reaches the pod
   before its containers and a fall the containers before the pod, and a burst is written
   before its quota (lowered after a fall, already raised by a rise).
