@@ -23,6 +23,7 @@ so readers holding descriptors never see a truncated file.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,14 @@ _NUMA_MEMINFO_KEYS = [
     *("WritebackTmp", "KReclaimable", "Slab", "SReclaimable", "SUnreclaim", "AnonHugePages"),
 ]
 _GIB_KIB = 1 << 20
+
+
+def scratch_dir() -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory for a fake node: in memory (``/dev/shm``) where there is one,
+    as cgroupfs and procfs are; on a disk the tree takes seconds to write and remove."""
+    shm = Path("/dev/shm")
+    where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    return tempfile.TemporaryDirectory(prefix="koord-bench-", dir=where)
 
 
 def _counter(value: int) -> str:

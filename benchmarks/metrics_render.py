@@ -25,7 +25,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -129,7 +128,7 @@ async def _serve(agent: Agent, seconds: float) -> tuple[list[float], list[float]
     """Lateness of the ticker with nobody scraping, then while a child process scrapes."""
     port = await agent.start_http()
     try:
-        idle = await _watch_loop(min(seconds, 2.0))
+        idle = await _watch_loop(min(seconds / 2, 2.0))
         argv = [
             sys.executable,
             "-m",
@@ -154,7 +153,7 @@ async def _serve(agent: Agent, seconds: float) -> tuple[list[float], list[float]
 def run(quick: bool = False) -> Result:
     runs = 5 if quick else 31
     serve_s = 2.0 if quick else 20.0
-    with tempfile.TemporaryDirectory(prefix="koord-bench-") as tmp:
+    with _fakehost.scratch_dir() as tmp:
         node = _fakehost.build_node(Path(tmp) / "host", 0, 0)
         config = AgentConfig(
             node_name=NODE,
