@@ -309,7 +309,7 @@ class Agent:
             recorder = EventRecorder(self.client, "koordlet", config.node_name)
             evictor = Evictor(self.client, self.metrics, recorder)
         self.qos = QoSManager(
-            strategies(config.qos_interval, config.memory_evict_cooldown),
+            strategies(config.qos_interval, config.memory_evict_cooldown, config.cpu_evict_cooldown),
             self.snapshot,
             self.executor,
             evictor,

@@ -173,8 +173,9 @@ def _render(update: Update, cgroups: CgroupFS) -> dict[str, str]:
         return {"file": str(update.path), "value": update.value}
     if isinstance(update, ResctrlSchemataUpdate):
         return {"file": f"resctrl/{update.group}/schemata", "value": update.line}
-    assert isinstance(update, ResctrlTasksUpdate)
-    return {"file": f"resctrl/{update.group}/tasks", "value": " ".join(map(str, update.tids))}
+    if isinstance(update, ResctrlTasksUpdate):
+        return {"file": f"resctrl/{update.group}/tasks", "value": " ".join(map(str, update.tids))}
+    return {"file": f"resctrl/{update.group}/", "value": "(mkdir)"}
 
 
 def describe(plan: Plan, cgroups: CgroupFS) -> dict[str, Any]:

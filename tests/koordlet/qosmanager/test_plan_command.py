@@ -151,3 +151,26 @@ def test_unknown_strategy(capsys, host):
     with pytest.raises(SystemExit):
         main(["plan", "--scenario", str(path), "--strategy", "Nope", *_roots(host)])
     assert "unknown strategies: Nope" in capsys.readouterr().err
+
+
+def test_every_kind_of_update_is_described(host):
+    from koordlet.executor import FileUpdate, ResctrlGroupUpdate, ResctrlSchemataUpdate, ResctrlTasksUpdate
+    from koordlet.qosmanager.framework import Plan
+    from koordlet.qosmanager.scenario import describe
+
+    plan = Plan(
+        "Any",
+        updates=[
+            ResctrlGroupUpdate("BE"),
+            ResctrlSchemataUpdate("BE", "L3:0=f"),
+            ResctrlTasksUpdate("BE", (7, 8)),
+            FileUpdate(host.paths.proc("sys/vm/min_free_kbytes"), "65536"),
+        ],
+    )
+    writes = describe(plan, host.cgroups)["writes"]
+    assert writes == [
+        {"file": "resctrl/BE/", "value": "(mkdir)"},
+        {"file": "resctrl/BE/schemata", "value": "L3:0=f"},
+        {"file": "resctrl/BE/tasks", "value": "7 8"},
+        {"file": str(host.paths.proc("sys/vm/min_free_kbytes")), "value": "65536"},
+    ]
