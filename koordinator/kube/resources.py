@@ -187,6 +187,7 @@ def split_key(key: str) -> tuple[str | None, str]:
     namespace, sep, name = key.partition("/")
     return (namespace, name) if sep else (None, namespace)
 
+
 # Koordinator's custom resources (crds/), addressed like any other resource.
 NODE_SLOS = Resource("slo.koordinator.sh", "v1alpha1", "nodeslos", "NodeSLO", False)
 NODE_METRICS = Resource("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", False)
@@ -195,7 +196,9 @@ NODE_RESOURCE_TOPOLOGIES = Resource(
 )
 DEVICES = Resource("scheduling.koordinator.sh", "v1alpha1", "devices", "Device", False)
 RESERVATIONS = Resource("scheduling.koordinator.sh", "v1alpha1", "reservations", "Reservation", False)
-POD_MIGRATION_JOBS = Resource("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", False)
+POD_MIGRATION_JOBS = Resource(
+    "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", False
+)
 CLUSTER_COLOCATION_PROFILES = Resource(
     "config.koordinator.sh", "v1alpha1", "clustercolocationprofiles", "ClusterColocationProfile", False
 )
