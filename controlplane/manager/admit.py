@@ -99,7 +99,8 @@ def review_for(document: Mapping[str, Any]) -> tuple[Obj, str | None]:
     """The AdmissionReview to send and the default path for it (``None`` when unknown)."""
     if document.get("kind") == "AdmissionReview":
         request = document.get("request")
-        kind = request.get("kind", {}).get("kind") if isinstance(request, dict) else None
+        kinds = request.get("kind") if isinstance(request, dict) else None
+        kind = kinds.get("kind") if isinstance(kinds, dict) else None
         return dict(document), KINDS.get(str(kind), (None, None, None, None))[3]
     kind = document.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:

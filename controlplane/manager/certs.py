@@ -461,7 +461,10 @@ class ClientConfigTarget:
 
 
 def _template(configuration: dict[str, Any]) -> list[dict[str, Any]]:
-    meta = configuration.setdefault("metadata", {})
+    meta = configuration.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        configuration["metadata"] = meta
     annotations = meta.get("annotations")
     if not isinstance(annotations, dict):
         annotations = {}

@@ -24,11 +24,13 @@ __all__ = [
     "CLUSTER_COLOCATION_PROFILE",
     "CONFIG_MAP",
     "ELASTIC_QUOTA",
+    "ELASTIC_QUOTA_PROFILE",
     "NODE",
     "POD",
     "RESERVATION",
     "ObjectError",
     "check",
+    "ensure_map",
     "quantity",
 ]
 
@@ -150,6 +152,15 @@ def _check_scalar(value: Any, kind: str, path: str) -> None:
             quantity(value)
         except QuantityError as exc:
             raise ObjectError(f"{path}: {exc}") from None
+
+
+def ensure_map(owner: dict[str, Any], key: str) -> dict[str, Any]:
+    """``owner[key]`` as a dict to write into: created when missing or ``null``."""
+    current = owner.get(key)
+    if not isinstance(current, dict):
+        current = {}
+        owner[key] = current
+    return current
 
 
 def check(value: Any, spec: Any, what: str) -> dict[str, Any]:

@@ -197,3 +197,43 @@ def test_feature_gates_decide_the_served_paths(gates, served):
 async def test_unserved_path_is_an_error_for_the_caller():
     with pytest.raises(UnknownPathError):
         await Admission().dispatcher.review("/validate-node", orjson.dumps(GOOD))
+
+
+NULLABLE_OBJECTS = {
+    "Pod": {
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": None, "annotations": None},
+        "spec": {"containers": None},
+    },
+    "ElasticQuota": {"kind": "ElasticQuota", "metadata": {"name": "q"}, "spec": {"min": None, "max": None}},
+    "Node": {
+        "kind": "Node",
+        "metadata": {
+            "name": "n",
+            "annotations": {"node.koordinator.sh/resource-amplification-ratio": '{"cpu":2}'},
+        },
+        "status": None,
+    },
+    "ConfigMap": {
+        "kind": "ConfigMap",
+        "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
+        "data": None,
+    },
+    "Reservation": {"kind": "Reservation", "metadata": {"name": "r"}, "spec": {"template": None}},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NULLABLE_OBJECTS))
+@pytest.mark.parametrize("field", ["metadata", "spec", "status", "data", None])
+@pytest.mark.parametrize("sub_resource", ["", "status"])
+async def test_null_fields_never_cause_internal_errors(kind, field, sub_resource):
+    """Go decodes null into the zero value; so must the handlers (found by the fuzzer: metadata: null)."""
+    admission = Admission(feature_gates="AllAlpha=true")
+    obj = dict(NULLABLE_OBJECTS[kind])
+    if field is not None:
+        obj[field] = None
+    for path in admission.dispatcher.paths:
+        for operation in ("CREATE", "UPDATE", "DELETE"):
+            body = review(obj, kind=kind, operation=operation, old=obj, sub_resource=sub_resource)
+            response = await admission.call(path, body)
+            assert response["status"]["code"] != 500, (path, operation, response["status"])

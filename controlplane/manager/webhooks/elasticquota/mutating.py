@@ -13,11 +13,13 @@ An unknown parent is left for the validating webhook to refuse with its message.
 
 from __future__ import annotations
 
+from typing import Any
+
 from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.context import PluginStep, WebhookContext
 from controlplane.manager.webhooks.elasticquota.topology import QuotaError, annotation_resources
 from controlplane.manager.webhooks.jsonpatch import create_patch, json_copy
-from controlplane.manager.webhooks.objects import ELASTIC_QUOTA, ObjectError, check
+from controlplane.manager.webhooks.objects import ELASTIC_QUOTA, ObjectError, check, ensure_map
 from controlplane.manager.webhooks.review import (
     AdmissionRequest,
     AdmissionResponse,
@@ -51,11 +53,12 @@ class ElasticQuotaMutatingHandler:
         except ObjectError as exc:
             return errored(400, str(exc))
         quota = json_copy(original)
-        meta = quota.setdefault("metadata", {})
+        meta = ensure_map(quota, "metadata")
         if meta.get("name") == ROOT_QUOTA_NAME:
             return allowed()
         with PluginStep(self.ctx, metrics.MUTATING, metrics.ELASTIC_QUOTA, request.operation, NAME) as step:
-            labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+            raw_labels = meta.get("labels")
+            labels: dict[str, Any] = raw_labels if isinstance(raw_labels, dict) else {}
             parent = labels.get(LABEL_QUOTA_PARENT) or ""
             if not parent:
                 labels[LABEL_QUOTA_PARENT] = parent = ROOT_QUOTA_NAME
@@ -74,7 +77,8 @@ class ElasticQuotaMutatingHandler:
                 weight = maximum
             else:
                 weight = {name: weight.get(name, value) for name, value in maximum.items()}
-            annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+            raw_annotations = meta.get("annotations")
+            annotations: dict[str, Any] = raw_annotations if isinstance(raw_annotations, dict) else {}
             text = marshal(resourcelist.to_json(weight))
             if annotations.get(ANNOTATION_SHARED_WEIGHT) != text:
                 annotations[ANNOTATION_SHARED_WEIGHT] = text

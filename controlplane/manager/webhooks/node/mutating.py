@@ -17,7 +17,7 @@ from typing import Any
 from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.context import PluginStep, WebhookContext
 from controlplane.manager.webhooks.jsonpatch import create_patch, json_copy
-from controlplane.manager.webhooks.objects import NODE, ObjectError, check
+from controlplane.manager.webhooks.objects import NODE, ObjectError, check, ensure_map
 from controlplane.manager.webhooks.review import (
     AdmissionRequest,
     AdmissionResponse,
@@ -54,8 +54,9 @@ def _allocatable(node: Obj) -> dict[str, Quantity]:
 
 def amplify_node(node: Obj, old: Obj | None) -> None:
     """Apply the amplification ratios to ``node`` in place."""
-    meta = node.setdefault("metadata", {})
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    meta = ensure_map(node, "metadata")
+    raw_annotations = meta.get("annotations")
+    annotations: dict[str, Any] = raw_annotations if isinstance(raw_annotations, dict) else {}
     try:
         ratios = get_resource_amplification_ratios(annotations)
     except AnnotationError as exc:
@@ -63,8 +64,7 @@ def amplify_node(node: Obj, old: Obj | None) -> None:
         return
     ratios = {name: ratio for name, ratio in ratios.items() if name in AMPLIFIED}
     if not ratios:
-        if ANNOTATION_NODE_RAW_ALLOCATABLE in annotations:
-            del annotations[ANNOTATION_NODE_RAW_ALLOCATABLE]
+        annotations.pop(ANNOTATION_NODE_RAW_ALLOCATABLE, None)
         return
     reported = _allocatable(node)
     try:
@@ -76,7 +76,7 @@ def amplify_node(node: Obj, old: Obj | None) -> None:
         raw = reported
         annotations[ANNOTATION_NODE_RAW_ALLOCATABLE] = marshal(resourcelist.to_json(raw))
         meta["annotations"] = annotations
-    allocatable = (node.setdefault("status", {})).setdefault("allocatable", {})
+    allocatable = ensure_map(ensure_map(node, "status"), "allocatable")
     for name, ratio in ratios.items():
         if name in raw:
             allocatable[name] = str(amplify(raw[name], ratio))

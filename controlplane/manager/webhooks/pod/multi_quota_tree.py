@@ -10,13 +10,17 @@ pod has none. Profiles are taken in name order; the first with the tree id wins.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from controlplane.manager.webhooks.context import WebhookContext
+from controlplane.manager.webhooks.objects import ELASTIC_QUOTA_PROFILE, ObjectError, check, ensure_map
 from koordinator.api.extension.annotations import labels_of
 from koordinator.api.extension.quota import LABEL_QUOTA_NAME, LABEL_QUOTA_TREE_ID
 
 __all__ = ["NAME", "mutate_multi_quota_tree_affinity"]
+
+log = logging.getLogger(__name__)
 
 NAME = "MultiQuotaTree"
 
@@ -36,6 +40,15 @@ def _requirements(selector: Obj) -> list[Obj]:
     return requirements
 
 
+def _readable(profile: Obj) -> bool:
+    try:
+        check(profile, ELASTIC_QUOTA_PROFILE, "ElasticQuotaProfile")
+    except ObjectError as exc:
+        log.warning("ignoring ElasticQuotaProfile %s: %s", (profile.get("metadata") or {}).get("name"), exc)
+        return False
+    return True
+
+
 def mutate_multi_quota_tree_affinity(ctx: WebhookContext, pod: Obj, namespace: str) -> None:
     quota_name = labels_of(pod).get(LABEL_QUOTA_NAME) or namespace
     info = ctx.quotas.view().infos.get(quota_name)
@@ -45,7 +58,7 @@ def mutate_multi_quota_tree_affinity(ctx: WebhookContext, pod: Obj, namespace: s
         (
             p
             for p in ctx.cluster.elastic_quota_profiles()
-            if labels_of(p).get(LABEL_QUOTA_TREE_ID) == info.tree_id
+            if labels_of(p).get(LABEL_QUOTA_TREE_ID) == info.tree_id and _readable(p)
         ),
         key=lambda p: str((p.get("metadata") or {}).get("name") or ""),
     )
@@ -55,7 +68,7 @@ def mutate_multi_quota_tree_affinity(ctx: WebhookContext, pod: Obj, namespace: s
     requirements = _requirements(selector)
     if not requirements:
         return
-    spec = pod.setdefault("spec", {})
+    spec = ensure_map(pod, "spec")
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None
     if affinity is None:
         affinity = {}

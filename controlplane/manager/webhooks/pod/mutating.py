@@ -68,19 +68,19 @@ class PodMutatingHandler:
         pod = json_copy(original)
         namespace = object_namespace(pod, request)
         warnings: list[str] = []
-        gates = self.ctx
+        ctx = self.ctx
         try:
             with self._step(request, cluster_colocation_profile.NAME):
                 pod = await cluster_colocation_profile.mutate_pod_by_profiles(
                     self.ctx, pod, namespace, warnings
                 )
-            if not gates.enabled("DisableExtendedResourceSpec"):
+            if not ctx.enabled("DisableExtendedResourceSpec"):
                 with self._step(request, extended_resource_spec.NAME):
                     extended_resource_spec.mutate_extended_resource_spec(pod, warnings)
-            if gates.enabled("MultiQuotaTree"):
+            if ctx.enabled("MultiQuotaTree"):
                 with self._step(request, multi_quota_tree.NAME):
                     multi_quota_tree.mutate_multi_quota_tree_affinity(self.ctx, pod, namespace)
-            if not gates.enabled("DisableDeviceResourceSpec"):
+            if not ctx.enabled("DisableDeviceResourceSpec"):
                 with self._step(request, device_resource_spec.NAME):
                     device_resource_spec.mutate_device_resource_spec(pod)
         except (ProfileError, ClusterError) as exc:
