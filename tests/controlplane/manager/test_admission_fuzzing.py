@@ -559,6 +559,9 @@ def random_object(rng: random.Random, kind: str) -> dict[str, Any]:
         obj["spec"] = {
             "template": rng.choice([None, {"spec": {"containers": [{"name": "c"}]}}, random_json(rng)])
         }
+    for field in ("metadata", "spec", "status", "data"):
+        if rng.random() < 0.03:
+            obj[field] = None  # Go decodes null into the zero value
     return obj
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -199,7 +201,7 @@ async def test_unserved_path_is_an_error_for_the_caller():
         await Admission().dispatcher.review("/validate-node", orjson.dumps(GOOD))
 
 
-NULLABLE_OBJECTS = {
+NULLABLE_OBJECTS: dict[str, dict[str, Any]] = {
     "Pod": {
         "kind": "Pod",
         "metadata": {"name": "p", "labels": None, "annotations": None},
