@@ -191,6 +191,13 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         60.0,
         "cached cgroup values are rewritten after this long",
     ),
+    (
+        "--runtime-hooks-reconcile-interval",
+        "runtime_hooks_reconcile_interval",
+        _duration,
+        10.0,
+        "period of the runtime hooks' reconciler",
+    ),
 ]
 
 
@@ -246,6 +253,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         memory_evict_cooldown=args.memory_evict_cool_time_seconds,
         cpu_evict_cooldown=args.cpu_evict_cool_time_seconds,
         resource_force_update_seconds=args.resource_force_update_seconds,
+        runtime_hooks_reconcile_interval=args.runtime_hooks_reconcile_interval,
     )
 
 

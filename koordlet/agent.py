@@ -7,7 +7,7 @@
 4. the collectors, and a wait until each enabled one has produced data;
 5. the reporters (NodeMetric status, NodeResourceTopology);
 6. the QoS strategies (cluster mode), writing through the resource update executor and
-   evicting through the Eviction API; runtime hooks come in a later release;
+   evicting through the Eviction API, and the runtime hooks' reconciler (cluster mode);
 
 then runs until SIGTERM/SIGINT and stops in reverse order. ``--standalone`` swaps the
 apiserver and the kubelet for this machine's own cgroup tree and description.
@@ -46,6 +46,10 @@ from koordlet.metricsadvisor.registry import COLLECTORS
 from koordlet.qosmanager.evictor import Evictor
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, QoSManager, Snapshot
 from koordlet.qosmanager.registry import strategies
+from koordlet.runtimehooks.framework import HookManager
+from koordlet.runtimehooks.protocol import NodeFacts
+from koordlet.runtimehooks.reconciler import Reconciler
+from koordlet.runtimehooks.registry import hooks
 from koordlet.statesinformer.callbacks import CallbackType
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, KubeletError
@@ -87,6 +91,7 @@ class AgentConfig:
     memory_evict_cooldown: float = 4.0
     cpu_evict_cooldown: float = 20.0
     resource_force_update_seconds: float = 60.0
+    runtime_hooks_reconcile_interval: float = 10.0
 
 
 def service_account_token() -> FileToken | None:
@@ -148,6 +153,7 @@ class Agent:
             self.cgroups, metrics=self.metrics, force_update_seconds=config.resource_force_update_seconds
         )
         self.qos: QoSManager | None = None
+        self.reconciler: Reconciler | None = None
 
     # --- HTTP ----------------------------------------------------------------------------
 
@@ -256,6 +262,7 @@ class Agent:
             self._start_reporters(states)
             if config.collectors.collect_res_used_interval >= 1.0:
                 self._start_qos()
+            self._start_hooks(states)
             self.ready = True
             log.info("koordlet is running")
             await stop.wait()
@@ -319,6 +326,37 @@ class Agent:
         if self.runner is not None:
             self.runner.listeners.append(self._on_collected)
 
+    def node_facts(self) -> NodeFacts:
+        """What the runtime hooks see now."""
+        assert self.states is not None
+        current = self.nrt.current if self.nrt is not None else None
+        return NodeFacts(
+            cgroups=self.cgroups,
+            node=self.states.get_node(),
+            node_slo=self.states.get_node_slo(),
+            gates=self.config.gates,
+            topology_annotations=dict((current or {}).get("annotations") or {}),
+            kubelet_cpu_policy=self._kubelet_cpu_state().policy,
+            proc_root=self.config.paths.proc_root,
+        )
+
+    def _start_hooks(self, states: StatesInformer) -> None:
+        if self.config.standalone:
+            log.info("standalone mode: runtime hooks are not run (they would act on this machine's cgroups)")
+            return
+        manager = HookManager(hooks(), self.metrics)
+        self.reconciler = Reconciler(
+            manager,
+            self.node_facts,
+            states.get_all_pods,
+            self.executor,
+            self.metrics,
+            interval=self.config.runtime_hooks_reconcile_interval,
+        )
+        for kind in (CallbackType.ALL_PODS, CallbackType.NODE_SLO_SPEC, CallbackType.NODE_TOPOLOGY):
+            states.register_callback(kind, "runtime-hooks", self.reconciler.trigger)
+        self.reconciler.start()
+
     def _on_collected(self, collector: str) -> None:
         """New node or pod usage: let the QoS strategies look at it right away."""
         if self.qos is not None and collector in ("NodeResourceCollector", "PodResourceCollector"):
@@ -326,6 +364,8 @@ class Agent:
 
     async def shutdown(self) -> None:
         self.ready = False
+        if self.reconciler is not None:
+            await self.reconciler.stop()
         if self.qos is not None:
             await self.qos.stop()
         for task in self._tasks:

@@ -1,0 +1,1 @@
+"""Hooks, one module each, registered in :mod:`koordlet.runtimehooks.registry`."""

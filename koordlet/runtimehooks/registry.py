@@ -1,0 +1,13 @@
+"""The runtime hooks this koordlet runs, in one explicit table."""
+
+from __future__ import annotations
+
+from koordlet.runtimehooks.framework import HookBase
+from koordlet.runtimehooks.hooks.batchresource import BatchResource
+from koordlet.runtimehooks.hooks.cpuset import CPUSetAllocator
+from koordlet.runtimehooks.hooks.groupidentity import GroupIdentity
+from koordlet.runtimehooks.hooks.oomscore import OOMScoreAdj
+
+
+def hooks() -> list[HookBase]:
+    return [BatchResource(), CPUSetAllocator(), GroupIdentity(), OOMScoreAdj()]
