@@ -5,7 +5,9 @@ Upstream decodes ``request.object`` into typed Go structs; a value of the wrong 
 fail and the webhook answer 400. These checks give the same outcome for the fields the
 webhooks read or write, so handler code can rely on the types it touches and malformed
 input never reaches it. ``null`` is accepted wherever Go accepts it (it decodes to the zero
-value). Unknown fields pass through untouched.
+value), except as an element of a list of objects (``containers: [null]``): Go would decode a
+zero-value element that the apiserver's validation refuses anyway, and a patch could point
+into it, so it is refused here. Unknown fields pass through untouched.
 
 Each kind has one spec (:data:`POD`, :data:`ELASTIC_QUOTA`, :data:`NODE`, ...);
 :func:`check` raises :class:`ObjectError` naming the JSON path of the first problem.
@@ -130,6 +132,10 @@ def _check(value: Any, spec: Any, path: str) -> None:
         if not isinstance(value, list):
             raise _fail(path, "a list", value)
         for index, item in enumerate(value):
+            if item is None and isinstance(spec.items, _Object):
+                # Go would decode a zero-value element the apiserver then refuses; refuse it here,
+                # so no patch ever points into an element that is null in the request.
+                raise ObjectError(f"{path}[{index}]: cannot decode null as an object")
             _check(item, spec.items, f"{path}[{index}]")
 
 

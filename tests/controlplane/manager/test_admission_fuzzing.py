@@ -595,7 +595,7 @@ def fast_review(rng: random.Random) -> tuple[bytes, Any]:
         if kind == "Node" and rng.random() < 0.5
         else rng.choice(["", "", "", "status", "binding"]),
         "namespace": rng.choice(["default", "koordinator-system", "other", ""]),
-        "name": obj["metadata"]["name"],
+        "name": (obj.get("metadata") or {}).get("name", ""),
         "userInfo": {"username": rng.choice(["koord-scheduler", "someone", ""])},
         "dryRun": rng.random() < 0.3,
         "object": obj,

@@ -239,3 +239,14 @@ async def test_null_fields_never_cause_internal_errors(kind, field, sub_resource
             body = review(obj, kind=kind, operation=operation, old=obj, sub_resource=sub_resource)
             response = await admission.call(path, body)
             assert response["status"]["code"] != 500, (path, operation, response["status"])
+
+
+async def test_null_list_elements_are_refused_not_crashed_on():
+    pod = make_pod().build()
+    pod["spec"]["containers"] = [None]
+    response = await Admission().call("/validate-pod", review(pod))
+    assert response["status"] == {
+        "metadata": {},
+        "message": "cannot decode pod: spec.containers[0]: cannot decode null as an object",
+        "code": 400,
+    }
