@@ -24,13 +24,22 @@ from koordlet.system.paths import HostPaths
 
 
 class CgroupFS:
-    def __init__(self, paths: HostPaths, version: int, registry: Registry = RESOURCES) -> None:
+    def __init__(
+        self,
+        paths: HostPaths,
+        version: int,
+        registry: Registry = RESOURCES,
+        *,
+        layout: KubepodsLayout | None = None,
+    ) -> None:
         if version not in (1, 2):
             raise ValueError(f"cgroup version must be 1 or 2, not {version!r}")
         self.paths = paths
         self.version = version
         self.registry = registry
         self._support: dict[str, tuple[bool, str]] = {}
+        if layout is not None:  # given (a kubelet configured elsewhere, tests): not detected
+            self.__dict__["kubepods"] = (layout, "given")
 
     @classmethod
     def detect(cls, paths: HostPaths) -> CgroupFS:
