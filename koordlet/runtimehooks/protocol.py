@@ -70,9 +70,14 @@ class Resources:
     net_cls_classid: int | None = None
 
     def updates(self, relative: str, owner: str = "") -> list[CgroupUpdate]:
-        """The cgroup updates these resources mean for the cgroup ``relative``."""
+        """The cgroup updates these resources mean for the cgroup ``relative``.
+
+        A cgroup made idle (``cpu.idle=1``) has the kernel's minimal weight and refuses
+        ``cpu.shares`` (EINVAL), so its shares are not written.
+        """
+        shares = None if self.cpu_idle == 1 else self.cpu_shares
         pairs = (
-            (CPU_SHARES, self.cpu_shares),
+            (CPU_SHARES, shares),
             (CPU_CFS_QUOTA, self.cfs_quota),
             (CPUSET_CPUS, self.cpuset),
             (MEMORY_LIMIT, self.memory_limit),

@@ -48,8 +48,10 @@ def test_reconcile_writes_batch_resources_and_idle(any_host):
     for rel in (pod.cgroup_dir, container):
         assert any_host.get("cpu.cfs_quota_us", rel) == 100000
         assert any_host.get("memory.limit_in_bytes", rel) == 1 << 30
-    assert any_host.get("cpu.shares", pod.cgroup_dir) in (512, 500)  # v2 goes through cpu.weight
+    assert any_host.get("cpu.shares", container) in (512, 500)  # v2 goes through cpu.weight
+    # the pod cgroup is idle: the kernel refuses shares there, none are written
     assert any_host.get("cpu.idle", pod.cgroup_dir) == 1
+    assert any_host.get("cpu.shares", pod.cgroup_dir) in (1024, 2597)  # the defaults
     be_dir = any_host.layout.qos_dir("BestEffort")
     assert any_host.get("cpu.idle", be_dir) == 1
     assert reconciler.runs == 1
