@@ -3,10 +3,10 @@
 Upstream embeds a Prometheus TSDB on disk; the consumers only ever read recent windows
 (QoS loops the last two collect intervals, NodeMetric the aggregation durations, 30
 minutes by default), so this cache keeps raw samples in memory for a retention window and
-under a byte budget. Each series is two ``array('d')`` columns (timestamp, value): 16 bytes
-a sample, no per-sample objects. A sample is a metric kind with a fixed label schema, as
-upstream's ``MetricResource`` (an unknown or missing label is refused when the sample is
-built, not when it is queried).
+under a byte budget. Each series is two columns, an ``array('i')`` of milliseconds from the
+cache's epoch and an ``array('d')`` of values: 12 bytes a sample, no per-sample objects.
+A sample is a metric kind with a fixed label schema, as upstream's ``MetricResource`` (an
+unknown or missing label is refused when the sample is built, not when it is queried).
 
 Thread-safety: the collectors append from their worker thread while reporters query from
 the event loop, so every operation holds one lock; appends are batched per tick.
@@ -24,7 +24,10 @@ from typing import Any, NamedTuple
 
 from koordlet.metriccache.query import AggregateResult
 
-_SAMPLE_BYTES = 16
+#: int32 milliseconds + float64 value
+_SAMPLE_BYTES = 12
+_MAX_OFFSET_MS = (1 << 31) - 1
+_MIN_OFFSET_MS = -(1 << 31)
 
 
 @dataclass(frozen=True)
@@ -60,24 +63,29 @@ class Sample(NamedTuple):
 
 
 class _Series:
+    """One series: timestamps as int32 milliseconds from the cache's epoch, float64 values."""
+
     __slots__ = ("timestamps", "values")
 
     def __init__(self) -> None:
-        self.timestamps = array("d")
+        self.timestamps = array("i")
         self.values = array("d")
 
-    def trim_before(self, cutoff: float) -> int:
-        """Drop samples older than ``cutoff``; returns how many were dropped."""
+    def trim_before(self, cutoff: int) -> int:
+        """Drop samples older than ``cutoff`` (ms); returns how many were dropped."""
         n = bisect.bisect_left(self.timestamps, cutoff)  # appended in time order
         if n:
             del self.timestamps[:n]
             del self.values[:n]
         return n
 
-    def window(self, start: float, end: float) -> tuple[list[float], list[float]]:
+    def window(self, start: int, end: int) -> tuple[list[int], list[float]]:
         lo = bisect.bisect_left(self.timestamps, start)
         hi = bisect.bisect_right(self.timestamps, end)
         return self.timestamps[lo:hi].tolist(), self.values[lo:hi].tolist()
+
+    def shift(self, delta: int) -> None:
+        self.timestamps = array("i", (t - delta for t in self.timestamps))
 
 
 class MetricCache:
@@ -92,6 +100,26 @@ class MetricCache:
         self._samples = 0
         self._appends = 0
         self._lock = threading.Lock()
+        #: timestamps are kept as milliseconds from this instant (set by the first sample)
+        self._epoch: float | None = None
+
+    def _ms(self, timestamp: float) -> int:
+        if self._epoch is None:
+            self._epoch = timestamp
+        return round((timestamp - self._epoch) * 1000)
+
+    def _rebase(self, newest: float) -> float:
+        """Move the epoch forward (about every 24 days of uptime) so int32 offsets fit;
+        returns the new epoch."""
+        assert self._epoch is not None
+        new_epoch = newest - self.retention_seconds - 1
+        delta = round((new_epoch - self._epoch) * 1000)
+        self._trim(newest - self.retention_seconds)
+        for by_labels in self._series.values():
+            for series in by_labels.values():
+                series.shift(delta)
+        self._epoch += delta / 1000
+        return self._epoch
 
     def append(self, samples: Iterable[Sample]) -> None:
         """Add a batch (one collector tick); old samples are trimmed every few batches."""
@@ -99,6 +127,7 @@ class MetricCache:
             newest = 0.0
             count = 0
             all_series = self._series
+            epoch = self._epoch
             for kind, label_values, timestamp, value in samples:
                 by_labels = all_series.get(kind.name)
                 if by_labels is None:
@@ -106,7 +135,14 @@ class MetricCache:
                 series = by_labels.get(label_values)
                 if series is None:
                     series = by_labels[label_values] = _Series()
-                series.timestamps.append(timestamp)
+                if epoch is None:
+                    self._epoch = epoch = timestamp
+                offset = round((timestamp - epoch) * 1000)
+                if offset > _MAX_OFFSET_MS:
+                    epoch = self._rebase(timestamp)
+                    offset = round((timestamp - epoch) * 1000)
+                    series = by_labels.setdefault(label_values, series)
+                series.timestamps.append(offset)
                 series.values.append(value)
                 count += 1
                 if timestamp > newest:
@@ -117,10 +153,13 @@ class MetricCache:
                 self._trim(newest - self.retention_seconds)
 
     def _trim(self, cutoff: float) -> None:
+        if self._epoch is None:
+            return
+        cutoff_ms = max(self._ms(cutoff), _MIN_OFFSET_MS)
         for by_labels in self._series.values():
             emptied = []
             for key, series in by_labels.items():
-                series.trim_before(cutoff)
+                series.trim_before(cutoff_ms)
                 if not series.timestamps:
                     emptied.append(key)
             for key in emptied:
@@ -161,10 +200,14 @@ class MetricCache:
                 matching = [s for key, s in by_labels.items() if all(key[i] == v for i, v in index)]
             timestamps: list[float] = []
             values: list[float] = []
-            for series in matching:
-                t, v = series.window(start, end)
-                timestamps += t
-                values += v
+            if self._epoch is not None and matching:
+                epoch = self._epoch
+                lo = max(self._ms(start), _MIN_OFFSET_MS)
+                hi = min(self._ms(end), _MAX_OFFSET_MS)
+                for series in matching:
+                    t, v = series.window(lo, hi)
+                    timestamps += [epoch + ms / 1000 for ms in t]
+                    values += v
         return AggregateResult(tuple(timestamps), tuple(values))
 
     def label_values(self, kind: MetricKind) -> list[tuple[str, ...]]:

@@ -95,3 +95,23 @@ def test_byte_budget_keeps_the_newest_samples():
     assert cache.stats()["bytes"] <= 16 * 100
     result = cache.query(POD_CPU, 0, 1e9, pod_uid="a")
     assert result.value("last") == 999.0
+
+
+def test_offsets_are_rebased_after_weeks_of_uptime():
+    cache = MetricCache(retention_seconds=60)
+    start = 1_700_000_000.0
+    cache.append([POD_CPU.sample(1.0, start, pod_uid="a")])
+    later = start + 30 * 86400  # past the int32 range of milliseconds from the first sample
+    cache.append(POD_CPU.sample(float(i), later + i, pod_uid="a") for i in range(10))
+    result = cache.query(POD_CPU, later, later + 9, pod_uid="a")
+    assert result.values == tuple(float(i) for i in range(10))
+    assert result.timestamps[0] == pytest.approx(later)
+    assert cache.query(POD_CPU, start - 1, start + 1, pod_uid="a").count() == 0  # trimmed
+
+
+def test_timestamps_keep_millisecond_precision():
+    cache = MetricCache()
+    cache.append([POD_CPU.sample(1.0, 100.0015, pod_uid="a"), POD_CPU.sample(2.0, 100.25, pod_uid="a")])
+    result = cache.query(POD_CPU, 100.25, 100.25, pod_uid="a")
+    assert result.values == (2.0,)
+    assert cache.stats()["bytes"] == 24
