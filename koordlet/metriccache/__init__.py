@@ -1,7 +1,16 @@
 """The koordlet's metric cache: labelled time series of collected samples, and static
 node facts (CPU and NUMA information), queried by the reporters and QoS strategies."""
 
-from koordlet.metriccache.cache import KVStore, MetricCache, MetricKind, Sample
+from koordlet.metriccache.cache import KVStore, MetricCache, MetricKind, Rows, Sample
 from koordlet.metriccache.query import AggregateResult, Aggregation, QueryError
 
-__all__ = ["AggregateResult", "Aggregation", "KVStore", "MetricCache", "MetricKind", "QueryError", "Sample"]
+__all__ = [
+    "AggregateResult",
+    "Aggregation",
+    "KVStore",
+    "MetricCache",
+    "MetricKind",
+    "QueryError",
+    "Rows",
+    "Sample",
+]

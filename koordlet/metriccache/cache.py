@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import threading
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -60,6 +60,33 @@ class Sample(NamedTuple):
     label_values: tuple[str, ...]
     timestamp: float
     value: float
+
+
+Row = tuple[tuple[str, ...], float]
+
+
+class Rows:
+    """The samples of one collector tick, all at one timestamp, grouped by kind.
+
+    The collectors' hot path: a row is ``(label values, value)`` appended to the list of its
+    kind (``put = rows.writer(kind); put((key, value))``), with label values the collector
+    built once with :meth:`MetricKind.key` and reuses tick after tick.
+    """
+
+    __slots__ = ("by_kind", "timestamp")
+
+    def __init__(self, timestamp: float) -> None:
+        self.timestamp = timestamp
+        self.by_kind: dict[MetricKind, list[Row]] = {}
+
+    def writer(self, kind: MetricKind) -> Callable[[Row], None]:
+        rows = self.by_kind.get(kind)
+        if rows is None:
+            rows = self.by_kind[kind] = []
+        return rows.append
+
+    def __len__(self) -> int:
+        return sum(len(rows) for rows in self.by_kind.values())
 
 
 class _Series:
@@ -151,6 +178,34 @@ class MetricCache:
             self._appends += 1
             if newest and (self._appends % 64 == 0 or self._samples * _SAMPLE_BYTES > self.max_bytes):
                 self._trim(newest - self.retention_seconds)
+
+    def append_rows(self, rows: Rows) -> None:
+        """Add one tick's rows (see :class:`Rows`); one timestamp, so one offset for all."""
+        timestamp = rows.timestamp
+        with self._lock:
+            if self._epoch is None:
+                self._epoch = timestamp
+            offset = round((timestamp - self._epoch) * 1000)
+            if offset > _MAX_OFFSET_MS:
+                offset = round((timestamp - self._rebase(timestamp)) * 1000)
+            all_series = self._series
+            count = 0
+            for kind, items in rows.by_kind.items():
+                by_labels = all_series.get(kind.name)
+                if by_labels is None:
+                    by_labels = all_series[kind.name] = {}
+                get = by_labels.get
+                for labels, value in items:
+                    series = get(labels)
+                    if series is None:
+                        series = by_labels[labels] = _Series()
+                    series.timestamps.append(offset)
+                    series.values.append(value)
+                count += len(items)
+            self._samples += count
+            self._appends += 1
+            if self._appends % 64 == 0 or self._samples * _SAMPLE_BYTES > self.max_bytes:
+                self._trim(timestamp - self.retention_seconds)
 
     def _trim(self, cutoff: float) -> None:
         if self._epoch is None:

@@ -9,7 +9,7 @@ and ``full``, as upstream, with whether the cpu file has a ``full`` line.
 
 from __future__ import annotations
 
-from koordlet.metriccache import Sample, kinds
+from koordlet.metriccache import Rows, kinds
 from koordlet.metricsadvisor.framework import CollectContext, CollectorBase
 from koordlet.system.cgroup.stats import PRESSURES, Stat
 
@@ -23,6 +23,7 @@ class PSICollector(CollectorBase):
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__(ctx, ctx.config.psi_collector_interval)
         self._supported: bool | None = None
+        self._key_cache: dict[str, dict[tuple[Stat, str], tuple[str, ...]]] = {}
 
     def enabled(self) -> bool:
         return self.ctx.gates.enabled("PSICollector")
@@ -34,6 +35,17 @@ class PSICollector(CollectorBase):
                 kubepods = self.ctx.cgroups.directory("cpuacct", self.ctx.cgroups.layout.root)
                 self._supported = (kubepods / "cpu.pressure").is_file()
         return self._supported
+
+    def _keys(self, ident: str) -> dict[tuple[Stat, str], tuple[str, ...]]:
+        """The series keys of one pod or container (id, resource, "10", degree), built once."""
+        keys = self._key_cache.get(ident)
+        if keys is None:
+            keys = self._key_cache[ident] = {
+                (stat, degree): (ident, resource, "10", degree)
+                for stat, resource in _RESOURCE.items()
+                for degree in ("some", "full")
+            }
+        return keys
 
     def collect(self, now: float) -> None:
         if not self.supported():
@@ -47,44 +59,28 @@ class PSICollector(CollectorBase):
                 owners.append((False, container.container_id))
             dirs.append(pod.cgroup_dir)
             owners.append((True, pod.uid))
-        samples: list[Sample] = []
-        append = samples.append
+        if len(self._key_cache) > len(owners):  # pods or containers went away
+            alive = {ident for _, ident in owners}
+            for ident in [ident for ident in self._key_cache if ident not in alive]:
+                del self._key_cache[ident]
+        rows = Rows(now)
+        # (container, pod) writers, indexed by is_pod
+        psi = (rows.writer(kinds.CONTAINER_PSI), rows.writer(kinds.POD_PSI))
+        full_supported = (
+            rows.writer(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED),
+            rows.writer(kinds.POD_PSI_CPU_FULL_SUPPORTED),
+        )
         for (is_pod, ident), sample in zip(owners, self.ctx.reader.read(dirs, _STATS), strict=True):
             if sample.vanished:
                 continue
-            for stat, psi in sample.pressure.items():
-                resource = _RESOURCE[stat]
-                for degree, value in (("some", psi.some_avg10), ("full", psi.full_avg10)):
-                    if value is None:
-                        continue
-                    if is_pod:
-                        append(
-                            kinds.POD_PSI.sample(
-                                value,
-                                now,
-                                pod_uid=ident,
-                                psi_resource=resource,
-                                psi_precision="10",
-                                psi_degree=degree,
-                            )
-                        )
-                    else:
-                        append(
-                            kinds.CONTAINER_PSI.sample(
-                                value,
-                                now,
-                                container_id=ident,
-                                psi_resource=resource,
-                                psi_precision="10",
-                                psi_degree=degree,
-                            )
-                        )
+            put = psi[is_pod]
+            keys = self._keys(ident)
+            for stat, pressure in sample.pressure.items():
+                put((keys[stat, "some"], pressure.some10 / 100))  # avg10, as a percentage
+                if pressure.full10 is not None:
+                    put((keys[stat, "full"], pressure.full10 / 100))
             cpu = sample.pressure.get(Stat.CPU_PRESSURE)
             if cpu is not None:
-                full = 1.0 if cpu.full_supported else 0.0
-                if is_pod:
-                    append(kinds.POD_PSI_CPU_FULL_SUPPORTED.sample(full, now, pod_uid=ident))
-                else:
-                    append(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED.sample(full, now, container_id=ident))
-        self.ctx.cache.append(samples)
+                full_supported[is_pod](((ident,), 1.0 if cpu.full_supported else 0.0))
+        self.ctx.cache.append_rows(rows)
         self.started = True

@@ -11,8 +11,9 @@ object only primes its counters. The sums over pods feed the SystemResourceColle
 
 from __future__ import annotations
 
-from koordlet.metriccache import Sample, kinds
+from koordlet.metriccache import Rows, kinds
 from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache, UsagePoint
+from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.stats import ALL_USAGE
 
 _NS = 1e9
@@ -27,6 +28,8 @@ class PodResourceCollector(CollectorBase):
         self._periods = RateCache(ttl=20 * self.interval)
         self._throttled = RateCache(ttl=20 * self.interval)
         self._dirs: list[str] = []
+        self._ids: list[str] = []
+        self._owners: list[tuple[bool, str, tuple[str]]] = []
 
     def _throttled_ratio(self, key: str, now: float, periods: int, throttled: int) -> float | None:
         d_periods = self._periods.rate(key, now, periods)
@@ -35,59 +38,66 @@ class PodResourceCollector(CollectorBase):
             return None
         return d_throttled / d_periods if d_periods > 0 else 0.0
 
+    def _targets(self, pods: list[PodMeta]) -> tuple[list[str], list[tuple[bool, str, tuple[str]]]]:
+        """The cgroup directories to read and, for each, (is pod, id, series key); the keys
+        are rebuilt only when pods or containers came or went."""
+        dirs: list[str] = []
+        ids: list[str] = []
+        for pod in pods:
+            dirs.append(pod.cgroup_dir)
+            ids.append(pod.uid)
+            for container in pod.containers:
+                dirs.append(container.cgroup_dir)
+                ids.append(container.container_id)
+        if dirs != self._dirs:  # close the descriptors of those gone
+            self.ctx.reader.retain(dirs, ALL_USAGE)
+            self._dirs = dirs
+        if ids != self._ids:
+            self._ids = ids
+            owners: list[tuple[bool, str, tuple[str]]] = []
+            for pod in pods:
+                owners.append((True, pod.uid, (pod.uid,)))
+                owners.extend((False, c.container_id, (c.container_id,)) for c in pod.containers)
+            self._owners = owners
+        return self._dirs, self._owners
+
     def collect(self, now: float) -> None:
         pods = self.ctx.states.get_all_pods()
         page_cache = self.ctx.config.enable_pagecache_collector
-        dirs: list[str] = []
-        owners: list[tuple[bool, str]] = []  # (is_pod, uid or container id)
-        for pod in pods:
-            dirs.append(pod.cgroup_dir)
-            owners.append((True, pod.uid))
-            for container in pod.containers:
-                dirs.append(container.cgroup_dir)
-                owners.append((False, container.container_id))
-        if dirs != self._dirs:  # pods came or went: close the descriptors of those gone
-            self.ctx.reader.retain(dirs, ALL_USAGE)
-            self._dirs = dirs
-        samples: list[Sample] = []
+        dirs, owners = self._targets(pods)
+        rows = Rows(now)
+        # both pod and container kinds are keyed by one id label, so a series key is (id,)
+        cpu = (rows.writer(kinds.CONTAINER_CPU_USAGE), rows.writer(kinds.POD_CPU_USAGE))
+        memory = (rows.writer(kinds.CONTAINER_MEMORY_USAGE), rows.writer(kinds.POD_MEMORY_USAGE))
+        cached_memory = (
+            rows.writer(kinds.CONTAINER_MEMORY_USAGE_WITH_PAGE_CACHE),
+            rows.writer(kinds.POD_MEMORY_USAGE_WITH_PAGE_CACHE),
+        )
+        throttled = (rows.writer(kinds.CONTAINER_CPU_THROTTLED), rows.writer(kinds.POD_CPU_THROTTLED))
         total_cpu = total_memory = 0.0
-        for (is_pod, ident), sample in zip(owners, self.ctx.reader.read(dirs, ALL_USAGE), strict=True):
+        for (is_pod, ident, key), sample in zip(owners, self.ctx.reader.read(dirs, ALL_USAGE), strict=True):
             if sample.vanished:
                 continue
             if sample.cpu_usage_ns is not None:
                 rate = self._cpu.rate(ident, now, sample.cpu_usage_ns)
                 if rate is not None:
                     cores = rate / _NS
+                    cpu[is_pod]((key, cores))
                     if is_pod:
-                        samples.append(kinds.POD_CPU_USAGE.sample(cores, now, pod_uid=ident))
                         total_cpu += cores
-                    else:
-                        samples.append(kinds.CONTAINER_CPU_USAGE.sample(cores, now, container_id=ident))
             if sample.memory is not None:
                 usage = float(sample.memory.usage)
+                memory[is_pod]((key, usage))
                 if is_pod:
-                    samples.append(kinds.POD_MEMORY_USAGE.sample(usage, now, pod_uid=ident))
                     total_memory += usage
-                else:
-                    samples.append(kinds.CONTAINER_MEMORY_USAGE.sample(usage, now, container_id=ident))
                 if page_cache:
-                    cached = float(sample.memory.usage_with_page_cache)
-                    if is_pod:
-                        samples.append(
-                            kinds.POD_MEMORY_USAGE_WITH_PAGE_CACHE.sample(cached, now, pod_uid=ident)
-                        )
-                    else:
-                        kind = kinds.CONTAINER_MEMORY_USAGE_WITH_PAGE_CACHE
-                        samples.append(kind.sample(cached, now, container_id=ident))
+                    cached_memory[is_pod]((key, float(sample.memory.usage_with_page_cache)))
             if sample.throttling is not None:
                 t = sample.throttling
                 ratio = self._throttled_ratio(ident, now, t.nr_periods, t.nr_throttled)
                 if ratio is not None:
-                    if is_pod:
-                        samples.append(kinds.POD_CPU_THROTTLED.sample(ratio, now, pod_uid=ident))
-                    else:
-                        samples.append(kinds.CONTAINER_CPU_THROTTLED.sample(ratio, now, container_id=ident))
-        self.ctx.cache.append(samples)
+                    throttled[is_pod]((key, ratio))
+        self.ctx.cache.append_rows(rows)
         self.ctx.shared.update(pods=UsagePoint(total_cpu, total_memory, now))
         for cache in (self._cpu, self._periods, self._throttled):
             cache.sweep(now)

@@ -36,6 +36,10 @@ class Stat(enum.Enum):
     MEMORY_PRESSURE = "memory.pressure"
     IO_PRESSURE = "io.pressure"
 
+    # members are singletons compared by identity: hash them so too (Enum's own __hash__
+    # hashes the name in Python, and collectors key dicts by Stat thousands of times a tick)
+    __hash__ = object.__hash__
+
 
 ALL_USAGE = frozenset({Stat.CPU_USAGE, Stat.THROTTLING, Stat.MEMORY})
 PRESSURES = (Stat.CPU_PRESSURE, Stat.MEMORY_PRESSURE, Stat.IO_PRESSURE)
@@ -270,20 +274,18 @@ class StatsReader:
         """One sample per cgroup directory (relative to the controller roots), in order."""
         plans, requests = self._requests(relatives, stats)
         cells = self.cache.read(requests)
-        samples: list[CgroupSample] = []
-        i = 0
-        for relative in relatives:
-            sample = CgroupSample(relative)
-            for plan in plans:
-                cell = cells[i]
+        samples = [CgroupSample(relative) for relative in relatives]
+        width = len(plans)
+        for j, plan in enumerate(plans):  # one plan's cells are every width-th, from j
+            store = plan.store
+            for k, (sample, cell) in enumerate(zip(samples, cells[j::width], strict=True)):
                 if isinstance(cell, OSError):
-                    error = from_oserror(cell, directory=os.path.dirname(os.fsdecode(requests[i][0])))
+                    path = os.fsdecode(requests[k * width + j][0])
+                    error = from_oserror(cell, directory=os.path.dirname(path))
                     for stat in plan.stats:
                         sample.errors[stat] = error
                 else:
-                    plan.store(sample, cell)
-                i += 1
-            samples.append(sample)
+                    store(sample, cell)
         return samples
 
     def retain(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> None:

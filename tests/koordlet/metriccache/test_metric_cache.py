@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koordlet.metriccache import Aggregation, MetricCache, MetricKind, QueryError
+from koordlet.metriccache import Aggregation, MetricCache, MetricKind, QueryError, Rows
 from koordlet.metriccache.query import AggregateResult
 
 POD_CPU = MetricKind("pod_cpu_usage", ("pod_uid",))
@@ -115,3 +115,45 @@ def test_timestamps_keep_millisecond_precision():
     result = cache.query(POD_CPU, 100.25, 100.25, pod_uid="a")
     assert result.values == (2.0,)
     assert cache.stats()["bytes"] == 24
+
+
+def test_rows_are_stored_as_the_samples_they_stand_for():
+    """A collector's tick as Rows ends up exactly as the same samples appended one by one."""
+
+    by_rows, by_samples = MetricCache(), MetricCache()
+    for tick in (100.0, 101.0, 102.5):
+        rows = Rows(tick)
+        put_cpu, put_psi = rows.writer(POD_CPU), rows.writer(PSI)
+        put_cpu((POD_CPU.key(pod_uid="a"), tick / 100))
+        put_cpu((POD_CPU.key(pod_uid="b"), tick / 50))
+        put_psi((PSI.key(container_id="c", psi_resource="cpu"), 1.5))
+        assert len(rows) == 3
+        by_rows.append_rows(rows)
+        by_samples.append(
+            [
+                POD_CPU.sample(tick / 100, tick, pod_uid="a"),
+                POD_CPU.sample(tick / 50, tick, pod_uid="b"),
+                PSI.sample(1.5, tick, container_id="c", psi_resource="cpu"),
+            ]
+        )
+    for kind, labels in (
+        (POD_CPU, {"pod_uid": "a"}),
+        (POD_CPU, {"pod_uid": "b"}),
+        (PSI, {"container_id": "c"}),
+    ):
+        got, want = by_rows.query(kind, 0, 1e9, **labels), by_samples.query(kind, 0, 1e9, **labels)
+        assert (got.timestamps, got.values) == (want.timestamps, want.values)
+    assert by_rows.query(POD_CPU, 0, 1e9, pod_uid="a").timestamps == (100.0, 101.0, 102.5)
+    assert by_rows.stats()["samples"] == by_samples.stats()["samples"] == 9
+
+
+def test_rows_trim_to_the_retention_window():
+
+    cache = MetricCache(retention_seconds=10)
+    for tick in range(200):
+        rows = Rows(1000.0 + tick)
+        rows.writer(POD_CPU)((("a",), float(tick)))
+        cache.append_rows(rows)
+    result = cache.query(POD_CPU, 0, 1e9, pod_uid="a")
+    assert result.timestamps[-1] == 1199.0
+    assert result.timestamps[0] >= 1199.0 - 10 - 64  # trimmed at least every 64 appends
