@@ -4,6 +4,7 @@ from koordlet.executor.executor import ResourceUpdateExecutor
 from koordlet.executor.updates import (
     CgroupUpdate,
     FileUpdate,
+    ResctrlGroupRemoveUpdate,
     ResctrlGroupUpdate,
     ResctrlSchemataUpdate,
     ResctrlTasksUpdate,
@@ -13,6 +14,7 @@ from koordlet.executor.updates import (
 __all__ = [
     "CgroupUpdate",
     "FileUpdate",
+    "ResctrlGroupRemoveUpdate",
     "ResctrlGroupUpdate",
     "ResctrlSchemataUpdate",
     "ResctrlTasksUpdate",

@@ -31,6 +31,7 @@ from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
 from koordlet.executor.updates import (
     CgroupUpdate,
     FileUpdate,
+    ResctrlGroupRemoveUpdate,
     ResctrlGroupUpdate,
     ResctrlSchemataUpdate,
     ResctrlTasksUpdate,
@@ -122,6 +123,8 @@ class ResourceUpdateExecutor:
             return f"{update.line[:3]}{self.resctrl.group_dir(update.group)}", update.line
         if isinstance(update, ResctrlGroupUpdate):
             return f"group:{self.resctrl.group_dir(update.group)}", "present"
+        if isinstance(update, ResctrlGroupRemoveUpdate):
+            return f"group:{self.resctrl.group_dir(update.group)}", "absent"
         return f"tasks:{update.group}", ",".join(map(str, update.tids))
 
     def _current(self, update: Update) -> str | None:
@@ -139,6 +142,8 @@ class ResourceUpdateExecutor:
                 return schemata.l3_line() if update.line.startswith("L3:") else schemata.mb_line()
             if isinstance(update, ResctrlGroupUpdate):
                 return "present" if self.resctrl.group_dir(update.group).is_dir() else None
+            if isinstance(update, ResctrlGroupRemoveUpdate):
+                return "present" if self.resctrl.group_dir(update.group).is_dir() else "absent"
         except (OSError, ValueError, CPUSetError):
             return None
         return None
@@ -152,6 +157,10 @@ class ResourceUpdateExecutor:
             self.resctrl.write_schemata_line(update.group, update.line)
         elif isinstance(update, ResctrlGroupUpdate):
             self.resctrl.create_group(update.group)
+        elif isinstance(update, ResctrlGroupRemoveUpdate):
+            self.resctrl.delete_group(update.group)
+            directory = self.resctrl.group_dir(update.group)
+            self.forget([f"L3:{directory}", f"MB:{directory}"])  # a new group of that name starts afresh
         else:
             self.resctrl.add_tasks(update.group, list(update.tids))
 
@@ -164,7 +173,7 @@ class ResourceUpdateExecutor:
             now = self.clock()
             tasks = isinstance(update, ResctrlTasksUpdate)
             # a group's existence is always checked: its cache entry proves nothing after an rmdir
-            uncached = tasks or isinstance(update, ResctrlGroupUpdate)
+            uncached = tasks or isinstance(update, ResctrlGroupUpdate | ResctrlGroupRemoveUpdate)
             with self._lock:
                 cached = self._cache.get(key)
             fresh = cached is not None and cached[0] == text and now - cached[1] < self.force_update_seconds
@@ -172,12 +181,13 @@ class ResourceUpdateExecutor:
                 return Outcome(update, False)
             old = None if tasks else self._current(update)
             if old == text and not (cached is not None and now - cached[1] >= self.force_update_seconds):
-                with self._lock:
-                    self._cache[key] = (text, now)
+                if not uncached:
+                    with self._lock:
+                        self._cache[key] = (text, now)
                 return Outcome(update, False)
             self._write(update, text)
-            with self._lock:
-                if not tasks:
+            if not uncached:  # nothing is kept for what is always checked (groups come and go)
+                with self._lock:
                     self._cache[key] = (text, now)
             self.audit.append(AuditEvent(time.time(), key, old, text, update.owner))
             self._observe(kind, "succeeded", started)

@@ -76,4 +76,23 @@ class ResctrlGroupUpdate:
         return f"resctrl {self.group} mkdir"
 
 
-Update = CgroupUpdate | FileUpdate | ResctrlSchemataUpdate | ResctrlTasksUpdate | ResctrlGroupUpdate
+@dataclass(frozen=True, slots=True)
+class ResctrlGroupRemoveUpdate:
+    """Make sure a resctrl group is gone (rmdir: its tasks return to the default group; nothing
+    when it is already gone)."""
+
+    group: str
+    owner: str = ""
+
+    def describe(self) -> str:
+        return f"resctrl {self.group} rmdir"
+
+
+Update = (
+    CgroupUpdate
+    | FileUpdate
+    | ResctrlSchemataUpdate
+    | ResctrlTasksUpdate
+    | ResctrlGroupUpdate
+    | ResctrlGroupRemoveUpdate
+)

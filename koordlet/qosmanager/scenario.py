@@ -36,7 +36,14 @@ from koordinator.api.model import ModelError
 from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
 from koordinator.api.types.slo import NodeSLOSpec
-from koordlet.executor import CgroupUpdate, FileUpdate, ResctrlSchemataUpdate, ResctrlTasksUpdate, Update
+from koordlet.executor import (
+    CgroupUpdate,
+    FileUpdate,
+    ResctrlGroupRemoveUpdate,
+    ResctrlSchemataUpdate,
+    ResctrlTasksUpdate,
+    Update,
+)
 from koordlet.metriccache import MetricCache, Sample, kinds
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, Plan, Snapshot, Strategy
 from koordlet.statesinformer.podmeta import pod_meta
@@ -175,6 +182,8 @@ def _render(update: Update, cgroups: CgroupFS) -> dict[str, str]:
         return {"file": f"resctrl/{update.group}/schemata", "value": update.line}
     if isinstance(update, ResctrlTasksUpdate):
         return {"file": f"resctrl/{update.group}/tasks", "value": " ".join(map(str, update.tids))}
+    if isinstance(update, ResctrlGroupRemoveUpdate):
+        return {"file": f"resctrl/{update.group}/", "value": "(rmdir)"}
     return {"file": f"resctrl/{update.group}/", "value": "(mkdir)"}
 
 
