@@ -88,6 +88,16 @@ class Resources:
         return [CgroupUpdate(key, relative, value, owner) for key, value in pairs if value is not None]
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A mount a container should get (NRI / runtime proxy transports)."""
+
+    destination: str
+    source: str
+    type: str = "bind"
+    options: tuple[str, ...] = ("rbind",)
+
+
 @dataclass
 class Response:
     resources: Resources = field(default_factory=Resources)
@@ -95,6 +105,8 @@ class Response:
     env: dict[str, str] = field(default_factory=dict)
     #: host updates beyond the context's own cgroup (resctrl tasks, /proc files, ...)
     extra: list[Update] = field(default_factory=list)
+    #: mounts a container should get (NRI / runtime proxy transports)
+    mounts: list[Mount] = field(default_factory=list)
 
 
 @dataclass
