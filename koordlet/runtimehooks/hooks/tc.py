@@ -263,6 +263,7 @@ class TCNetworkQoS(HookBase):
         self.link_ttl = link_ttl
         self.clock = clock
         self._link: tuple[float, str | None, str] | None = None
+        self._speed: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
         #: pod UID -> minor of its own class
         self._minors: dict[str, int] = {}
@@ -293,12 +294,18 @@ class TCNetworkQoS(HookBase):
         return found, why
 
     def total_bandwidth(self, node: NodeFacts, link: str) -> int:
-        """bits/s: the NodeSLO's total, else the link's speed (0 when neither is known)."""
+        """bits/s: the NodeSLO's total, else the link's speed (read at most every ``link_ttl``
+        seconds; 0 when neither is known)."""
         strategy = node.node_slo.system_strategy
         configured = strategy.total_network_bandwidth.value() if strategy is not None else 0
         if configured > 0:
             return configured
-        return link_speed_bps(node.cgroups.paths, link) or 0
+        now = self.clock()
+        cached = self._speed.get(link)
+        if cached is None or now - cached[0] >= self.link_ttl:
+            cached = (now, link_speed_bps(node.cgroups.paths, link) or 0)
+            self._speed[link] = cached
+        return cached[1]
 
     def enabled(self, node: NodeFacts) -> tuple[bool, str]:
         if not node.gates.enabled(NAME):

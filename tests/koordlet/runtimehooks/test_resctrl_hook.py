@@ -18,8 +18,10 @@ from koordlet.executor import (
     ResourceUpdateExecutor,
     Update,
 )
+from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.hooks.resctrl import Resctrl
 from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext
+from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.resctrl import Resctrl as ResctrlFS
@@ -281,3 +283,22 @@ def test_nothing_leaks_across_100_pod_lifecycles(tmp_path):
     assert node.fs.read_tasks(f"koordlet-{steady.uid}") == [10]
     # the executor keeps nothing of the removed groups
     assert dict(executor._cache) == baseline_cache
+
+
+def test_through_the_reconciler(tmp_path):
+    node = Node(tmp_path)
+    pods = [
+        node.pod("web", {"llc": {"schemata": {"range": [0, 30]}}}, {"main": "21\n22\n"}),
+        node.pod("plain", None, {"main": "31\n"}),
+    ]
+    facts = node.facts()
+    executor = KernelLikeExecutor(node.host)
+    reconciler = Reconciler(HookManager([Resctrl()]), lambda: facts, lambda: pods, executor)
+    assert [o.error for o in reconciler.reconcile() if o.error is not None] == []
+    group = f"koordlet-{pods[0].uid}"
+    assert node.fs.groups() == [group]
+    assert node.fs.read_schemata(group).l3_line() == "L3:0=f;1=f"
+    assert node.fs.read_tasks(group) == [21, 22]
+    pods.pop(0)
+    assert [o.error for o in reconciler.reconcile() if o.error is not None] == []
+    assert node.fs.groups() == []

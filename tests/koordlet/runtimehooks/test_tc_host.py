@@ -8,9 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from koordlet.executor import CgroupUpdate
+from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor
+from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.hooks.tc import BE_CLASS, LS_CLASS, QDISC, ROOT_CLASS, SYSTEM_CLASS, TCNetworkQoS
 from koordlet.runtimehooks.protocol import PodContext
+from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.system.netqos import TC_H_ROOT, AddressFilter, HTBClass, TCState, TrafficControl, minor_of
 from tests.fakes.host import FakeHost
 from tests.koordlet.runtimehooks.hookenv import node_facts
@@ -182,3 +184,25 @@ def test_nothing_leaks_across_100_pod_lifecycles(ns, host):
         host.remove_cgroup(churn[0].cgroup_dir)
     assert read(ns) == baseline
     assert hook._minors == {}  # the churned pods' class minors are forgotten
+
+
+def test_through_the_reconciler(ns, host):
+    """The reconciler transport: net_cls.classid written at the pod level through the executor,
+    the tree converged at the all-pods level."""
+    hook = TCNetworkQoS(link=ns.link, netns=ns.name)
+    facts = node_facts(host, slo=SLO, gates=ON)
+    pods = meta_all(host, pod("web", "LS", ip="10.1.0.2"), pod("capped", "BE", ip="10.1.0.4", egress="10M"))
+    reconciler = Reconciler(
+        HookManager([hook]), lambda: facts, lambda: pods, ResourceUpdateExecutor(facts.cgroups)
+    )
+    outcomes = reconciler.reconcile()
+    assert [o.error for o in outcomes if o.error is not None] == []
+    capped = hook.classid(pods[1], facts, 10**9) or 0
+    assert host.get("net_cls.classid", pods[0].cgroup_dir) == LS_CLASS
+    assert host.get("net_cls.classid", pods[1].cgroup_dir) == capped
+    got = read(ns)
+    assert got is not None
+    assert got.address_filters == (
+        AddressFilter(4, "10.1.0.2", LS_CLASS),
+        AddressFilter(4, "10.1.0.4", capped),
+    )
