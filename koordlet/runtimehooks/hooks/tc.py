@@ -2,7 +2,7 @@
 
 Enabled with the ``TCNetworkQoS`` gate when the NodeSLO's ``policies.netQOSPolicy`` is unset
 or ``tc``, on the link of the default route (or the link the hook is given). The hook
-computes the tree the link should have (:meth:`TCNetworkQoS.desired`, pure) and the host
+computes the tree the link should have (:meth:`TCNetworkQoS.desired`, no netlink) and the host
 layer (:class:`koordlet.system.netqos.TrafficControl`) converges the link to it, creating
 what is missing, changing what differs and deleting what is extra:
 
@@ -27,15 +27,16 @@ what is missing, changing what differs and deleting what is extra:
 ``system_class``, ``ls_class`` and ``be_class`` and classifies them with iptables
 ``-t mangle -A POSTROUTING -m set --match-set <set> src -j CLASSIFY --set-class 1:N``; per-pod
 classes already use u32 filters. That path needs the ``iptables`` binary (with xt_set and
-CLASSIFY), which a Python agent should not shell out to and which is absent here; ipsets can
-be made over netlink (pyroute2's ``IPSet`` works on this kernel) but nothing without
-iptables could consult them (the ``ipset`` ematch of tc, ``CONFIG_NET_EMATCH_IPSET``, is
-not built here either). So membership is expressed directly as one u32 source-address
-filter per pod IP, per class; no ipset or iptables rule is created. The difference to know:
-iptables' mangle POSTROUTING sees the pod's address before SNAT, a tc filter on the NIC sees
-it after, so with masquerading (pod traffic leaving with the node's address) the u32
-filters do not match and that traffic falls to the default (system) class. Clusters whose
-pod addresses reach the wire (VPC-routed CNIs, BGP, no-SNAT) are classified as upstream.
+CLASSIFY), which a Python agent should not shell out to and which node images need not
+have. ipsets alone can be made over netlink (pyroute2's ``IPSet`` does it), but without an
+iptables rule nothing would consult them: the tc ``ipset`` ematch
+(``CONFIG_NET_EMATCH_IPSET``) that could is often not built. So membership is expressed
+directly as one u32 source-address filter per pod IP, pointing at the pod's class; no ipset
+or iptables rule is created. The difference to know: iptables' mangle POSTROUTING sees the
+pod's address before SNAT, a tc filter on the NIC sees it after, so with masquerading (pod
+traffic leaving with the node's address) the u32 filters do not match and that traffic
+falls to the default (system) class. Clusters whose pod addresses reach the wire
+(VPC-routed CNIs, BGP, no SNAT) are classified as upstream.
 
 **Deliberate differences.** Upstream divides a pod's limit by 8 twice (bits to bytes when
 reading the annotation, then again in its HTB class constructor), so ``10M`` became 156250

@@ -22,8 +22,10 @@ reported as unsupported, not as errors. :meth:`TrafficControl.remove` deletes ou
 qdisc, which takes every class and filter with it.
 
 pyroute2 is imported on first use, so importing this module costs nothing on nodes that
-never shape traffic. pyroute2 0.9 decodes u32 selectors misaligned, so the selector of a
-u32 filter is parsed here from its raw attribute (``struct tc_u32_sel`` and its keys).
+never shape traffic. Calls block (pyroute2's synchronous API runs its own event loop): make
+them from a worker thread, as the reconciler does, never from a running event loop.
+pyroute2 0.9 decodes u32 selectors misaligned, so the selector of a u32 filter is parsed
+here from its raw attribute (``struct tc_u32_sel`` and its keys).
 """
 
 from __future__ import annotations
