@@ -1,0 +1,7 @@
+"""koord-manager's controllers (the slo-controller): NodeMetric, NodeSLO and NodeResource.
+
+They run on the :mod:`controlplane.reactor` and only while this replica holds the leader
+lease. :mod:`.sloconfig` watches the ``slo-controller-config`` ConfigMap for all three;
+:mod:`.noderesource` holds the batch and mid calculation, which ``koord-manager
+explain-node`` runs too.
+"""

@@ -1,0 +1,31 @@
+"""What every slo-controller shares: API client, informers, config, metrics, events and time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controlplane.manager.controllers.metrics import SLOControllerMetrics
+from controlplane.manager.controllers.sloconfig import SLOConfigCache
+from controlplane.reactor import ReactorMetrics
+from koordinator.kube.client import ApiClient
+from koordinator.kube.clock import SYSTEM_CLOCK, Clock
+from koordinator.kube.events import EventRecorder
+from koordinator.kube.informer import InformerFactory
+
+__all__ = ["FIELD_MANAGER", "ControllerContext"]
+
+#: fieldManager of every write the controllers make
+FIELD_MANAGER = "koord-manager"
+
+
+@dataclass
+class ControllerContext:
+    client: ApiClient
+    factory: InformerFactory
+    config: SLOConfigCache
+    metrics: SLOControllerMetrics
+    reactor_metrics: ReactorMetrics
+    recorder: EventRecorder
+    clock: Clock = SYSTEM_CLOCK
+    #: concurrent reconciles per controller
+    workers: int = 4

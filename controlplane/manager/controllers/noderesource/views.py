@@ -1,0 +1,423 @@
+"""The inputs of the batch and mid calculation, read once from Node, NodeMetric and Pod dicts.
+
+The controller's informers store these compact records instead of decoded objects (a
+recompute of every node then touches only integers), and ``koord-manager explain-node``
+builds the same records from YAML files, so both run the calculation on identical inputs.
+Nothing here performs I/O.
+
+Quantities are exact integers of nano-units (``Quantity.nanos``): CPU in nano-cores,
+memory in nano-bytes. Sums and differences stay exact, as Go's ``resource.Quantity``
+arithmetic does; values are rounded only where upstream rounds (``MilliValue``/``Value``,
+both rounding up away from zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from koordinator.api import resourcelist
+from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.node import (
+    ANNOTATION_NODE_COLOCATION_STRATEGY,
+    ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
+    get_third_party_allocations,
+    node_reserved_resources,
+)
+from koordinator.api.extension.priority import PriorityClass, get_pod_priority_class_with_default
+from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_with_default
+from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
+from koordinator.api.model import ModelError
+from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.kube.timeutil import parse_time
+
+__all__ = [
+    "EXTENDED_RESOURCES",
+    "NANO",
+    "CPUMemory",
+    "HostAppUsage",
+    "NodeMetricView",
+    "NodeView",
+    "PodUsage",
+    "PodView",
+    "ceil_away",
+    "milli_value",
+    "node_metric_view",
+    "node_view",
+    "pod_view",
+    "scale_milli",
+    "scale_value",
+    "value_of",
+]
+
+NANO = 10**9
+_NANO_PER_MILLI = 10**6
+#: The node status resources this calculation owns, in the order they are reported.
+EXTENDED_RESOURCES = (BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY)
+_ACTIVE_PHASES = frozenset({"Running", "Pending"})
+
+
+def ceil_away(numerator: int, denominator: int) -> int:
+    """``numerator / denominator`` rounded up away from zero (``Quantity.ScaledValue``)."""
+    magnitude = -((-abs(numerator)) // denominator)
+    return -magnitude if numerator < 0 else magnitude
+
+
+def milli_value(nanos: int) -> int:
+    """``MilliValue()`` of a quantity held in nano-units."""
+    return ceil_away(nanos, _NANO_PER_MILLI)
+
+
+def value_of(nanos: int) -> int:
+    """``Value()`` of a quantity held in nano-units."""
+    return ceil_away(nanos, NANO)
+
+
+def scale_milli(nanos: int, factor: float) -> int:
+    """``MultiplyMilliQuant``: ``int64(float64(MilliValue) * factor)`` milli-units, back in nano-units.
+
+    The float multiplication and the truncation toward zero are upstream's, so a result
+    can be one milli-unit below the exact product, exactly as upstream computes it.
+    """
+    return int(float(milli_value(nanos)) * factor) * _NANO_PER_MILLI
+
+
+def scale_value(nanos: int, factor: float) -> int:
+    """``MultiplyQuant``: ``int64(float64(Value) * factor)`` whole units, back in nano-units."""
+    return int(float(value_of(nanos)) * factor) * NANO
+
+
+def _nanos(quantity: Quantity | None) -> int:
+    return quantity.nanos if quantity is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class CPUMemory:
+    """A CPU and a memory amount in nano-units; an absent resource is zero (``quotav1`` semantics)."""
+
+    cpu: int = 0
+    memory: int = 0
+
+    @classmethod
+    def of(cls, resources: Mapping[str, Quantity] | None) -> CPUMemory:
+        if not resources:
+            return ZERO
+        return cls(_nanos(resources.get("cpu")), _nanos(resources.get("memory")))
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any] | None) -> CPUMemory:
+        """From the JSON form (``{"cpu": "2", "memory": "4Gi", ...}``; other names are ignored).
+
+        Raises :class:`QuantityError` for a value that is not a quantity.
+        """
+        if not data:
+            return ZERO
+        cpu, memory = data.get("cpu"), data.get("memory")
+        return cls(
+            Quantity.from_json(cpu).nanos if cpu is not None else 0,
+            Quantity.from_json(memory).nanos if memory is not None else 0,
+        )
+
+    def __add__(self, other: CPUMemory) -> CPUMemory:
+        return CPUMemory(self.cpu + other.cpu, self.memory + other.memory)
+
+    def __sub__(self, other: CPUMemory) -> CPUMemory:
+        return CPUMemory(self.cpu - other.cpu, self.memory - other.memory)
+
+    def max(self, other: CPUMemory) -> CPUMemory:
+        return CPUMemory(max(self.cpu, other.cpu), max(self.memory, other.memory))
+
+    def min(self, other: CPUMemory) -> CPUMemory:
+        return CPUMemory(min(self.cpu, other.cpu), min(self.memory, other.memory))
+
+    def floor(self) -> CPUMemory:
+        """Negative amounts become zero."""
+        return CPUMemory(max(self.cpu, 0), max(self.memory, 0))
+
+    @property
+    def milli_cpu(self) -> int:
+        return milli_value(self.cpu)
+
+    @property
+    def memory_bytes(self) -> int:
+        return value_of(self.memory)
+
+
+ZERO = CPUMemory()
+
+
+# ---- pods -----------------------------------------------------------------------------------------
+
+
+class PodView(NamedTuple):
+    """What the calculation needs of one pod (a tuple: 150000 of them are held in memory)."""
+
+    key: str
+    node: str
+    active: bool
+    priority: PriorityClass
+    qos: QoSClass
+    cpu_request: int
+    memory_request: int
+
+    @property
+    def request(self) -> CPUMemory:
+        return CPUMemory(self.cpu_request, self.memory_request)
+
+    @property
+    def high_priority(self) -> bool:
+        """Not batch and not free: the pods batch resources are taken from."""
+        return self.priority is not PriorityClass.BATCH and self.priority is not PriorityClass.FREE
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    """The record of a pod dict. Requests that do not parse count as zero (the apiserver
+    validated them, so this only happens with hand-written files)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    try:
+        requests = resourcelist.pod_requests(pod)
+        cpu, memory = _nanos(requests.get("cpu")), _nanos(requests.get("memory"))
+    except (resourcelist.ResourceListError, QuantityError):
+        cpu = memory = 0
+    return PodView(
+        key=f"{meta.get('namespace') or ''}/{meta.get('name') or ''}",
+        node=str(spec.get("nodeName") or ""),
+        active=status.get("phase") in _ACTIVE_PHASES,
+        priority=get_pod_priority_class_with_default(pod),
+        qos=get_pod_qos_class_with_default(pod),
+        cpu_request=cpu,
+        memory_request=memory,
+    )
+
+
+# ---- NodeMetric -------------------------------------------------------------------------------------
+
+
+class PodUsage(NamedTuple):
+    cpu: int
+    memory: int
+    #: the priority class the koordlet reported for the pod ("" when none)
+    priority: str
+
+
+class HostAppUsage(NamedTuple):
+    name: str
+    priority: str
+    cpu: int
+    memory: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMetricView:
+    """The status of a NodeMetric, as far as the calculation reads it.
+
+    ``node_usage`` is ``None`` unless both cpu and memory were reported; ``prod_reclaimable``
+    is ``None`` when the koordlet reported no prod-reclaimable metric. ``problems`` lists
+    parts of the status that could not be read (and were left out).
+    """
+
+    name: str
+    update_time: float | None = None
+    node_usage: CPUMemory | None = None
+    system_usage: CPUMemory = ZERO
+    pods: Mapping[str, PodUsage] = field(default_factory=dict)
+    host_apps: tuple[HostAppUsage, ...] = ()
+    prod_reclaimable: CPUMemory | None = None
+    problems: tuple[str, ...] = ()
+
+
+def _usage_map(container: Any, key: str = "resources") -> Mapping[str, Any] | None:
+    """The ``{"resources": {...}}`` map of a ``ResourceMap`` (``None`` when absent)."""
+    if not isinstance(container, Mapping):
+        return None
+    resources = container.get(key)
+    return resources if isinstance(resources, Mapping) else None
+
+
+def node_metric_view(metric: Mapping[str, Any]) -> NodeMetricView:
+    """The record of a NodeMetric dict; unreadable parts are left out and named in ``problems``."""
+    name = str((metric.get("metadata") or {}).get("name") or "")
+    status = metric.get("status")
+    if not isinstance(status, Mapping):
+        return NodeMetricView(name=name)
+    problems: list[str] = []
+
+    def parse(data: Mapping[str, Any] | None, where: str) -> CPUMemory:
+        try:
+            return CPUMemory.parse(data)
+        except (resourcelist.ResourceListError, QuantityError) as exc:
+            problems.append(f"{where}: {exc}")
+            return ZERO
+
+    update_time: float | None = None
+    raw_time = status.get("updateTime")
+    if isinstance(raw_time, str) and raw_time:
+        try:
+            update_time = parse_time(raw_time)
+        except ValueError as exc:
+            problems.append(f"status.updateTime: {exc}")
+    node_metric = status.get("nodeMetric")
+    node_usage: CPUMemory | None = None
+    system_usage = ZERO
+    if isinstance(node_metric, Mapping):
+        usage = _usage_map(node_metric.get("nodeUsage"))
+        if usage is not None and "cpu" in usage and "memory" in usage:
+            node_usage = parse(usage, "status.nodeMetric.nodeUsage")
+        system_usage = parse(_usage_map(node_metric.get("systemUsage")), "status.nodeMetric.systemUsage")
+    pods: dict[str, PodUsage] = {}
+    for info in status.get("podsMetric") or ():
+        if not isinstance(info, Mapping):
+            continue
+        key = f"{info.get('namespace') or ''}/{info.get('name') or ''}"
+        usage_cm = parse(_usage_map(info.get("podUsage")), f"status.podsMetric[{key}]")
+        pods[key] = PodUsage(usage_cm.cpu, usage_cm.memory, str(info.get("priority") or ""))
+    host_apps: list[HostAppUsage] = []
+    for info in status.get("hostApplicationMetric") or ():
+        if not isinstance(info, Mapping):
+            continue
+        app = str(info.get("name") or "")
+        usage_cm = parse(_usage_map(info.get("usage")), f"status.hostApplicationMetric[{app}]")
+        host_apps.append(HostAppUsage(app, str(info.get("priority") or ""), usage_cm.cpu, usage_cm.memory))
+    prod_reclaimable: CPUMemory | None = None
+    reclaimable = _usage_map(status.get("prodReclaimableMetric"), "resource")
+    if reclaimable is not None:
+        resources = _usage_map(reclaimable)
+        if resources is not None:
+            prod_reclaimable = parse(resources, "status.prodReclaimableMetric")
+    return NodeMetricView(
+        name=name,
+        update_time=update_time,
+        node_usage=node_usage,
+        system_usage=system_usage,
+        pods=pods,
+        host_apps=tuple(host_apps),
+        prod_reclaimable=prod_reclaimable,
+        problems=tuple(problems),
+    )
+
+
+# ---- Node -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the calculation and the update decision read from a Node.
+
+    ``allocatable_ext``/``capacity_ext`` hold the node's current batch and mid resources
+    (only those present). ``labels`` and ``strategy_annotation`` feed the per-node
+    colocation strategy. ``third_party_batch`` sums the ``thirdPartyAllocations`` of batch
+    priority (``None`` when the node has none).
+    """
+
+    name: str
+    resource_version: str = ""
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    strategy_annotation: str | None = None
+    capacity: CPUMemory = ZERO
+    allocatable: CPUMemory = ZERO
+    annotation_reserved: CPUMemory = ZERO
+    third_party_batch: CPUMemory | None = None
+    origin_annotation: str | None = None
+    allocatable_ext: Mapping[str, Quantity] = field(default_factory=dict)
+    capacity_ext: Mapping[str, Quantity] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def kubelet_reserved(self) -> CPUMemory:
+        """``max(capacity - allocatable, 0)``: what the kubelet keeps for itself."""
+        return (self.capacity - self.allocatable).floor()
+
+    def strategy_source(self) -> dict[str, Any]:
+        """The minimal node dict the per-node colocation strategy is resolved from."""
+        meta: dict[str, Any] = {"name": self.name, "labels": dict(self.labels)}
+        if self.strategy_annotation is not None:
+            meta["annotations"] = {ANNOTATION_NODE_COLOCATION_STRATEGY: self.strategy_annotation}
+        return {"metadata": meta}
+
+    def identity(self) -> tuple[object, ...]:
+        """Everything but the resourceVersion: two views with equal identities need no recompute."""
+        return (
+            self.labels,
+            self.strategy_annotation,
+            self.capacity,
+            self.allocatable,
+            self.annotation_reserved,
+            self.third_party_batch,
+            self.origin_annotation,
+            self.allocatable_ext,
+            self.capacity_ext,
+        )
+
+
+def _extended(resources: Mapping[str, Any] | None, problems: list[str], where: str) -> dict[str, Quantity]:
+    out: dict[str, Quantity] = {}
+    for name in EXTENDED_RESOURCES:
+        raw = (resources or {}).get(name)
+        if raw is None:
+            continue
+        try:
+            out[name] = Quantity.from_json(raw)
+        except QuantityError as exc:
+            problems.append(f"{where}[{name}]: {exc}")
+    return out
+
+
+def node_view(node: Mapping[str, Any]) -> NodeView:
+    """The record of a Node dict; unreadable parts are left out and named in ``problems``."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    problems: list[str] = []
+
+    def parse(data: Mapping[str, Any] | None, where: str) -> CPUMemory:
+        try:
+            return CPUMemory.parse(data)
+        except (resourcelist.ResourceListError, QuantityError) as exc:
+            problems.append(f"{where}: {exc}")
+            return ZERO
+
+    try:
+        reserved = CPUMemory.of(node_reserved_resources(annotations))
+    except (AnnotationError, ModelError, QuantityError) as exc:
+        problems.append(f"ignoring node annotation: {exc}")
+        reserved = ZERO
+    third_party: CPUMemory | None = None
+    try:
+        allocations = get_third_party_allocations(annotations)
+    except (AnnotationError, ModelError) as exc:
+        problems.append(f"ignoring node annotation: {exc}")
+        allocations = None
+    if allocations is not None:
+        batch = [a for a in allocations.allocations if a.priority == PriorityClass.BATCH.value]
+        if batch:
+            third_party = _sum_batch(a.resources for a in batch)
+    capacity = status.get("capacity")
+    allocatable = status.get("allocatable")
+    return NodeView(
+        name=str(meta.get("name") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        uid=str(meta.get("uid") or ""),
+        labels=dict(meta.get("labels") or {}),
+        strategy_annotation=annotations.get(ANNOTATION_NODE_COLOCATION_STRATEGY),
+        capacity=parse(capacity, "status.capacity"),
+        allocatable=parse(allocatable, "status.allocatable"),
+        annotation_reserved=reserved,
+        third_party_batch=third_party,
+        origin_annotation=annotations.get(ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE),
+        allocatable_ext=_extended(allocatable, problems, "status.allocatable"),
+        capacity_ext=_extended(capacity, problems, "status.capacity"),
+        problems=tuple(problems),
+    )
+
+
+def _sum_batch(lists: Iterable[Mapping[str, Quantity]]) -> CPUMemory:
+    """Third-party allocations are written in batch resource names: batch-cpu in milli-cores."""
+    cpu = memory = 0
+    for resources in lists:
+        cpu += _nanos(resources.get(BATCH_CPU)) // 1000  # milli-core units -> nano-cores
+        memory += _nanos(resources.get(BATCH_MEMORY))
+    return CPUMemory(cpu, memory)

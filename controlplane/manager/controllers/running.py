@@ -1,0 +1,165 @@
+"""Running the enabled controllers: caches first, then workers; stopping them gracefully or at once.
+
+:class:`ControllerSet` is what the leader runs. On start it creates a fresh informer
+factory (a follower holds no controller caches), registers the slo-controller-config cache
+and every enabled controller, waits for the initial sync of all caches -- a reconcile that
+ran before the NodeMetric cache is filled would see every node degraded -- and only then
+starts the workers. Keys enqueued during the sync wait in the queues.
+
+Cancellation stops the workers: with ``graceful`` (a shutdown) reconciles in progress may
+finish, without it (leadership lost: another replica may be writing already) they are
+cancelled at once. The caches are stopped last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from controlplane.manager.controllers.context import ControllerContext
+from controlplane.manager.controllers.metrics import SLOControllerMetrics
+from controlplane.manager.controllers.nodemetric import NodeMetricController
+from controlplane.manager.controllers.noderesource.controller import NodeResourceController
+from controlplane.manager.controllers.nodeslo import NodeSLOController
+from controlplane.manager.controllers.sloconfig import SLOConfigCache
+from controlplane.reactor import Controller, ReactorMetrics
+from koordinator.kube.client import ApiClient
+from koordinator.kube.clock import SYSTEM_CLOCK, Clock
+from koordinator.kube.events import EventRecorder
+from koordinator.kube.informer import InformerFactory
+
+__all__ = ["CONTROLLERS", "DEFAULT_CONTROLLERS", "UNIMPLEMENTED", "ControllerSet", "ControllerSettings"]
+
+log = logging.getLogger(__name__)
+
+
+class RunningController(Protocol):
+    reactor: Controller
+
+    async def run(self) -> None: ...
+
+
+#: name -> constructor, in the order they start
+CONTROLLERS: dict[str, Callable[[ControllerContext], RunningController]] = {
+    "nodemetric": NodeMetricController,
+    "noderesource": NodeResourceController,
+    "nodeslo": NodeSLOController,
+}
+DEFAULT_CONTROLLERS = tuple(CONTROLLERS)
+#: upstream controllers this release does not have, and what is missing without them
+UNIMPLEMENTED = {
+    "colocationprofile": "profiles are applied to pods by the webhook only, never to existing pods",
+    "quotaprofile": "ElasticQuotaProfiles do not create ElasticQuotas",
+}
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    controllers: Sequence[str] = DEFAULT_CONTROLLERS
+    config_namespace: str = "koordinator-system"
+    config_name: str = "slo-controller-config"
+    node_strategy_name_need_check: bool = False
+    workers: int = 4
+    cache_sync_timeout_s: float = 120.0
+    drain_timeout_s: float = 10.0
+    #: who writes, as Events show it
+    component: str = "slo-controller"
+    host: str = ""
+
+
+class ControllerSet:
+    """The enabled controllers with their caches; :meth:`run` is the leader's work."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        settings: ControllerSettings,
+        *,
+        metrics: SLOControllerMetrics,
+        reactor_metrics: ReactorMetrics,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        unknown = [n for n in settings.controllers if n not in CONTROLLERS]
+        if unknown:
+            raise ValueError(f"unknown controllers: {', '.join(unknown)}")
+        self.client = client
+        self.settings = settings
+        self.metrics = metrics
+        self.reactor_metrics = reactor_metrics
+        self.clock = clock
+        self.graceful = True
+        self.controllers: dict[str, RunningController] = {}
+        self.factory: InformerFactory | None = None
+        self.config: SLOConfigCache | None = None
+        self.started = asyncio.Event()
+
+    def build(self) -> ControllerContext:
+        """Create the caches and controllers (a fresh set each time leadership is won)."""
+        settings = self.settings
+        factory = InformerFactory(self.client, freeze_after_sync=False)
+        recorder = EventRecorder(self.client, settings.component, settings.host)
+        config = SLOConfigCache(
+            settings.config_namespace,
+            settings.config_name,
+            require_names=settings.node_strategy_name_need_check,
+            recorder=recorder,
+        )
+        config.watch(factory)
+        ctx = ControllerContext(
+            client=self.client,
+            factory=factory,
+            config=config,
+            metrics=self.metrics,
+            reactor_metrics=self.reactor_metrics,
+            recorder=recorder,
+            clock=self.clock,
+            workers=settings.workers,
+        )
+        self.factory = factory
+        self.config = config
+        self.controllers = {
+            name: CONTROLLERS[name](ctx) for name in CONTROLLERS if name in settings.controllers
+        }
+        for controller in self.controllers.values():
+            controller.reactor.drain_timeout = settings.drain_timeout_s
+        return ctx
+
+    async def run(self) -> None:
+        """Sync the caches, then run every controller until cancelled."""
+        ctx = self.build()
+        factory, config = ctx.factory, ctx.config
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            factory.start()
+            async with asyncio.timeout(self.settings.cache_sync_timeout_s):
+                await factory.wait_for_sync()
+            config.mark_synced()
+            tasks = [
+                asyncio.create_task(controller.run(), name=f"controller-{name}")
+                for name, controller in self.controllers.items()
+            ]
+            log.info("controllers started: %s", ", ".join(self.controllers))
+            self.started.set()
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+        except asyncio.CancelledError:
+            for controller in self.controllers.values():
+                controller.reactor.drain_on_cancel = self.graceful
+            raise
+        except TimeoutError:
+            raise RuntimeError(
+                f"controller caches did not sync within {self.settings.cache_sync_timeout_s:.0f}s"
+            ) from None
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self.started.clear()
+            await factory.stop()
