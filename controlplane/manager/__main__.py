@@ -1,9 +1,12 @@
-"""The ``koord-manager`` command: the manager process, and ``koord-manager admit``.
+"""The ``koord-manager`` command: the manager process, ``admit`` and ``explain-node``.
 
 ``koord-manager [flags]`` runs the process (:mod:`controlplane.manager.manager`): admission
-webhooks over self-managed TLS, health probes and metrics. ``koord-manager admit ...``
-runs the admission chain offline (:mod:`controlplane.manager.admit`). Usage errors print
-one line and exit 2; a manager that cannot start or whose runnable fails exits 1.
+webhooks over self-managed TLS, health probes, metrics, and -- on the replica holding the
+lease -- the slo-controller. ``koord-manager admit ...`` runs the admission chain offline
+(:mod:`controlplane.manager.admit`); ``koord-manager explain-node NAME`` prints how a node's
+batch and mid resources are computed (:mod:`controlplane.manager.explain`). Usage errors
+print one line and exit 2; a manager that cannot start, whose runnable fails or that loses
+its lease exits 1.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Sequence
 
 from controlplane.manager.admit import AdmitError
 from controlplane.manager.admit import run as run_admit
+from controlplane.manager.explain import ExplainError
+from controlplane.manager.explain import run as run_explain
 from controlplane.manager.options import OptionsError, add_manager_flags, options_from_args
 from koordinator import __version__
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGateError, FeatureGates
@@ -31,7 +36,8 @@ log = logging.getLogger(PROG)
 def build_parser() -> argparse.ArgumentParser:
     parser = component_parser(
         PROG,
-        "Admission webhooks of Koordinator: pods enter the colocation protocol here.",
+        "Koordinator's manager: admission webhooks (pods enter the colocation protocol here) and the "
+        "slo-controller (NodeMetric, NodeSLO, batch and mid node resources).",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )
@@ -69,6 +75,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GATES",
         help="feature gates deciding which webhooks and steps run (as for the manager)",
     )
+    explain = commands.add_parser(
+        "explain-node",
+        help="print each step of a node's batch and mid resource calculation",
+        description="Explain a node's kubernetes.io/batch-* and mid-* resources with the controller's own "
+        "calculation, from the live cluster or (--from-files) from YAML files.",
+    )
+    explain.add_argument("name", metavar="NAME", help="the node")
+    explain.add_argument(
+        "--from-files", action="store_true", help="read the objects from files instead of the cluster"
+    )
+    explain.add_argument("--node", metavar="FILE", help="the Node (with --from-files; required)")
+    explain.add_argument("--node-metric", metavar="FILE", help="its NodeMetric (with --from-files)")
+    explain.add_argument("--pods", metavar="FILE", help="pods, a YAML stream or List (with --from-files)")
+    explain.add_argument(
+        "--config", metavar="FILE", help="the slo-controller-config ConfigMap (with --from-files)"
+    )
+    explain.add_argument(
+        "--now", metavar="TIME", help="RFC 3339 time to evaluate at (with --from-files; default: now)"
+    )
+    explain.add_argument("--output", choices=("text", "json"), default="text", help="output format")
+    for flag in ("--kubeconfig", "--config-namespace", "--slo-config-name"):
+        # accepted after the subcommand too, without resetting a value given before it
+        explain.add_argument(flag, default=argparse.SUPPRESS, help=f"as {flag} of the manager")
     return parser
 
 
@@ -118,6 +147,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     configure_logging(args.verbosity)
+    if args.command == "explain-node":
+        try:
+            return run_explain(
+                args.name,
+                from_files=args.from_files,
+                node_file=args.node,
+                node_metric_file=args.node_metric,
+                pods_file=args.pods,
+                config_file=args.config,
+                now=args.now,
+                kubeconfig=args.kubeconfig,
+                config_namespace=args.config_namespace,
+                config_name=args.slo_config_name,
+                output=args.output,
+                out=sys.stdout,
+                err=sys.stderr,
+            )
+        except ExplainError as exc:
+            fail(f"{PROG} explain-node", str(exc))
     if args.command == "admit":
         try:
             return run_admit(

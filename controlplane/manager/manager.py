@@ -8,12 +8,17 @@ Start-up order, chosen so no request meets a half-started server:
 4. the webhook server on ``--webhook-port``;
 5. background runnables: the certificate controller (publishes the ``caBundle``, then
    re-checks every minute and whenever the Secret or a webhook configuration changes)
-   and any runnable added with :meth:`Manager.add_runnable` -- the slo-controller and
-   other controllers plug in here.
+   and any runnable added with :meth:`Manager.add_runnable`;
+6. leader election on the ``koordinator-manager`` Lease: the controllers
+   (:mod:`controlplane.manager.controllers`) and runnables added with
+   :meth:`Manager.add_leader_runnable` run only while this replica leads. Webhooks serve
+   on every replica. Losing the lease stops them at once and ends the process (status 1,
+   as client-go does: another replica may already be writing).
 
 ``/readyz`` turns green once the caches are synced and the webhook server presents a
 certificate that verifies against the current CA. :meth:`Manager.stop` stops accepting
-requests, lets in-flight ones finish (bounded), cancels the runnables and the informers.
+requests, lets in-flight ones finish (bounded), lets reconciles in progress finish (bounded),
+releases the lease so another replica takes over at once, and stops the informers.
 A runnable that fails stops the process: :meth:`Manager.wait` raises its error, so a
 supervisor restarts the manager instead of leaving it half-working.
 """
@@ -23,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
@@ -39,15 +46,20 @@ from controlplane.manager.certs import (
     ServingTLS,
     service_dns_name,
 )
+from controlplane.manager.controllers.metrics import SLOControllerMetrics
+from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.manager.options import ManagerOptions
 from controlplane.manager.server import SiteSpec, health_app, metrics_app, start_site, webhook_app
 from controlplane.manager.webhooks.context import WebhookContext
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
 from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
 from controlplane.manager.webhooks.metrics import WebhookMetrics
+from controlplane.reactor import ReactorMetrics
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
+from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.informer import InformerFactory
+from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
 
 __all__ = ["Manager", "ManagerError"]
 
@@ -75,10 +87,14 @@ class Manager:
         client: ApiClient,
         *,
         registry: CollectorRegistry | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.options = options
         self.client = client
+        self.clock = clock
         self.metrics = WebhookMetrics(registry)
+        self.slo_metrics = SLOControllerMetrics(self.metrics.registry)
+        self.reactor_metrics = ReactorMetrics(self.metrics.registry)
         self.topology = QuotaTopology(on_change=self._quota_changed)
         self.factory = InformerFactory(client, freeze_after_sync=False)
         self.cluster = InformerCluster(
@@ -123,6 +139,29 @@ class Manager:
         )
         self._watch_certificate_inputs()
         self._runnables: list[tuple[str, Runnable]] = [("webhook-certificates", self.certs.run)]
+        self._leader_runnables: list[tuple[str, Runnable]] = []
+        self.identity = options.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.controllers: ControllerSet | None = None
+        if options.controllers:
+            self.controllers = ControllerSet(
+                client,
+                ControllerSettings(
+                    controllers=options.controllers,
+                    config_namespace=options.webhook.config_namespace,
+                    config_name=options.webhook.slo_config_name,
+                    node_strategy_name_need_check=options.webhook.node_strategy_name_need_check,
+                    workers=options.controller_workers,
+                    cache_sync_timeout_s=options.cache_sync_timeout_s,
+                    host=socket.gethostname(),
+                ),
+                metrics=self.slo_metrics,
+                reactor_metrics=self.reactor_metrics,
+                clock=clock,
+            )
+            # stopped at once unless stop() asks for a graceful drain
+            self.controllers.graceful = False
+            self._leader_runnables.append(("slo-controller", self.controllers.run))
+        self.elector: LeaderElector | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._sites: list[SiteSpec] = []
         self.webhook_site: SiteSpec | None = None
@@ -156,10 +195,52 @@ class Manager:
             ).add_consumer(lambda _obj: None, name=f"webhook-cert-{resource.plural}", on_update=changed)
 
     def add_runnable(self, name: str, runnable: Runnable) -> None:
-        """Run ``runnable`` once the webhook server is up (controllers join the process here)."""
+        """Run ``runnable`` on every replica once the webhook server is up."""
         if self._tasks:
             raise ManagerError("runnables must be added before the manager starts")
         self._runnables.append((name, runnable))
+
+    def add_leader_runnable(self, name: str, runnable: Runnable) -> None:
+        """Run ``runnable`` only while this replica holds the lease (cancelled when it is lost)."""
+        if self._tasks:
+            raise ManagerError("runnables must be added before the manager starts")
+        self._leader_runnables.append((name, runnable))
+
+    # --- leadership -----------------------------------------------------------------------
+
+    async def _lead(self) -> None:
+        """Everything that runs on the leader only, until cancelled or one of them ends."""
+        self.slo_metrics.is_leader.set(1)
+        tasks = [asyncio.create_task(runnable(), name=name) for name, runnable in self._leader_runnables]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                error = task.exception()
+                raise ManagerError(
+                    f"leader runnable {task.get_name()} stopped: {error or 'returned'}"
+                ) from error
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self.slo_metrics.is_leader.set(0)
+
+    async def _elect(self) -> None:
+        assert self.elector is not None
+        await self.elector.run()
+        raise ManagerError(f"lost the {self.options.leader_election_id} lease")
+
+    def _new_leader(self, identity: str) -> None:
+        if identity == self.identity:
+            log.info("this replica (%s) is the leader", identity)
+        else:
+            log.info("the leader is %s", identity)
+
+    def _stopped_leading(self) -> None:
+        self.slo_metrics.is_leader.set(0)
+        log.info("this replica (%s) stopped leading", self.identity)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -194,7 +275,34 @@ class Manager:
         if self.certs.target.port != self.webhook_site.port:
             self.certs.target = replace(self.certs.target, port=self.webhook_site.port)
         log.info("serving webhooks: %s", ", ".join(self.dispatcher.paths) or "none")
-        for name, runnable in self._runnables:
+        runnables = list(self._runnables)
+        if self._leader_runnables:
+            if options.leader_election:
+                self.elector = LeaderElector(
+                    self.client,
+                    LeaderElectionConfig(
+                        namespace=options.leader_election_namespace,
+                        name=options.leader_election_id,
+                        identity=self.identity,
+                        lease_duration=options.lease_duration_s,
+                        renew_deadline=options.renew_deadline_s,
+                        retry_period=options.retry_period_s,
+                    ),
+                    on_started_leading=self._lead,
+                    on_stopped_leading=self._stopped_leading,
+                    on_new_leader=self._new_leader,
+                    clock=self.clock,
+                )
+                runnables.append(("leader-election", self._elect))
+                log.info(
+                    "contending for the lease %s/%s as %s",
+                    options.leader_election_namespace,
+                    options.leader_election_id,
+                    self.identity,
+                )
+            else:
+                runnables.append(("controllers", self._lead))
+        for name, runnable in runnables:
             self._tasks.append(asyncio.create_task(runnable(), name=name))
 
     def request_stop(self) -> None:
@@ -214,6 +322,8 @@ class Manager:
             raise ManagerError(f"runnable {task.get_name()} stopped: {error or 'returned'}") from error
 
     async def stop(self) -> None:
+        if self.controllers is not None:
+            self.controllers.graceful = True
         for site in reversed(self._sites):
             with contextlib.suppress(Exception):
                 await site.stop()

@@ -7,6 +7,11 @@ IP instead of through the Service), ``POD_NAMESPACE`` (``koordinator-system``),
 ``SECRET_NAME`` (``koordinator-webhook-certs``), ``SERVICE_NAME``
 (``koordinator-webhook-service``) and ``WEBHOOK_CERT_WRITER`` (``secret`` or ``fs``). A
 flag given on the command line wins over its variable.
+
+Controllers (``--controllers``, upstream's syntax: ``*`` for all, ``-name`` to leave one
+out) run only on the replica holding the ``koordinator-manager`` Lease
+(``--enable-leader-election``, on by default); webhooks serve on every replica. A
+:class:`ManagerOptions` built in code runs no controllers unless it names them.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlplane.manager.certs import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION, CertPolicy
+from controlplane.manager.controllers.running import CONTROLLERS, DEFAULT_CONTROLLERS, UNIMPLEMENTED
 from controlplane.manager.server import parse_address
 from controlplane.manager.webhooks.context import WebhookOptions
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.api.goparse import GoParseError, parse_duration
 
-__all__ = ["ManagerOptions", "OptionsError", "add_manager_flags", "options_from_args"]
+__all__ = ["ManagerOptions", "OptionsError", "add_manager_flags", "enabled_controllers", "options_from_args"]
 
 DEFAULT_CERT_DIR = "/tmp/koordinator-webhook-certs"
 DEFAULT_NAMESPACE = "koordinator-system"
@@ -32,6 +38,8 @@ DEFAULT_SECRET = "koordinator-webhook-certs"
 DEFAULT_SERVICE = "koordinator-webhook-service"
 DEFAULT_WEBHOOK_PORT = 9876
 CERT_WRITERS = ("secret", "fs")
+LEADER_ELECTION_ID = "koordinator-manager"
+RESOURCE_LOCK_LEASES = "leases"
 
 
 class OptionsError(ValueError):
@@ -62,6 +70,18 @@ class ManagerOptions:
     cert_resync_s: float = 60.0
     cache_sync_timeout_s: float = 120.0
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
+    #: controllers to run while leading (the command line defaults to all of them)
+    controllers: tuple[str, ...] = ()
+    leader_election: bool = True
+    leader_election_namespace: str = DEFAULT_NAMESPACE
+    leader_election_id: str = LEADER_ELECTION_ID
+    #: this replica's name in the Lease (default: hostname_uuid, as client-go builds it)
+    leader_election_identity: str = ""
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+    #: concurrent reconciles per controller
+    controller_workers: int = 4
 
 
 def _env(environ: Mapping[str, str], name: str, default: str) -> str:
@@ -154,6 +174,87 @@ def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str
     parser.add_argument(
         "--binding-admission-dry-run", action="store_true", help="count would-be binding denials, allow all"
     )
+    parser.add_argument(
+        "--controllers",
+        default=",".join(DEFAULT_CONTROLLERS),
+        help="controllers to run: '*' for all, 'name' to enable one, '-name' to leave one out "
+        f"(all: {', '.join(DEFAULT_CONTROLLERS)})",
+    )
+    parser.add_argument(
+        "--enable-leader-election",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="run the controllers only on the replica holding the Lease (default true)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=DEFAULT_NAMESPACE,
+        help="namespace of the koordinator-manager Lease",
+    )
+    parser.add_argument(
+        "--leader-elect-resource-lock", default=RESOURCE_LOCK_LEASES, help="lock object (only 'leases')"
+    )
+    parser.add_argument(
+        "--leader-elect-lease-duration", default="15s", help="how long a lease lasts unrenewed (Go duration)"
+    )
+    parser.add_argument(
+        "--leader-elect-renew-deadline",
+        default="10s",
+        help="the leader gives up if it cannot renew within this",
+    )
+    parser.add_argument(
+        "--leader-elect-retry-period", default="2s", help="how often contenders try to acquire or renew"
+    )
+    parser.add_argument(
+        "--controller-workers", type=int, default=4, help="concurrent reconciles of each controller"
+    )
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "t", "true"):
+        return True
+    if lowered in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}")
+
+
+def enabled_controllers(spec: str) -> tuple[str, ...]:
+    """Upstream's ``--controllers`` rule: an exact name wins over ``-name``, ``*`` enables the rest."""
+    items = _split(spec)
+    for item in items:
+        name = item.removeprefix("-")
+        if item == "*":
+            continue
+        if name in UNIMPLEMENTED and not item.startswith("-"):
+            raise OptionsError(
+                f"--controllers: {name} is not implemented in this release ({UNIMPLEMENTED[name]})"
+            )
+        if name not in CONTROLLERS and name not in UNIMPLEMENTED:
+            raise OptionsError(
+                f"--controllers: unknown controller {name!r} (known: {', '.join(DEFAULT_CONTROLLERS)})"
+            )
+    enabled = []
+    for name in CONTROLLERS:
+        chosen = False
+        for item in items:
+            if item == name:
+                chosen = True
+                break
+            if item == f"-{name}":
+                break
+            if item == "*":
+                chosen = True
+        if chosen:
+            enabled.append(name)
+    return tuple(enabled)
+
+
+def _seconds(flag: str, text: str) -> float:
+    return _duration(flag, text).total_seconds()
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -194,6 +295,21 @@ def options_from_args(args: argparse.Namespace) -> ManagerOptions:
     renew = _duration("--webhook-cert-renew-before", args.webhook_cert_renew_before)
     if renew >= validity:
         raise OptionsError("--webhook-cert-renew-before must be shorter than --webhook-cert-validity")
+    if args.leader_elect_resource_lock != RESOURCE_LOCK_LEASES:
+        raise OptionsError(
+            f"--leader-elect-resource-lock: {args.leader_elect_resource_lock!r}: only leases are supported"
+        )
+    lease = _seconds("--leader-elect-lease-duration", args.leader_elect_lease_duration)
+    renew_deadline = _seconds("--leader-elect-renew-deadline", args.leader_elect_renew_deadline)
+    retry = _seconds("--leader-elect-retry-period", args.leader_elect_retry_period)
+    if lease <= renew_deadline:
+        raise OptionsError("--leader-elect-lease-duration must be longer than --leader-elect-renew-deadline")
+    if renew_deadline <= 1.2 * retry:
+        raise OptionsError(
+            "--leader-elect-renew-deadline must be longer than 1.2 x --leader-elect-retry-period"
+        )
+    if args.controller_workers < 1:
+        raise OptionsError("--controller-workers must be at least 1")
     return ManagerOptions(
         gates=args.feature_gates,
         kubeconfig=args.kubeconfig,
@@ -219,4 +335,11 @@ def options_from_args(args: argparse.Namespace) -> ManagerOptions:
             binding_admission_excluded_namespaces=_split(args.binding_admission_exclude_namespaces),
             binding_admission_dry_run=args.binding_admission_dry_run,
         ),
+        controllers=enabled_controllers(args.controllers),
+        leader_election=args.enable_leader_election,
+        leader_election_namespace=args.leader_election_namespace,
+        lease_duration_s=lease,
+        renew_deadline_s=renew_deadline,
+        retry_period_s=retry,
+        controller_workers=args.controller_workers,
     )
