@@ -2,10 +2,11 @@
 
 A strategy is a pure function of a :class:`Snapshot` (time, node, merged NodeSLO, pods,
 recent metrics, host facts and the current cgroup values) to a :class:`Plan` (cgroup and
-file updates, leveled cgroup batches, evictions, gauge values, or the reason it planned
-nothing). Only the runner acts: the executor writes, the evictor evicts. Each strategy runs
-on its own interval, and again as soon as the collectors bring new usage (the agent calls
-:meth:`QoSManager.wake`); a strategy that raises is logged and counted, and the others go on.
+file updates, leveled cgroup batches, evictions, gauge values and which of its gauges'
+series may stay, or the reason it planned nothing). Only the runner acts: the executor
+writes, the evictor evicts. Each strategy runs on its own interval, and again as soon as
+the collectors bring new usage (the agent calls :meth:`QoSManager.wake`); a strategy that
+raises is logged and counted, and the others go on.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor, Update
 from koordlet.metriccache import MetricCache, MetricKind
 from koordlet.metriccache.kinds import HOST_APPLICATION_CPU_USAGE, POD_CPU_USAGE, POD_MEMORY_USAGE
-from koordlet.metrics import KoordletMetrics
+from koordlet.metrics import KoordletMetrics, prune
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import KubepodsLayout
@@ -149,6 +150,9 @@ class Plan:
     evictions: list[Eviction] = field(default_factory=list)
     #: (KoordletMetrics attribute, label values after the node label, value)
     gauges: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
+    #: KoordletMetrics attribute -> the label values (after the node label) its series may
+    #: keep: the others (pods and containers that went away) are removed
+    retain: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
     #: why nothing (or less) was planned
     notes: list[str] = field(default_factory=list)
 
@@ -169,6 +173,23 @@ class Strategy(Protocol):
 
     def enabled(self, snapshot: Snapshot) -> tuple[bool, str]: ...
     def plan(self, snapshot: Snapshot) -> Plan: ...
+
+
+class GatedStrategy:
+    """Base of the strategies switched by one feature gate, with no cooldown: subclasses name
+    themselves and their gate and plan; those with more conditions extend :meth:`enabled`."""
+
+    NAME: str
+    GATE: str
+    cooldown = 0.0
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+
+    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
+        if not snapshot.gates.enabled(self.GATE):
+            return False, f"feature gate {self.GATE} is off"
+        return True, ""
 
 
 class Evicting(Protocol):
@@ -226,8 +247,11 @@ class QoSManager:
         self.executor.update_batch(plan.updates)
         for batch in plan.leveled:
             self.executor.leveled(batch)
+        node = self.metrics.node
         for attribute, labels, value in plan.gauges:
-            getattr(self.metrics, attribute).labels(self.metrics.node, *labels).set(value)
+            getattr(self.metrics, attribute).labels(node, *labels).set(value)
+        for attribute, alive in plan.retain.items():
+            prune(getattr(self.metrics, attribute), {(node, *labels) for labels in alive})
 
     async def run_once(self, strategy: Strategy) -> Plan | None:
         loop = asyncio.get_running_loop()

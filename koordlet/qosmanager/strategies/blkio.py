@@ -38,7 +38,7 @@ from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.kubeqos import KubeQOSClass
 from koordinator.api.types.slo import BlockCfg, IOCfg
 from koordlet.executor import CgroupUpdate
-from koordlet.qosmanager.framework import Plan, Snapshot
+from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.blockdev import BlockDevices, mount_device_number
 from koordlet.system.cgroup.registry import (
@@ -110,17 +110,9 @@ def cost_model(number: str, io: IOCfg) -> str:
     return f"{number} ctrl=user " + " ".join(f"{k}={v or 0}" for k, v in values)
 
 
-class BlkIOReconcile:
+class BlkIOReconcile(GatedStrategy):
     NAME = NAME
-    cooldown = 0.0
-
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
-
-    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        if not snapshot.gates.enabled(GATE):
-            return False, f"feature gate {GATE} is off"
-        return True, ""
+    GATE = GATE
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)

@@ -43,7 +43,7 @@ from koordinator.api.sloconfig.merge import merge
 from koordinator.api.sloconfig.nodeslo import default_resource_qos_strategy, none_memory_qos
 from koordinator.api.types.slo import MemoryQOS, ResourceQOS, ResourceQOSStrategy
 from koordlet.executor import CgroupUpdate
-from koordlet.qosmanager.framework import Plan, Snapshot
+from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.registry import (
@@ -183,17 +183,9 @@ def memory_high(qos: MemoryQOS, request: int, limit: int, node_allocatable: int)
     return (request + (ceiling - request) * percent // 100) // PAGE_SIZE * PAGE_SIZE
 
 
-class CgroupReconcile:
+class CgroupReconcile(GatedStrategy):
     NAME = NAME
-    cooldown = 0.0
-
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
-
-    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        if not snapshot.gates.enabled(GATE):
-            return False, f"feature gate {GATE} is off"
-        return True, ""
+    GATE = GATE
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)

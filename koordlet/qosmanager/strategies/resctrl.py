@@ -26,7 +26,7 @@ from koordinator.api.extension.qos import QoSClass
 from koordinator.api.extension.topology import ANNOTATION_RESCTRL
 from koordinator.api.types.slo import ResourceQOS, ResourceQOSStrategy
 from koordlet.executor import ResctrlGroupUpdate, ResctrlSchemataUpdate, ResctrlTasksUpdate
-from koordlet.qosmanager.framework import Plan, Snapshot
+from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.registry import CPU_TASKS, Subsystem
@@ -46,16 +46,14 @@ def parse_tids(text: object) -> list[int]:
     return [int(t) for t in str(text or "").split() if t.isdigit()]
 
 
-class ResctrlReconcile:
+class ResctrlReconcile(GatedStrategy):
     NAME = NAME
-    cooldown = 0.0
-
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
+    GATE = GATE
 
     def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        if not snapshot.gates.enabled(GATE):
-            return False, f"feature gate {GATE} is off"
+        gated, why = super().enabled(snapshot)
+        if not gated:
+            return gated, why
         info = snapshot.host.cpu_info
         if info is None:
             return False, "CPU information not collected yet"

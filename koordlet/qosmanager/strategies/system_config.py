@@ -24,7 +24,7 @@ from pathlib import Path
 
 from koordinator.api.types.slo import SystemStrategy
 from koordlet.executor import FileUpdate
-from koordlet.qosmanager.framework import Plan, Snapshot
+from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
 from koordlet.system.paths import HostPaths
 
@@ -101,17 +101,9 @@ def settings(strategy: SystemStrategy, paths: HostPaths, memory_bytes: int | Non
     ]
 
 
-class SystemConfig:
+class SystemConfig(GatedStrategy):
     NAME = NAME
-    cooldown = 0.0
-
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
-
-    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        if not snapshot.gates.enabled(GATE):
-            return False, f"feature gate {GATE} is off"
-        return True, ""
+    GATE = GATE
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)
