@@ -297,7 +297,8 @@ def run(
         inputs = inputs_from_files(name, node_file, node_metric_file, pods_file, config_file, now)
     else:
         if file_flags:
-            raise ExplainError(f"{', '.join(file_flags)} need --from-files")
+            verb = "needs" if len(file_flags) == 1 else "need"
+            raise ExplainError(f"{', '.join(file_flags)} {verb} --from-files")
         if now is not None:
             raise ExplainError("--now needs --from-files (a live explanation is at the current time)")
         try:

@@ -47,6 +47,7 @@ from controlplane.manager.certs import (
     service_dns_name,
 )
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
+from controlplane.manager.controllers.metrics import render as render_metrics
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.manager.options import ManagerOptions
 from controlplane.manager.server import SiteSpec, health_app, metrics_app, start_site, webhook_app
@@ -251,7 +252,7 @@ class Manager:
                 log.warning("feature gate %s is not implemented in this release: %s", gate, consequence)
         for address, app in (
             (options.health_probe_addr, health_app(self.readiness)),
-            (options.metrics_addr, metrics_app(self.metrics.registry)),
+            (options.metrics_addr, metrics_app(self.metrics.registry, render_metrics)),
         ):
             if address is not None:
                 self._sites.append(await start_site(app, *address))

@@ -115,11 +115,14 @@ def health_app(readiness: Readiness) -> web.Application:
     return app
 
 
-def metrics_app(registry: CollectorRegistry) -> web.Application:
+def metrics_app(
+    registry: CollectorRegistry, render: Callable[[CollectorRegistry], bytes] = generate_latest
+) -> web.Application:
+    """``render`` writes the text format (default: the Python client's)."""
     app = web.Application()
 
     async def metrics(_: web.Request) -> web.StreamResponse:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=render(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def empty(_: web.Request) -> web.StreamResponse:
         return web.Response(body=b"", headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -12,8 +12,10 @@
   and memory in bytes (unit ``byte``), the series of a deleted node removed;
 * ``koordinator_manager_is_leader`` (gauge): 1 while this replica holds the lease.
 
-Upstream's counters carry no ``_total`` suffix, and dashboards query them by these names;
-Python's client would add one, so the counters here are exposed by a collector of their own.
+Upstream's counters carry no ``_total`` suffix, and dashboards query them by these names.
+Python's client appends one, so these counters come from a collector of their own and
+:func:`render` writes them under their plain names (every other family exactly as the
+Python client does); the manager's metrics server uses it.
 """
 
 from __future__ import annotations
@@ -21,16 +23,57 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["FAILED", "SUCCEEDED", "GoCounter", "SLOControllerMetrics"]
+__all__ = ["FAILED", "SUCCEEDED", "GoCounter", "SLOControllerMetrics", "render"]
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 UNIT_INTEGER = "integer"
 UNIT_BYTE = "byte"
+
+
+class GoCounterFamily(Metric):
+    """A counter family whose samples keep the family's plain name (see :func:`render`)."""
+
+
+class _Single:
+    """One family as a collector, for the Python client's renderer."""
+
+    def __init__(self, family: Metric) -> None:
+        self.family = family
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.family
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The text exposition format with :class:`GoCounter` families under their plain names."""
+    out: list[bytes] = []
+    for family in registry.collect():
+        if isinstance(family, GoCounterFamily):
+            lines = [
+                f"# HELP {family.name} {_escape_help(family.documentation)}\n",
+                f"# TYPE {family.name} counter\n",
+            ]
+            lines += generate_latest(_Single(_as_gauge(family))).decode().splitlines(keepends=True)[2:]
+            out.append("".join(lines).encode())
+        else:
+            out.append(generate_latest(_Single(family)))
+    return b"".join(out)
+
+
+def _as_gauge(family: Metric) -> Metric:
+    """The same samples as an untouched gauge family, so the sample lines render verbatim."""
+    gauge = Metric(family.name, family.documentation, "gauge")
+    gauge.samples = list(family.samples)
+    return gauge
 
 
 class GoCounter(Collector):
@@ -51,13 +94,13 @@ class GoCounter(Collector):
         return self._values.get(values, 0.0)
 
     def collect(self) -> Iterator[Metric]:
-        metric = Metric(self.name, self.documentation, "counter")
+        metric = GoCounterFamily(self.name, self.documentation, "counter")
         for values, amount in sorted(self._values.items()):
             metric.add_sample(self.name, dict(zip(self.labels, values, strict=True)), amount)
         yield metric
 
     def describe(self) -> Iterator[Metric]:
-        yield Metric(self.name, self.documentation, "counter")
+        yield GoCounterFamily(self.name, self.documentation, "counter")
 
 
 class SLOControllerMetrics:

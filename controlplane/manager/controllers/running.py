@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 class RunningController(Protocol):
     reactor: Controller
 
+    def enqueue_all(self) -> None:
+        """Queue every object the controller looks after (a resync)."""
+        ...
+
     async def run(self) -> None: ...
 
 

@@ -146,7 +146,6 @@ class SLOConfigCache:
     # --- updates -----------------------------------------------------------------------------
 
     def _changed(self, obj: Obj) -> None:
-        self._seen = True
         self.apply(obj)
 
     def _deleted(self, _obj: Obj | Tombstone[Obj]) -> None:
@@ -155,6 +154,7 @@ class SLOConfigCache:
 
     def apply(self, configmap: Obj | None) -> set[str]:
         """Take a new version of the ConfigMap (``None``: it does not exist); returns the changed keys."""
+        self._seen = configmap is not None
         data = (configmap or {}).get("data") if configmap is not None else None
         parsed = parse_slo_config(
             data if isinstance(data, Mapping) else None, self.config, require_names=self.require_names

@@ -1,0 +1,178 @@
+"""``koord-manager explain-node``: live against an apiserver, from files, text and JSON, usage errors."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import io
+import json
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controlplane.manager.__main__ import main as koord_manager
+from koordinator.kube.timeutil import format_time
+from tests.controlplane.manager.controllers.golden import CASES, NODE
+from tests.controlplane.manager.controllers.harness import seed, started_fake
+from tests.controlplane.manager.controllers.objects import config_map
+from tests.controlplane.manager.controllers.test_golden_formulas import write_inputs
+
+DEFAULTS = CASES[0]
+MAX_USAGE_REQUEST = next(c for c in CASES if c.id == "max-usage-request-counts-unreported-pods")
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = koord_manager(argv)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def kubeconfig(tmp_path: Path, url: str) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "users": [{"name": "admin", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "admin"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return str(path)
+
+
+async def test_live_explanation_matches_the_files(tmp_path):
+    case = copy.deepcopy(MAX_USAGE_REQUEST)
+    assert case.metric is not None
+    # live explanations run at the current time: the report must be recent
+    reported = format_time(time.time() - 30)
+    case.metric["status"]["updateTime"] = reported
+    config = case.config()
+    assert config is not None
+    fake = await started_fake()
+    try:
+        seed(fake, [case.node, *case.pods, case.metric, config])
+        argv = ["explain-node", NODE, "--kubeconfig", kubeconfig(tmp_path, fake.url), "--output", "json"]
+        code, out, err = await asyncio.to_thread(run, argv)
+        assert (code, err) == (0, "")
+        live = json.loads(out)
+        files = write_inputs(case, tmp_path)
+        files[files.index("--now") + 1] = format_time(time.time())
+        code, out, _ = await asyncio.to_thread(run, files)
+        offline = json.loads(out)
+        assert (live["batch"], live["mid"]) == (offline["batch"], offline["mid"])
+        assert live["batch"] == {"kubernetes.io/batch-cpu": "2k", "kubernetes.io/batch-memory": "33Gi"}
+        code, out, err = await asyncio.to_thread(
+            run, ["explain-node", "missing", "--kubeconfig", kubeconfig(tmp_path, fake.url)]
+        )
+        assert code == 1
+        assert err == "koord-manager explain-node: node missing not found\n"
+    finally:
+        await fake.stop()
+
+
+def test_text_output_walks_through_the_calculation(tmp_path):
+    argv = write_inputs(DEFAULTS, tmp_path)
+    argv[argv.index("--output") + 1] = "text"
+    code, out, _ = run(argv)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == ("node node-1: batch-cpu=4600, batch-memory=28561532519, mid-cpu=0, mid-memory=0")
+    text = "\n".join(lines)
+    for expected in (
+        "batch.safetyMargin",
+        "cpu     6400m",
+        "batch.systemUsedOrReserved",
+        "request for 1 pod(s) not reported yet",
+        "batch.result",
+        "kubernetes.io/batch-cpu: absent -> 4600",
+    ):
+        assert expected in text
+
+
+def test_a_degraded_node_says_why(tmp_path):
+    case = next(c for c in CASES if c.id == "stale-nodemetric-degrades")
+    code, out, _ = run(write_inputs(case, tmp_path))
+    result = json.loads(out)
+    assert code == 0
+    assert (result["batch"], result["mid"]) == (None, None)
+    nodemetric = next(s for s in result["steps"] if s["name"] == "nodemetric")
+    assert nodemetric["detail"] == (
+        "degraded: NodeMetric last updated 2025-12-31T23:45:59Z (901s ago), "
+        "more than degradeTimeMinutes=15 ago"
+    )
+
+
+def test_a_broken_config_key_is_reported_and_the_defaults_used(tmp_path):
+    argv = write_inputs(DEFAULTS, tmp_path)
+    broken = config_map({"enable": True})
+    broken["data"]["resource-threshold-config"] = "{not json"
+    broken["data"]["colocation-config"] = json.dumps({"enable": True, "cpuReclaimThresholdPercent": -1})
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(broken))
+    code, out, _ = run(argv)
+    result = json.loads(out)
+    assert code == 0
+    notes = [s["detail"] for s in result["steps"] if s["name"] == "config"]
+    assert len(notes) == 2
+    assert notes[0].startswith("colocation-config does not parse, so the defaults are used here")
+    assert "resource-threshold-config" in notes[1]
+    assert result["batch"] is None, "the defaults turn colocation off"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--node", "n.yaml"], "--node needs --from-files", id="file-flag-without-from-files"),
+        pytest.param(["--from-files"], "--from-files needs --node FILE", id="from-files-without-node"),
+        pytest.param(
+            ["--from-files", "--node", "/nonexistent.yaml"], "cannot read /nonexistent.yaml", id="missing"
+        ),
+        pytest.param(["--now", "2026-01-01T00:00:00Z"], "--now needs --from-files", id="now-live"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(argv, message):
+    code, _, err = run(["explain-node", NODE, *argv])
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_a_node_file_for_another_node_or_a_bad_time_is_refused(tmp_path):
+    argv = write_inputs(DEFAULTS, tmp_path)
+    argv[argv.index(NODE)] = "other-node"
+    code, _, err = run(argv)
+    assert code == 2
+    assert "the Node is 'node-1', not 'other-node'" in err
+    argv = write_inputs(DEFAULTS, tmp_path)
+    argv[argv.index("--now") + 1] = "yesterday"
+    code, _, err = run(argv)
+    assert code == 2
+    assert "--now: 'yesterday' is not an RFC 3339 time" in err
+
+
+def test_pods_of_other_nodes_and_list_files_are_handled(tmp_path):
+    argv = write_inputs(DEFAULTS, tmp_path)
+    pods: list[Any] = list(yaml.safe_load_all((tmp_path / "pods.yaml").read_text()))
+    stranger = copy.deepcopy(pods[0])
+    stranger["metadata"]["name"] = "elsewhere"
+    stranger["spec"]["nodeName"] = "node-2"
+    (tmp_path / "pods.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*pods, stranger]})
+    )
+    code, out, _ = run(argv)
+    assert code == 0
+    assert json.loads(out)["batch"] == {
+        "kubernetes.io/batch-cpu": "4600",
+        "kubernetes.io/batch-memory": "28561532519",
+    }
