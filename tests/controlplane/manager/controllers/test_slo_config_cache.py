@@ -9,6 +9,10 @@ from koordinator.api.sloconfig.config import cluster_colocation_strategy
 from tests.controlplane.manager.controllers.objects import config_map
 
 
+def available(config: SLOConfigCache) -> bool:
+    return config.colocation_available
+
+
 def cache() -> tuple[SLOConfigCache, list[set[str]]]:
     seen: list[set[str]] = []
     config = SLOConfigCache("koordinator-system", "slo-controller-config")
@@ -18,9 +22,9 @@ def cache() -> tuple[SLOConfigCache, list[set[str]]]:
 
 def test_no_configmap_means_defaults_and_an_available_colocation_config():
     config, seen = cache()
-    assert not config.colocation_available, "nothing is known before the informer synced"
+    assert not available(config), "nothing is known before the informer synced"
     config.mark_synced()
-    assert config.colocation_available
+    assert available(config)
     strategy = cluster_colocation_strategy(config.config)
     assert (strategy.enable, strategy.cpu_reclaim_threshold_percent, strategy.degrade_time_minutes) == (
         False,
@@ -56,11 +60,11 @@ def test_a_colocation_config_broken_since_start_is_unavailable_until_fixed():
     broken["data"]["colocation-config"] = '{"enable": true'
     config.apply(broken)
     config.mark_synced()
-    assert not config.colocation_available
+    assert not available(config)
     config.apply(config_map({"enable": True}))
-    assert config.colocation_available
+    assert available(config)
     config.apply(broken)
-    assert config.colocation_available, "once good, the last good value stays in use"
+    assert available(config), "once good, the last good value stays in use"
     assert cluster_colocation_strategy(config.config).enable is True
 
 
