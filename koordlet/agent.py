@@ -47,6 +47,7 @@ from koordlet.qosmanager.evictor import Evictor
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, QoSManager, Snapshot
 from koordlet.qosmanager.registry import strategies
 from koordlet.runtimehooks.framework import HookManager
+from koordlet.runtimehooks.hooks.oomscore import OOMScoreAdj
 from koordlet.runtimehooks.protocol import NodeFacts
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks
@@ -280,11 +281,13 @@ class Agent:
             report=not config.standalone and config.gates.enabled("NodeTopologyReport"),
             on_change=lambda: states.callbacks.signal(CallbackType.NODE_TOPOLOGY),
             interval=config.node_topology_sync_interval,
+            metrics=self.metrics,
         )
         self.nrt = nrt
         self._tasks.append(asyncio.create_task(nrt.run(), name="nrt-reporter"))
         if self.client is not None and config.enable_node_metric_report and not config.standalone:
-            self.node_metric_reporter = NodeMetricReporter(self.client, states, self.query)
+            mirror = self.metrics if config.gates.enabled("NodeMetricPromMetrics") else None
+            self.node_metric_reporter = NodeMetricReporter(self.client, states, self.query, metrics=mirror)
             reporting = self.node_metric_reporter.run()
             self._tasks.append(asyncio.create_task(reporting, name="nodemetric-reporter"))
 
@@ -344,7 +347,11 @@ class Agent:
         if self.config.standalone:
             log.info("standalone mode: runtime hooks are not run (they would act on this machine's cgroups)")
             return
-        manager = HookManager(hooks(), self.metrics)
+        registered = hooks()
+        for hook in registered:
+            if isinstance(hook, OOMScoreAdj):
+                hook.metrics = self.metrics  # it records container_oom_score_adj
+        manager = HookManager(registered, self.metrics)
         self.reconciler = Reconciler(
             manager,
             self.node_facts,

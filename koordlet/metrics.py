@@ -7,21 +7,31 @@ Dashboards built for Koordinator query these exact names. The Python client appe
 omits ``_created``. The HTTP handler renders on the event loop in slices
 (:func:`render_async`), so a scrape of thousands of series never stalls the loop.
 
-Series labelled by pod or container are pruned with :func:`prune` when the object goes
-away (upstream's expiring "GC gauge vecs").
+Series labelled by pod or container are pruned with :func:`prune` (or replaced as a whole
+with :func:`sync_gauge`) when the object goes away, where upstream lets "GC gauge vecs"
+expire or resets the vector.
+
+Gauges that would cost a hot loop too much to keep current (PSI: up to 18 series per pod
+and container) are brought up to date only when something reads the registry: their
+owner registers a refresher with :meth:`KoordletMetrics.on_scrape`, and every scrape
+(:func:`render`, :func:`render_async`, ``registry.collect()``) runs the refreshers first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
 
 NAMESPACE = "koordlet"
 CORE, BYTE, INTEGER = "core", "byte", "integer"
@@ -30,6 +40,45 @@ _CONTAINER = ("node", "container_id", "container_name", "pod_uid", "pod_name", "
 _PSI = ("psi_resource_type", "psi_precision", "psi_degree", "cpu_full_supported")
 _MS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
+#: brings some gauges up to date before a scrape reads them; a generator that yields
+#: between slices of its work, so a scrape on the event loop never stalls it
+Refresher = Callable[[], Iterator[None]]
+
+
+class ScrapeRefreshers:
+    """A collector without metrics of its own: the refreshers of lazily kept gauges.
+
+    Registered on the registry before every koordlet metric, so each scrape runs the
+    refreshers before it reads the gauges they keep. A refresher that fails is logged;
+    the scrape goes on with what the gauges hold.
+    """
+
+    def __init__(self) -> None:
+        self._refreshers: list[Refresher] = []
+        self._lock = threading.Lock()
+
+    def add(self, refresher: Refresher) -> None:
+        with self._lock:
+            self._refreshers.append(refresher)
+
+    def refresh(self) -> Iterator[None]:
+        """Run every refresher, yielding whenever one does."""
+        with self._lock:
+            refreshers = list(self._refreshers)
+        for refresher in refreshers:
+            try:
+                yield from refresher()
+            except Exception:
+                log.exception("refreshing metrics before a scrape failed")
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        for _ in self.refresh():
+            pass
+        return []
+
 
 class KoordletMetrics:
     """Every koordlet metric, registered on ``registry``; ``node`` fills the node label."""
@@ -37,6 +86,8 @@ class KoordletMetrics:
     def __init__(self, registry: CollectorRegistry, node: str) -> None:
         self.registry = registry
         self.node = node
+        self.refreshers = ScrapeRefreshers()
+        registry.register(self.refreshers)  # first: scrapes refresh before they read
 
         def gauge(name: str, doc: str, labels: Iterable[str]) -> Gauge:
             return Gauge(name, doc, list(labels), namespace=NAMESPACE, registry=registry)
@@ -202,12 +253,33 @@ class KoordletMetrics:
             ["node", "cache_id", "qos", "mb_type"],
         )
 
+    def on_scrape(self, refresher: Refresher) -> None:
+        """Run ``refresher`` before every scrape reads the registry."""
+        self.refreshers.add(refresher)
+
 
 def prune(metric: MetricWrapperBase, keep: set[tuple[str, ...]]) -> None:
     """Remove the series of ``metric`` whose label values are not in ``keep``."""
     stale = [labels for labels in list(metric._metrics) if labels not in keep]
     for labels in stale:
         metric.remove(*labels)
+
+
+def sync_gauge(gauge: Gauge, series: Iterable[tuple[tuple[str, ...], float]]) -> Iterator[None]:
+    """Make ``gauge`` hold exactly ``series`` (label values, all strings, and a value):
+    each is set, every other series removed. Yields every :data:`RENDER_SLICE` series."""
+    children = cast(dict[tuple[str, ...], Gauge], gauge._metrics)
+    keep: set[tuple[str, ...]] = set()
+    for count, (labels, value) in enumerate(series, 1):
+        child = children.get(labels)
+        if child is None:
+            child = gauge.labels(*labels)
+        child.set(value)
+        keep.add(labels)
+        if count % RENDER_SLICE == 0:
+            yield
+    if len(children) > len(keep):
+        prune(gauge, keep)
 
 
 def _go_float(value: float) -> str:
@@ -306,6 +378,9 @@ def _render(registry: CollectorRegistry, out: list[str]) -> Iterator[None]:
             yield
         return
     for collector in collectors:
+        if isinstance(collector, ScrapeRefreshers):
+            yield from collector.refresh()
+            continue
         children = _gauge_children(collector)
         if children is not None:
             yield from _render_gauge(cast(Gauge, collector), children, out)

@@ -2,7 +2,8 @@
 
 * pods from the kubelet (:class:`PodsInformer`, with PLEG for early resyncs);
 * the Node, its NodeSLO and its NodeMetric spec from the apiserver, each through a shared
-  informer restricted to this node by ``metadata.name`` (upstream's field selectors);
+  informer restricted to this node by ``metadata.name`` (upstream's field selectors); the
+  Node's batch and mid allocatable are recorded each time it is seen;
 * the NodeSLO spec is merged onto upstream's defaults section by section, with disabled
   classes reset, before anyone sees it; a NodeSLO that fails validation is refused and
   the last good spec stays in force.
@@ -30,6 +31,7 @@ from koordlet.statesinformer.nodemetric import HostApplication, host_application
 from koordlet.statesinformer.pleg import PodLifecycleEvents
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.statesinformer.pods import PodsInformer, PodsSource
+from koordlet.statesinformer.resourcesummary import record_node_allocatable
 from koordlet.system import proc
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 
@@ -70,6 +72,7 @@ class StatesInformer:
             interval=kubelet_sync_interval,
             on_change=lambda: self.callbacks.signal(CallbackType.ALL_PODS),
             keep_on_empty=factory is not None,
+            metrics=metrics,
         )
         self.pleg = PodLifecycleEvents(cgroups, lambda uid: self.pods.trigger(f"new pod cgroup {uid}"))
         self.enable_pleg = enable_pleg
@@ -136,6 +139,8 @@ class StatesInformer:
     def _on_node(self, node: Mapping[str, Any]) -> None:
         changed = _metadata(node) != _metadata(self._node)
         self._node = node
+        if self.metrics is not None:
+            record_node_allocatable(self.metrics, node)
         if changed:
             self.callbacks.signal(CallbackType.NODE_METADATA)
 

@@ -10,6 +10,11 @@ follows ``nodeMemoryCollectPolicy``. CPU is written in milli-cores, memory in by
 
 The metric cache is reached through the narrow :class:`UsageQuerier` protocol (the
 agent wires it), so this layer does not depend on the cache's storage.
+
+With the NodeMetricPromMetrics gate (the agent then hands the reporter its metrics),
+each report also mirrors the node, system and per-NUMA usages it writes to
+``koordlet_node_metric_{node,system,numa_node,numa_system}_usage`` (CPU in cores, memory
+in bytes), replacing the previous report's series, as upstream resets and re-records them.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ConflictError, NotFoundError
 from koordinator.kube.timeutil import format_time
+from koordlet.metrics import BYTE, CORE, KoordletMetrics, prune
 from koordlet.statesinformer.podmeta import PodMeta
 
 log = logging.getLogger(__name__)
@@ -223,6 +229,46 @@ def build_status(
     return status
 
 
+def _usage_series(
+    usage: dict[str, Any] | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], float]
+) -> None:
+    for resource, text in ((usage or {}).get("resources") or {}).items():
+        quantity = Quantity.parse(text)
+        if resource == "cpu":
+            out[(*prefix, "cpu", CORE)] = quantity.milli_value() / 1000
+        elif resource == "memory":
+            out[(*prefix, "memory", BYTE)] = float(quantity.value())
+
+
+def record_usages(metrics: KoordletMetrics, status: dict[str, Any]) -> None:
+    """Mirror a status's node, system and NUMA usages to the ``node_metric_*`` gauges; the
+    series the status no longer has (a NUMA node without samples) are removed."""
+    node_metric = status.get("nodeMetric") or {}
+    node = metrics.node
+    wanted: list[tuple[Any, dict[tuple[str, ...], float]]] = []
+    for gauge, field_name in (
+        (metrics.node_metric_node_usage, "nodeUsage"),
+        (metrics.node_metric_system_usage, "systemUsage"),
+    ):
+        series: dict[tuple[str, ...], float] = {}
+        _usage_series(node_metric.get(field_name), (node,), series)
+        wanted.append((gauge, series))
+    numa_node: dict[tuple[str, ...], float] = {}
+    numa_system: dict[tuple[str, ...], float] = {}
+    for entry in node_metric.get("numaUsages") or ():
+        prefix = (node, str(entry["numaNodeID"]))
+        _usage_series(entry.get("nodeUsage"), prefix, numa_node)
+        _usage_series(entry.get("systemUsage"), prefix, numa_system)
+    wanted += [
+        (metrics.node_metric_numa_node_usage, numa_node),
+        (metrics.node_metric_numa_system_usage, numa_system),
+    ]
+    for gauge, series in wanted:
+        for labels, value in series.items():
+            gauge.labels(*labels).set(value)
+        prune(gauge, set(series))
+
+
 class NodeMetricStates(Protocol):
     node_name: str
 
@@ -242,11 +288,14 @@ class NodeMetricReporter:
         query: UsageQuerier,
         *,
         clock: Callable[[], float] = time.time,
+        metrics: KoordletMetrics | None = None,
     ) -> None:
         self.client = client
         self.states = states
         self.query = query
         self.clock = clock
+        #: where reports mirror their usages (NodeMetricPromMetrics), or None
+        self.metrics = metrics
         self._last_update = float("-inf")
         self.reports = 0
 
@@ -267,6 +316,8 @@ class NodeMetricReporter:
             self.states.numa_nodes(),
             self.clock(),
         )
+        if self.metrics is not None:
+            record_usages(self.metrics, status)
         for _ in range(5):  # RetryOnConflict
             try:
                 current = await self.client.get(res.NODE_METRICS, self.states.node_name)

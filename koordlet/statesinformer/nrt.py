@@ -12,6 +12,10 @@ Share pools, as upstream computes them (per NUMA node, ordered by socket then no
   LS nor BE and have no Koordinator cpuset), minus the cpusets the scheduler recorded in
   ``resource-status``, minus the node's reserved CPUs, minus exclusive system-QoS CPUs;
 * BE pool: the same, but of the recorded cpusets only those of LSE pods are removed.
+
+Each sync also sets ``koordlet_cpuset_share_pool_cpu_cores`` and
+``koordlet_cpuset_be_share_pool_cpu_cores`` to the number of CPUs in the pools it
+computed (upstream counts them when the cpuset hook reads the NodeResourceTopology).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from koordinator.api.jsonutil import marshal
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ConflictError, NotFoundError
+from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.topology import NodeCPUInfo, NUMANodeInfo
 
@@ -129,6 +134,15 @@ def share_pools(
     ls = all_cpus - kubelet_pinned - koord_pinned - reserved
     be = all_cpus - kubelet_pinned - lse_pinned - reserved
     return _by_numa(cpu_info, ls), _by_numa(cpu_info, be)
+
+
+def pool_cpus(annotation: str) -> int:
+    """The number of CPUs in a share-pools annotation (``[{socket, node, cpuset}]``)."""
+    try:
+        pools = orjson.loads(annotation)
+    except orjson.JSONDecodeError:
+        return 0
+    return sum(len(_cpus(str(pool.get("cpuset", "")))) for pool in pools if isinstance(pool, dict))
 
 
 def _by_numa(cpu_info: NodeCPUInfo, cpus: set[int]) -> list[dict[str, Any]]:
@@ -222,6 +236,7 @@ class NodeTopologyReporter:
         report: bool,
         on_change: Callable[[], None] | None = None,
         interval: float = 3.0,
+        metrics: KoordletMetrics | None = None,
     ) -> None:
         self.states = states
         self.cpu_info = cpu_info
@@ -231,6 +246,7 @@ class NodeTopologyReporter:
         self.report = report and client is not None
         self.on_change = on_change
         self.interval = interval
+        self.metrics = metrics
         self.current: dict[str, Any] | None = None
 
     def compute(self) -> dict[str, Any] | None:
@@ -255,6 +271,12 @@ class NodeTopologyReporter:
         desired = self.compute()
         if desired is None:
             return False
+        if self.metrics is not None:
+            annotations = desired["annotations"]
+            node = self.metrics.node
+            ls, be = annotations[ANNOTATION_CPU_SHARED_POOLS], annotations[ANNOTATION_BE_CPU_SHARED_POOLS]
+            self.metrics.cpuset_share_pool_cpu_cores.labels(node).set(pool_cpus(ls))
+            self.metrics.cpuset_be_share_pool_cpu_cores.labels(node).set(pool_cpus(be))
         if desired != self.current:
             self.current = desired
             if self.on_change is not None:

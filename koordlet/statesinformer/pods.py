@@ -4,7 +4,9 @@ Upstream's contract: a full resync every ``--kubelet-sync-interval`` (10 s), an 
 when PLEG sees a new pod cgroup (at most 5 per second, bursts of 10), and the previous list
 kept when the kubelet fails or answers with no pods at all (a restarting kubelet must not
 make every pod look deleted). The first successful sync marks the informer synced; every
-sync that changes the pod set or a pod's resourceVersion notifies the consumers.
+sync that changes the pod set or a pod's resourceVersion notifies the consumers. Each
+successful sync records the containers' batch and mid resources
+(:mod:`koordlet.statesinformer.resourcesummary`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
+from koordlet.statesinformer.resourcesummary import record_container_resources
 from koordlet.system.cgroup.layout import KubepodsLayout
 
 log = logging.getLogger(__name__)
@@ -58,6 +62,7 @@ class PodsInformer:
         interval: float = 10.0,
         on_change: Callable[[], None] | None = None,
         keep_on_empty: bool = True,
+        metrics: KoordletMetrics | None = None,
     ) -> None:
         self.source = source
         self.layout = layout
@@ -65,6 +70,7 @@ class PodsInformer:
         self.on_change = on_change
         #: a kubelet answering "no pods" is restarting (keep the list); a cgroup scan is not
         self.keep_on_empty = keep_on_empty
+        self.metrics = metrics
         self._pods: dict[str, PodMeta] = {}
         self._synced = asyncio.Event()
         self._wake = asyncio.Event()
@@ -112,6 +118,8 @@ class PodsInformer:
         )
         self._pods = pods
         self.last_error = None
+        if self.metrics is not None:
+            record_container_resources(self.metrics, pods.values())
         first = not self._synced.is_set()
         self._synced.set()
         if (changed or first) and self.on_change is not None:

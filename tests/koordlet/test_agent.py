@@ -34,7 +34,7 @@ async def _scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
 
 
 async def test_standalone_agent_on_a_fake_host(tmp_path):
-    host = FakeHost(tmp_path, "v1")
+    host = FakeHost(tmp_path, "v1", features=("psi",))
     host.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)
     host.set_meminfo(MemTotal=8_000_000, MemFree=2_000_000, MemAvailable=5_000_000)
     host.set_proc_stat([100, 0, 100, 1000, 0, 0, 0, 0], {0: [50, 0, 50, 500, 0, 0, 0, 0]})
@@ -43,7 +43,7 @@ async def test_standalone_agent_on_a_fake_host(tmp_path):
     config = AgentConfig(
         node_name="fake-node",
         paths=host.paths,
-        gates=FeatureGates(KOORDLET_FEATURES),
+        gates=FeatureGates(KOORDLET_FEATURES, {"PSICollector": True}),
         host="127.0.0.1",
         port=0,
         standalone=True,
@@ -64,6 +64,10 @@ async def test_standalone_agent_on_a_fake_host(tmp_path):
                 break
             await asyncio.sleep(0.2)
     assert _metric(text, "koordlet_node_used_memory_bytes") == 3_000_000 * 1024
+    assert _metric(text, "koordlet_cpuset_share_pool_cpu_cores") == 2  # the NRT reporter's pools
+    # the PSI collector's last round, exported when scraped
+    assert 'koordlet_pod_psi{cpu_full_supported="true",node="fake-node",' in text
+    assert f'pod_uid="{uid}",psi_degree="full",psi_precision="avg300",psi_resource_type="io"}} 0' in text
     assert agent.states is not None
     assert [p.uid for p in agent.states.get_all_pods()] == [uid]
     assert agent.nrt is not None

@@ -32,7 +32,8 @@ and that are Pending or Running take the NodeSLO ``cpuBurstStrategy`` overlaid w
   keeps between rounds; its clock is the snapshot's time and its random source is injected.
 
 Gauges: ``container_scaled_cfs_burst_us`` for every burst planned and
-``container_scaled_cfs_quota_us`` for every quota changed.
+``container_scaled_cfs_quota_us`` for every quota changed (a container keeps its last
+value while it remains); the series of containers no longer on the node are removed.
 """
 
 from __future__ import annotations
@@ -264,6 +265,10 @@ class CPUBurst:
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)
+        alive: set[tuple[str, ...]] = {
+            (pod.namespace, pod.name, c.container_id, c.name) for pod in snapshot.pods for c in pod.containers
+        }
+        plan.retain = {"container_scaled_cfs_burst_us": alive, "container_scaled_cfs_quota_us": alive}
         strategy = snapshot.node_slo.cpu_burst_strategy
         if strategy is None:
             return plan.note("no cpuBurstStrategy in the NodeSLO")

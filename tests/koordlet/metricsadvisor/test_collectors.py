@@ -8,6 +8,7 @@ import pytest
 
 from koordinator.api.types.slo import CgroupPath, HostApplicationSpec
 from koordlet.metriccache import MetricKind, kinds
+from koordlet.metrics import render
 from koordlet.metricsadvisor.collectors.beresource import BEResourceCollector
 from koordlet.metricsadvisor.collectors.hostapplication import (
     HostApplicationCollector,
@@ -246,6 +247,107 @@ def test_host_application_usage(fake_host, states):
     assert _last(ctx, kinds.HOST_APPLICATION_MEMORY_USAGE, host_app_name="nginx") == GIB
     assert ctx.shared.host_apps is not None
     assert ctx.shared.host_apps.memory == GIB
+
+
+def test_host_application_usage_gauge(fake_host, states):
+    states.slo.host_applications = [
+        HostApplicationSpec(name="nginx", qos="LS", priority="koord-prod"),
+        HostApplicationSpec(name="agent", qos="BE"),
+    ]
+    nginx = fake_host.make_cgroup("host-latency-sensitive/nginx")
+    fake_host.make_cgroup("host-best-effort/agent")
+    ctx = make_context(fake_host, states)
+    registry = ctx.metrics.registry
+    collector = HostApplicationCollector(ctx)
+
+    def usage(app: str, resource: str, priority: str = "", qos: str = "") -> float | None:
+        labels = {"node": "node-1", "host_application_name": app, "resource": resource}
+        labels |= {"priority_class": priority, "qos": qos}
+        return registry.get_sample_value("koordlet_host_application_resource_usage", labels)
+
+    fake_host.set_cpu_usage(nginx, 0)
+    collector.collect(T0)
+    assert usage("nginx", "cpu", "koord-prod", "LS") is None  # the first round primes the CPU counter
+    fake_host.set_cpu_usage(nginx, 400_000_000)
+    fake_host.set_memory_stat(nginx, active_anon=GIB, active_file=GIB)
+    collector.collect(T0 + 2)
+    assert usage("nginx", "cpu", "koord-prod", "LS") == pytest.approx(0.2)
+    assert usage("nginx", "memory", "koord-prod", "LS") == GIB  # without the page cache
+    assert usage("agent", "cpu", qos="BE") == 0.0
+    # an application no longer declared loses its series
+    states.slo.host_applications = [HostApplicationSpec(name="agent", qos="BE")]
+    collector.collect(T0 + 3)
+    assert usage("nginx", "cpu", "koord-prod", "LS") is None
+    assert usage("nginx", "memory", "koord-prod", "LS") is None
+    assert usage("agent", "memory", qos="BE") == 0.0
+
+
+def _psi_labels(degree: str, precision: str, resource: str, full: str) -> dict[str, str]:
+    return {
+        "psi_resource_type": resource,
+        "psi_precision": precision,
+        "psi_degree": degree,
+        "cpu_full_supported": full,
+    }
+
+
+def test_psi_gauges_hold_the_last_round(tmp_path):
+    host = FakeHost(tmp_path, "v2")
+    states = FakeStates(host)
+    builder = make_pod("p").kube_qos("Burstable").container("main", cid="containerd://" + "a" * 64)
+    builder.container("setup", cid="containerd://" + "b" * 64, init=True)
+    meta = states.add(builder.build())
+    host.add_pod("Burstable", meta.uid, [c.container_id for c in meta.containers])
+    main, setup = (next(c for c in meta.containers if c.name == name) for name in ("main", "setup"))
+    host.set_pressure(meta.cgroup_dir, "cpu", (12.5, 6.25, 2.5, 100), None)  # no "full" line
+    host.set_pressure(main.cgroup_dir, "memory", (0.5, 0.25, 0.75, 10), (0.25, 0.5, 1.5, 5))
+    ctx = make_context(host, states, gates={"PSICollector": True})
+    registry = ctx.metrics.registry
+    collector = PSICollector(ctx)
+    collector.collect(T0)
+
+    pod = {"node": "node-1", "pod_uid": meta.uid, "pod_name": "p", "pod_namespace": "default"}
+    container = {**pod, "container_id": main.container_id, "container_name": "main"}
+
+    def pod_psi(*labels: str) -> float | None:
+        return registry.get_sample_value("koordlet_pod_psi", {**pod, **_psi_labels(*labels)})
+
+    def container_psi(*labels: str) -> float | None:
+        return registry.get_sample_value("koordlet_container_psi", {**container, **_psi_labels(*labels)})
+
+    # avg10, avg60 and avg300 of "some"; "full" only where the file has it
+    assert pod_psi("some", "avg10", "cpu", "false") == 12.5
+    assert pod_psi("some", "avg60", "cpu", "false") == 6.25
+    assert pod_psi("some", "avg300", "cpu", "false") == 2.5
+    assert pod_psi("full", "avg10", "cpu", "false") is None
+    assert pod_psi("full", "avg10", "mem", "true") == 0.0  # the default file has a full line
+    assert container_psi("some", "avg300", "mem", "true") == 0.75
+    assert container_psi("full", "avg10", "mem", "true") == 0.25
+    assert container_psi("full", "avg60", "mem", "true") == 0.5
+    assert container_psi("full", "avg300", "mem", "true") == 1.5
+    assert container_psi("some", "avg10", "io", "true") == 0.0
+    families = {f.name: f for f in registry.collect()}
+    # 3 resources x (some + full) x 3 precisions, less cpu "full" for the pod
+    assert len(families["koordlet_pod_psi"].samples) == 15
+    # the init container is read for the metric cache, but not exported (upstream: statuses only)
+    exported = {s.labels["container_id"] for s in families["koordlet_container_psi"].samples}
+    assert exported == {main.container_id}
+    assert setup.container_id not in exported
+    text = render(registry).decode()
+    assert (
+        'koordlet_pod_psi{cpu_full_supported="false",node="node-1",pod_name="p",pod_namespace="default",'
+        f'pod_uid="{meta.uid}",psi_degree="some",psi_precision="avg10",psi_resource_type="cpu"}} 12.5\n'
+    ) in text
+    # the next round: new values; then the pod goes away and its series with it
+    host.set_pressure(meta.cgroup_dir, "cpu", (50.0, 6.25, 2.5, 200), None)
+    collector.collect(T0 + 10)
+    assert pod_psi("some", "avg10", "cpu", "false") == 50.0
+    states.pods.clear()
+    collector.collect(T0 + 20)
+    assert "koordlet_pod_psi{" not in render(registry).decode()
+    families = {f.name: f for f in registry.collect()}
+    assert families["koordlet_pod_psi"].samples == []
+    assert families["koordlet_container_psi"].samples == []
 
 
 def test_psi_of_pods_and_containers(tmp_path, request):

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from koordinator.api.extension.constants import ANNOTATION_POD_CPU_BURST
+from koordlet.executor import ResourceUpdateExecutor
 from koordlet.metriccache import Sample
 from koordlet.metriccache.kinds import (
     CONTAINER_CPU_THROTTLED,
@@ -17,6 +19,8 @@ from koordlet.metriccache.kinds import (
     NODE_CPU_USAGE,
     POD_CPU_USAGE,
 )
+from koordlet.metrics import KoordletMetrics
+from koordlet.qosmanager.framework import QoSManager
 from koordlet.qosmanager.strategies.cpu_burst import (
     BurstLimiter,
     CPUBurst,
@@ -25,6 +29,7 @@ from koordlet.qosmanager.strategies.cpu_burst import (
     adjust_by_node,
     base_quota,
 )
+from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.registry import CPU_CFS_BURST, CPU_CFS_QUOTA
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
@@ -227,6 +232,37 @@ def test_cfs_quota_scaling(tmp_path, version, case, node_cores, throttled, quota
         [[(CPU_CFS_QUOTA, node.pod_dir, expected)], [(CPU_CFS_QUOTA, node.container_dir, expected)]]
     ], case
     assert plan.gauges == [("container_scaled_cfs_quota_us", ("default", "web", CID, "main"), expected)]
+
+
+def test_gauges_follow_the_containers_on_the_node(tmp_path, version):
+    node = Node(tmp_path, version, quota=200_000)
+    registry = CollectorRegistry()
+    executor = ResourceUpdateExecutor(CgroupFS.detect(node.host.paths))
+    metrics = KoordletMetrics(registry, "node-1")
+    manager = QoSManager([], lambda: build_snapshot(node.host), executor, None, metrics)
+    labels = {
+        "node": "node-1",
+        "pod_namespace": "default",
+        "pod_name": "web",
+        "container_id": CID,
+        "container_name": "main",
+    }
+    strategy = CPUBurst()
+    slo = policy("auto", cpuBurstPercent=50)
+    manager.apply(
+        strategy.plan(build_snapshot(node.host, pods=[node.pod], slo=slo, samples=quota_samples(1.0, 0.3)))
+    )
+    assert registry.get_sample_value("koordlet_container_scaled_cfs_quota_us", labels) == 240_000
+    assert registry.get_sample_value("koordlet_container_scaled_cfs_burst_us", labels) == 100_000
+    # the quota remains (not throttled): the gauge keeps its last value
+    manager.apply(
+        strategy.plan(build_snapshot(node.host, pods=[node.pod], slo=slo, samples=quota_samples(1.0, 0.0)))
+    )
+    assert registry.get_sample_value("koordlet_container_scaled_cfs_quota_us", labels) == 240_000
+    # the pod goes away: so do its series
+    manager.apply(strategy.plan(build_snapshot(node.host, pods=[], slo=slo)))
+    assert registry.get_sample_value("koordlet_container_scaled_cfs_quota_us", labels) is None
+    assert registry.get_sample_value("koordlet_container_scaled_cfs_burst_us", labels) is None
 
 
 def test_stale_throttling_is_not_used(tmp_path, version):

@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
 from koordinator.api.kubeqos import KubeQOSClass
-from koordlet.executor import CgroupUpdate
+from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor
 from koordlet.metriccache import Sample, kinds
-from koordlet.qosmanager.framework import Snapshot
+from koordlet.metrics import KoordletMetrics
+from koordlet.qosmanager.framework import QoSManager, Snapshot
 from koordlet.qosmanager.strategies.cpu_suppress import CPUSuppress, select_cpus
+from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.topology import read_cpu_topology
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
@@ -89,6 +92,24 @@ def test_cfs_quota_policy(host):
     assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, 270000, "CPUSuppress")]
     assert plan.leveled == [_levels(host, "0-7")]  # cpuset released to the full set
     assert ("be_suppress_cpu_cores", ("cfsQuota",), 2.7) in plan.gauges
+
+
+def test_applied_plans_set_the_suppress_gauges(host):
+    registry = CollectorRegistry()
+    executor = ResourceUpdateExecutor(CgroupFS.detect(host.paths))
+    manager = QoSManager([], lambda: _snapshot(host), executor, None, KoordletMetrics(registry, "node-1"))
+    manager.apply(CPUSuppress().plan(_snapshot(host)))
+    on_node = {"node": "node-1"}
+    assert registry.get_sample_value("koordlet_be_suppress_cpu_cores", {**on_node, "type": "cpuset"}) == 3.0
+    assert registry.get_sample_value("koordlet_be_suppress_ls_used_cpu_cores", on_node) == 2.0
+    slo = {
+        "resourceUsedThresholdWithBE": {
+            **ENABLED["resourceUsedThresholdWithBE"],
+            "cpuSuppressPolicy": "cfsQuota",
+        }
+    }
+    manager.apply(CPUSuppress().plan(_snapshot(host, slo)))
+    assert registry.get_sample_value("koordlet_be_suppress_cpu_cores", {**on_node, "type": "cfsQuota"}) == 2.7
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from koordinator.kube import resources as res
 from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.informer import InformerFactory
+from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.callbacks import CallbackType
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.standalone import CgroupPodsSource, describe_node, host_applications
@@ -97,6 +99,91 @@ async def test_node_nodeslo_and_callbacks(fake_host_v1: FakeHost):
             assert spec is not None
             assert spec.metric_collect_policy is not None
             assert spec.metric_collect_policy.report_interval_seconds == 30
+            await states.stop()
+
+
+async def test_batch_and_mid_resources_are_recorded(fake_host_v1: FakeHost):
+    batch = make_pod("batch").qos("BE").kube_qos("BestEffort")
+    batch.container(
+        "main",
+        cid="containerd://" + "a" * 64,
+        requests={"kubernetes.io/batch-cpu": "2k", "kubernetes.io/batch-memory": "1Gi"},
+        limits={"kubernetes.io/batch-cpu": "4000", "kubernetes.io/batch-memory": "2Gi"},
+    )
+    batch.container("pending", requests={"kubernetes.io/batch-cpu": "500"})  # no status yet
+    mid = make_pod("mid").container(
+        "app", cid="containerd://" + "b" * 64, requests={"kubernetes.io/mid-cpu": "1500"}
+    )
+    web = make_pod("web").container("app", cid="containerd://" + "c" * 64, requests={"cpu": "1"})
+    pods = Pods([batch.build(), mid.build(), web.build()])
+    registry = CollectorRegistry()
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": NODE},
+        "status": {
+            "allocatable": {
+                "cpu": "8",
+                "kubernetes.io/batch-cpu": "6500",
+                "kubernetes.io/batch-memory": "12Gi",
+            }
+        },
+    }
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(f"koordlet_{name}", {"node": NODE, **labels})
+
+    def container(resource: str, unit: str, pod: str, cid: str, name: str) -> dict[str, str]:
+        owner = {"pod_uid": make_pod(pod).uid, "pod_name": pod, "pod_namespace": "default"}
+        return {"resource": resource, "unit": unit, **owner, "container_id": cid, "container_name": name}
+
+    async with FakeApiServer() as fake:
+        for name in ("slo.koordinator.sh_nodeslos.yaml", "slo.koordinator.sh_nodemetrics.yaml"):
+            fake.register_crd(CRDS / name)
+        fake.create(res.NODES, node)
+        async with fake.client() as client:
+            states = StatesInformer(
+                NODE,
+                CgroupFS.detect(fake_host_v1.paths),
+                pods,
+                factory=InformerFactory(client, freeze_after_sync=False),
+                metrics=KoordletMetrics(registry, NODE),
+                enable_pleg=False,
+            )
+            await states.start()
+            async with asyncio.timeout(10):
+                await states.wait_synced()
+            allocatable = "node_resource_allocatable"
+            assert value(allocatable, resource="kubernetes.io/batch-cpu", unit="integer") == 6500
+            assert value(allocatable, resource="kubernetes.io/batch-memory", unit="byte") == 12 * (1 << 30)
+            assert value(allocatable, resource="kubernetes.io/mid-cpu", unit="integer") == 0  # absent
+            assert value(allocatable, resource="kubernetes.io/mid-memory", unit="byte") == 0
+            main = ("batch", "containerd://" + "a" * 64, "main")
+            requests, limits = "container_resource_requests", "container_resource_limits"
+            assert value(requests, **container("kubernetes.io/batch-cpu", "integer", *main)) == 2000
+            assert value(requests, **container("kubernetes.io/batch-memory", "byte", *main)) == 1 << 30
+            assert value(limits, **container("kubernetes.io/batch-cpu", "integer", *main)) == 4000
+            assert value(limits, **container("kubernetes.io/batch-memory", "byte", *main)) == 2 << 30
+            app = ("mid", "containerd://" + "b" * 64, "app")
+            assert value(requests, **container("kubernetes.io/mid-cpu", "integer", *app)) == 1500
+            families = {f.name: f for f in registry.collect()}
+            # the pending container (no status) and the pod without batch or mid resources: nothing
+            assert len(families["koordlet_container_resource_requests"].samples) == 3
+            assert len(families["koordlet_container_resource_limits"].samples) == 2
+            # the Node changes; the batch pod goes away
+            current = fake.get(res.NODES, NODE)
+            current["status"]["allocatable"]["kubernetes.io/batch-cpu"] = "3"
+            fake.update(res.NODES, current, subresource="status")
+            await eventually(
+                lambda: value(allocatable, resource="kubernetes.io/batch-cpu", unit="integer") == 3
+            )
+            pods.pods = [mid.build(), web.build()]
+            assert await states.pods.sync()
+            families = {f.name: f for f in registry.collect()}
+            assert [
+                s.labels["pod_name"] for s in families["koordlet_container_resource_requests"].samples
+            ] == ["mid"]
+            assert families["koordlet_container_resource_limits"].samples == []
             await states.stop()
 
 

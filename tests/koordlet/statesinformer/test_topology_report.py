@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import orjson
 import pytest
+from prometheus_client import CollectorRegistry
 
 from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
 from koordinator.api.extension.topology import (
@@ -13,7 +17,14 @@ from koordinator.api.extension.topology import (
     ANNOTATION_CPU_TOPOLOGY,
     ANNOTATION_POD_CPU_ALLOCS,
 )
-from koordlet.statesinformer.nrt import KubeletCPUState, read_cpu_manager_state, topology_annotations, zones
+from koordlet.metrics import KoordletMetrics
+from koordlet.statesinformer.nrt import (
+    KubeletCPUState,
+    NodeTopologyReporter,
+    read_cpu_manager_state,
+    topology_annotations,
+    zones,
+)
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.topology import NodeCPUInfo, NUMANodeInfo, read_cpu_basic_info, read_cpu_topology
 from tests.fakes.host import FakeHost
@@ -53,6 +64,47 @@ def test_share_pools_remove_pinned_and_reserved_cpus(fake_host_v1, cpu_info):
     allocs = orjson.loads(annotations[ANNOTATION_POD_CPU_ALLOCS])
     assert {a["name"] for a in allocs} == {"static", "ls"}
     assert all(a["managedByKubelet"] for a in allocs)
+
+
+class _States:
+    node_name = "node-1"
+
+    def __init__(self, pods: list[PodMeta], node: Mapping[str, Any]) -> None:
+        self.pods = pods
+        self.node = node
+
+    def get_node(self) -> Mapping[str, Any] | None:
+        return self.node
+
+    def get_all_pods(self) -> list[PodMeta]:
+        return list(self.pods)
+
+
+async def test_sync_sets_the_share_pool_gauges(fake_host_v1, cpu_info):
+    lse = make_pod("lse").qos("LSE").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"0-1"}')
+    lsr = make_pod("lsr").qos("LSR").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"2"}')
+    node = {"metadata": {"annotations": {"node.koordinator.sh/reservation": '{"reservedCPUs":"7"}'}}}
+    states = _States(_pods(fake_host_v1, lse, lsr), node)
+    registry = CollectorRegistry()
+    reporter = NodeTopologyReporter(
+        states,
+        lambda: cpu_info,
+        list,
+        KubeletCPUState,
+        client=None,
+        report=False,
+        metrics=KoordletMetrics(registry, "node-1"),
+    )
+    assert await reporter.sync()
+
+    def cores(name: str) -> float | None:
+        return registry.get_sample_value(f"koordlet_cpuset_{name}_cpu_cores", {"node": "node-1"})
+
+    # 8 CPUs: LS pool minus the LSE/LSR cpusets 0-2 and reserved 7; BE pool minus LSE 0-1 and 7
+    assert (cores("share_pool"), cores("be_share_pool")) == (4.0, 5.0)
+    states.pods = []  # the pinned pods went away
+    assert await reporter.sync()
+    assert (cores("share_pool"), cores("be_share_pool")) == (7.0, 7.0)
 
 
 def test_topology_and_basic_info(fake_host_v1, cpu_info):
