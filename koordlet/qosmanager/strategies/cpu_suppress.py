@@ -38,7 +38,7 @@ from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
 from koordlet.executor import CgroupUpdate
 from koordlet.metriccache.kinds import NODE_CPU_USAGE
-from koordlet.qosmanager.framework import Plan, Snapshot
+from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
 from koordlet.system.cgroup.registry import CPU_CFS_QUOTA, CPUSET_CPUS, Subsystem
 from koordlet.system.topology import Processor
 
@@ -109,17 +109,9 @@ def select_cpus(count: int, processors: Iterable[Processor]) -> list[int]:
     return chosen
 
 
-class CPUSuppress:
+class CPUSuppress(GatedStrategy):
     NAME = NAME
-    cooldown = 0.0
-
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
-
-    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        if not snapshot.gates.enabled(GATE):
-            return False, f"feature gate {GATE} is off"
-        return True, ""
+    GATE = GATE
 
     # --- inputs ------------------------------------------------------------------------------
 
