@@ -79,9 +79,19 @@ class Controller:
         self.queue = WorkQueue(name, clock=clock, rate_limiter=rate_limiter, metrics=metrics)
         self._active = 0
         self._running = False
+        # label children resolved once (a labels() lookup per reconcile adds up over thousands)
+        self._m_results = (
+            {
+                result: metrics.reconcile_total.labels(name, result)
+                for result in (RESULT_SUCCESS, RESULT_ERROR, RESULT_REQUEUE, RESULT_REQUEUE_AFTER)
+            }
+            if metrics is not None
+            else {}
+        )
+        self._m_time = metrics.reconcile_time.labels(name) if metrics is not None else None
         if metrics is not None:
             metrics.max_concurrent.labels(name).set(workers)
-            metrics.active_workers.labels(name).set(0)
+            metrics.active_workers.labels(name).set_function(lambda: float(self._active))
 
     def __repr__(self) -> str:
         return f"Controller({self.name!r}, workers={self.workers})"
@@ -155,13 +165,12 @@ class Controller:
                 self.queue.done(key)
 
     def _count(self, result: str) -> None:
-        if self.metrics is not None:
-            self.metrics.reconcile_total.labels(self.name, result).inc()
+        counter = self._m_results.get(result)
+        if counter is not None:
+            counter.inc()
 
     def _set_active(self, delta: int) -> None:
         self._active += delta
-        if self.metrics is not None:
-            self.metrics.active_workers.labels(self.name).set(self._active)
 
     async def _process(self, key: str) -> None:
         started = time.perf_counter()
@@ -175,8 +184,8 @@ class Controller:
             return
         finally:
             self._set_active(-1)
-            if self.metrics is not None:
-                self.metrics.reconcile_time.labels(self.name).observe(time.perf_counter() - started)
+            if self._m_time is not None:
+                self._m_time.observe(time.perf_counter() - started)
         if result is not None and result.requeue_after is not None and result.requeue_after > 0:
             self.queue.forget(key)
             self.queue.add_after(key, result.requeue_after)

@@ -56,8 +56,15 @@ class WorkQueue:
         self._delayer: asyncio.Task[None] | None = None
         self._idle: asyncio.Event | None = None
         self._shutting_down = False
+        # label children resolved once: a labels() lookup per operation would cost more than the queue
+        self._m_adds = metrics.adds.labels(name) if metrics is not None else None
+        self._m_retries = metrics.retries.labels(name) if metrics is not None else None
+        self._m_queue_duration = metrics.queue_duration.labels(name) if metrics is not None else None
+        self._m_work_duration = metrics.work_duration.labels(name) if metrics is not None else None
         if metrics is not None:
             metrics.watch_queue(name, self._unfinished_seconds, self._longest_seconds)
+            # the depth is read when scraped rather than set on every add and get
+            metrics.depth.labels(name).set_function(lambda: float(len(self._queue)))
 
     # --- state ----------------------------------------------------------------------------
 
@@ -101,10 +108,6 @@ class WorkQueue:
         now = self.clock.monotonic()
         return max((now - started for started in self._processing.values()), default=0.0)
 
-    def _set_depth(self) -> None:
-        if self.metrics is not None:
-            self.metrics.depth.labels(self.name).set(len(self._queue))
-
     def _check_idle(self) -> None:
         if self._idle is not None and self.is_idle():
             self._idle.set()
@@ -115,14 +118,13 @@ class WorkQueue:
         """Queue ``key`` unless it is already waiting (re-queued after ``done`` if in progress)."""
         if self._shutting_down or key in self._dirty:
             return
-        if self.metrics is not None:
-            self.metrics.adds.labels(self.name).inc()
+        if self._m_adds is not None:
+            self._m_adds.inc()
         self._dirty.add(key)
         self._added_at.setdefault(key, self.clock.monotonic())
         if key in self._processing:
             return
         self._queue.append(key)
-        self._set_depth()
         self._wake_getter()
 
     def add_after(self, key: str, delay: float) -> None:
@@ -146,8 +148,8 @@ class WorkQueue:
         """Queue ``key`` after its backoff; counts a retry."""
         if self._shutting_down:
             return
-        if self.metrics is not None:
-            self.metrics.retries.labels(self.name).inc()
+        if self._m_retries is not None:
+            self._m_retries.inc()
         self.add_after(key, self.rate_limiter.when(key))
 
     def forget(self, key: str) -> None:
@@ -182,19 +184,17 @@ class WorkQueue:
         self._dirty.discard(key)
         self._processing[key] = now
         added = self._added_at.pop(key, now)
-        if self.metrics is not None:
-            self.metrics.queue_duration.labels(self.name).observe(max(0.0, now - added))
-        self._set_depth()
+        if self._m_queue_duration is not None:
+            self._m_queue_duration.observe(max(0.0, now - added))
         return key
 
     def done(self, key: str) -> None:
         """``key`` is no longer processed; queue it again if it was added meanwhile."""
         started = self._processing.pop(key, None)
-        if started is not None and self.metrics is not None:
-            self.metrics.work_duration.labels(self.name).observe(max(0.0, self.clock.monotonic() - started))
+        if started is not None and self._m_work_duration is not None:
+            self._m_work_duration.observe(max(0.0, self.clock.monotonic() - started))
         if key in self._dirty and not self._shutting_down:
             self._queue.append(key)
-            self._set_depth()
             self._wake_getter()
         self._check_idle()
 

@@ -145,11 +145,15 @@ class SLOControllerMetrics:
             "whether this koord-manager replica is the leader (1) or not (0)",
             registry=self.registry,
         )
-        self._series: dict[str, set[tuple[str, str, str]]] = {}
+        self._series: dict[str, dict[tuple[str, str, str], Gauge]] = {}
 
     def record_allocatable(self, node: str, resource: str, value: float, unit: str) -> None:
-        self.extended_allocatable.labels(node, resource, unit).set(value)
-        self._series.setdefault(node, set()).add((node, resource, unit))
+        series = self._series.setdefault(node, {})
+        labels = (node, resource, unit)
+        child = series.get(labels)
+        if child is None:
+            child = series[labels] = self.extended_allocatable.labels(*labels)
+        child.set(value)
 
     def forget_allocatable(self, node: str, resource: str | None = None) -> None:
         """Remove a node's series (one resource, or all of them)."""
@@ -158,6 +162,6 @@ class SLOControllerMetrics:
                 continue
             with contextlib.suppress(KeyError):
                 self.extended_allocatable.remove(*labels)
-            self._series[node].discard(labels)
+            del self._series[node][labels]
         if not self._series.get(node):
             self._series.pop(node, None)

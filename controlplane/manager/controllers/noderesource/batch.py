@@ -55,6 +55,7 @@ POLICY_REQUEST = "request"
 POLICY_MAX_USAGE_REQUEST = "maxUsageRequest"
 
 _LOW_PRIORITY = frozenset({PriorityClass.BATCH.value, PriorityClass.FREE.value})
+_LOW_PRIORITY_CLASSES = frozenset({PriorityClass.BATCH, PriorityClass.FREE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,16 +106,18 @@ def calculate_batch(
     hp_count = unreported = 0
     usages = metric.pods
     listed: set[str] = set()
-    for pod in pods:
-        if not pod.active:
+    get_usage = usages.get
+    low = _LOW_PRIORITY_CLASSES
+    lse = QoSClass.LSE
+    for key, _, active, priority, qos, req_cpu, req_mem in pods:
+        if not active:
             continue
-        used = usages.get(pod.key)
+        used = get_usage(key)
         if used is not None:
-            listed.add(pod.key)
-        if not pod.high_priority:
+            listed.add(key)
+        if priority in low:
             continue
         hp_count += 1
-        req_cpu, req_mem = pod.cpu_request, pod.memory_request
         hp_req_cpu += req_cpu
         hp_req_mem += req_mem
         if used is None:
@@ -124,16 +127,13 @@ def calculate_batch(
             # upstream leaves these out of the max(request, used) sum; see the module docstring
             hp_max_cpu += req_cpu
             hp_max_mem += req_mem
-        elif pod.qos is QoSClass.LSE:
-            hp_used_cpu += req_cpu
-            hp_used_mem += used.memory
-            hp_max_cpu += max(req_cpu, used.cpu)
-            hp_max_mem += max(req_mem, used.memory)
-        else:
-            hp_used_cpu += used.cpu
-            hp_used_mem += used.memory
-            hp_max_cpu += max(req_cpu, used.cpu)
-            hp_max_mem += max(req_mem, used.memory)
+            continue
+        used_cpu, used_mem, _ = used
+        # an LSE pod's CPUs are its own: it counts its request whatever it uses
+        hp_used_cpu += req_cpu if qos is lse else used_cpu
+        hp_used_mem += used_mem
+        hp_max_cpu += req_cpu if req_cpu > used_cpu else used_cpu
+        hp_max_mem += req_mem if req_mem > used_mem else used_mem
     dangling_cpu = dangling_mem = dangling_count = 0
     if len(listed) != len(usages):
         for key, used in usages.items():

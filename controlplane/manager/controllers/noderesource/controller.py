@@ -172,7 +172,8 @@ class NodeResourceController:
             self._records.pop(name, None)
             return None
         metric = self.node_metrics.store.get(name)
-        pods = self.pods.store.by_index(POD_NODE_INDEX, name)
+        store = self.pods.store
+        pods = [pod for key in store.index_keys(POD_NODE_INDEX, name) if (pod := store.get(key)) is not None]
         now = ctx.clock.time()
         calc = calculate(ctx.config.config, node, metric, pods, now, resolver=self.resolver())
         self._record_metrics(node.name, calc)
@@ -204,9 +205,15 @@ class NodeResourceController:
                 now, _present(desired), node.resource_version, node.resource_version
             )
         ctx.metrics.node_resource_reconcile.inc(SUCCEEDED, "updated" if decision.write else "unchanged")
-        return self._recheck(calc, metric, now)
+        return self._recheck(calc, desired, metric, now)
 
-    def _recheck(self, calc: Calculation, metric: NodeMetricView | None, now: float) -> Result | None:
+    def _recheck(
+        self,
+        calc: Calculation,
+        desired: dict[str, Quantity | None],
+        metric: NodeMetricView | None,
+        now: float,
+    ) -> Result | None:
         """When to look at the node again without any event: staleness, or a change falling due."""
         delays: list[float] = []
         strategy = calc.strategy
@@ -216,7 +223,7 @@ class NodeResourceController:
         record = self._records.get(calc.node)
         if record is not None and calc.enabled:
             due = record.time + (strategy.update_time_threshold_seconds or 0)
-            if _present(calc.desired()) != record.written:
+            if _present(desired) != record.written:
                 delays.append(due - now + _RECHECK_SLACK_S)
         positive = [d for d in delays if d > 0]
         return Result(requeue_after=min(positive)) if positive else None

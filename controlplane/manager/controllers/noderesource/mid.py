@@ -107,11 +107,12 @@ def calculate_mid(
     system_used = metric.system_usage + host_apps
     reserved = node.kubelet_reserved.max(node.annotation_reserved).max(system_used)
     prod_cpu = prod_memory = prod_count = 0
-    for pod in pods:
-        if pod.active and pod.priority not in _NOT_PROD:
+    not_prod = _NOT_PROD
+    for _, _, active, priority, _, req_cpu, req_mem in pods:
+        if active and priority not in not_prod:
             prod_count += 1
-            prod_cpu += pod.cpu_request
-            prod_memory += pod.memory_request
+            prod_cpu += req_cpu
+            prod_memory += req_mem
     prod_allocated = CPUMemory(prod_cpu, prod_memory)
     unallocated = (capacity - reserved - prod_allocated).floor()
     unallocated_ratio = _percent(strategy.mid_unallocated_percent, 0)

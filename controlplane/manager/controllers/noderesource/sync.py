@@ -72,9 +72,9 @@ def decide(
         )
     threshold = strategy.resource_diff_threshold or 0.0
     for name in EXTENDED_RESOURCES:
-        new = desired.get(name)
-        if is_resource_diff(allocatable.get(name), new, threshold) or is_resource_diff(
-            capacity.get(name), new, threshold
+        new, in_allocatable, in_capacity = desired.get(name), allocatable.get(name), capacity.get(name)
+        if is_resource_diff(in_allocatable, new, threshold) or (
+            in_capacity != in_allocatable and is_resource_diff(in_capacity, new, threshold)
         ):
             return SyncDecision(True, f"{name} differs by more than resourceDiffThreshold={threshold}")
     return SyncDecision(

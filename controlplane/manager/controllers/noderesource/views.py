@@ -13,6 +13,7 @@ both rounding up away from zero).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -46,6 +47,7 @@ __all__ = [
     "node_metric_view",
     "node_view",
     "pod_view",
+    "quantity_nanos",
     "scale_milli",
     "scale_value",
     "value_of",
@@ -92,6 +94,43 @@ def _nanos(quantity: Quantity | None) -> int:
     return quantity.nanos if quantity is not None else 0
 
 
+# Quantities as the koordlet and the kubelet write them ("1250m", "2", "600Mi", "8263450624")
+# are read without building Quantity objects; anything else goes through the full parser.
+# A NodeMetric carries dozens of them and arrives for every node every minute.
+_PLAIN = re.compile(r"([0-9]{1,18})(m|k|M|G|Ki|Mi|Gi|Ti)?")
+_PLAIN_FACTOR: dict[str | None, int] = {
+    None: NANO,
+    "m": 10**6,
+    "k": 10**12,
+    "M": 10**15,
+    "G": 10**18,
+    "Ki": NANO << 10,
+    "Mi": NANO << 20,
+    "Gi": NANO << 30,
+    "Ti": NANO << 40,
+}
+_MAX_NANOS = ((1 << 63) - 1) * NANO
+_PARSED: dict[str, int] = {}
+_PARSED_LIMIT = 1 << 16
+
+
+def quantity_nanos(raw: Any) -> int:
+    """The nano-units of a JSON quantity value (``Quantity.from_json(raw).nanos``, memoised)."""
+    if type(raw) is not str:
+        return Quantity.from_json(raw).nanos
+    found = _PARSED.get(raw)
+    if found is not None:
+        return found
+    match = _PLAIN.fullmatch(raw)
+    value = int(match.group(1)) * _PLAIN_FACTOR[match.group(2)] if match is not None else -1
+    if match is None or value > _MAX_NANOS:
+        value = Quantity.from_json(raw).nanos
+    if len(_PARSED) >= _PARSED_LIMIT:
+        _PARSED.clear()
+    _PARSED[raw] = value
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class CPUMemory:
     """A CPU and a memory amount in nano-units; an absent resource is zero (``quotav1`` semantics)."""
@@ -115,8 +154,8 @@ class CPUMemory:
             return ZERO
         cpu, memory = data.get("cpu"), data.get("memory")
         return cls(
-            Quantity.from_json(cpu).nanos if cpu is not None else 0,
-            Quantity.from_json(memory).nanos if memory is not None else 0,
+            quantity_nanos(cpu) if cpu is not None else 0,
+            quantity_nanos(memory) if memory is not None else 0,
         )
 
     def __add__(self, other: CPUMemory) -> CPUMemory:
@@ -268,12 +307,25 @@ def node_metric_view(metric: Mapping[str, Any]) -> NodeMetricView:
             node_usage = parse(usage, "status.nodeMetric.nodeUsage")
         system_usage = parse(_usage_map(node_metric.get("systemUsage")), "status.nodeMetric.systemUsage")
     pods: dict[str, PodUsage] = {}
+    # the hot loop of every NodeMetric update: no intermediate objects per pod
+    nanos = quantity_nanos
     for info in status.get("podsMetric") or ():
-        if not isinstance(info, Mapping):
+        if type(info) is not dict:
             continue
-        key = f"{info.get('namespace') or ''}/{info.get('name') or ''}"
-        usage_cm = parse(_usage_map(info.get("podUsage")), f"status.podsMetric[{key}]")
-        pods[key] = PodUsage(usage_cm.cpu, usage_cm.memory, str(info.get("priority") or ""))
+        get = info.get
+        key = f"{get('namespace') or ''}/{get('name') or ''}"
+        usage = get("podUsage")
+        resources = usage.get("resources") if type(usage) is dict else None
+        cpu = memory = 0
+        if type(resources) is dict:
+            raw_cpu, raw_memory = resources.get("cpu"), resources.get("memory")
+            try:
+                cpu = nanos(raw_cpu) if raw_cpu is not None else 0
+                memory = nanos(raw_memory) if raw_memory is not None else 0
+            except QuantityError as exc:
+                problems.append(f"status.podsMetric[{key}]: {exc}")
+                cpu = memory = 0
+        pods[key] = PodUsage(cpu, memory, get("priority") or "")
     host_apps: list[HostAppUsage] = []
     for info in status.get("hostApplicationMetric") or ():
         if not isinstance(info, Mapping):
