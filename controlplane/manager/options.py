@@ -223,7 +223,8 @@ def _bool(text: str) -> bool:
 
 
 def enabled_controllers(spec: str) -> tuple[str, ...]:
-    """Upstream's ``--controllers`` rule: an exact name wins over ``-name``, ``*`` enables the rest."""
+    """Upstream's ``--controllers`` rule: the first mention of a name (``name`` or ``-name``) decides,
+    else ``*`` enables it."""
     items = _split(spec)
     for item in items:
         name = item.removeprefix("-")
@@ -245,6 +246,7 @@ def enabled_controllers(spec: str) -> tuple[str, ...]:
                 chosen = True
                 break
             if item == f"-{name}":
+                chosen = False
                 break
             if item == "*":
                 chosen = True

@@ -1,0 +1,78 @@
+"""koord-manager's controller and leader-election flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.manager.__main__ import build_parser
+from controlplane.manager.options import OptionsError, enabled_controllers, options_from_args
+
+
+def parse(argv: list[str]):
+    return options_from_args(build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize(
+    ("spec", "enabled"),
+    [
+        pytest.param(
+            "nodemetric,noderesource,nodeslo", ("nodemetric", "noderesource", "nodeslo"), id="default"
+        ),
+        pytest.param("*", ("nodemetric", "noderesource", "nodeslo"), id="star"),
+        pytest.param("*,-noderesource", ("nodemetric", "nodeslo"), id="all-but-one"),
+        pytest.param("noderesource", ("noderesource",), id="one"),
+        pytest.param("noderesource,-noderesource", ("noderesource",), id="first-mention-wins"),
+        pytest.param(
+            "-colocationprofile,*", ("nodemetric", "noderesource", "nodeslo"), id="unimplemented-left-out"
+        ),
+        pytest.param("", (), id="none"),
+    ],
+)
+def test_controllers_follow_upstreams_rule(spec, enabled):
+    assert enabled_controllers(spec) == enabled
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param("quotaprofile", "quotaprofile is not implemented in this release", id="unimplemented"),
+        pytest.param("nodes", "unknown controller 'nodes'", id="unknown"),
+    ],
+)
+def test_controllers_that_cannot_run_are_refused(spec, message):
+    with pytest.raises(OptionsError, match=message):
+        enabled_controllers(spec)
+
+
+def test_defaults_are_upstreams():
+    options = parse([])
+    assert options.controllers == ("nodemetric", "noderesource", "nodeslo")
+    assert options.leader_election is True
+    assert (options.leader_election_namespace, options.leader_election_id) == (
+        "koordinator-system",
+        "koordinator-manager",
+    )
+    assert (options.lease_duration_s, options.renew_deadline_s, options.retry_period_s) == (15.0, 10.0, 2.0)
+
+
+def test_leader_election_can_be_turned_off_go_style():
+    assert parse(["--enable-leader-election=false"]).leader_election is False
+    assert parse(["--enable-leader-election"]).leader_election is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--leader-elect-resource-lock", "configmaps"], "only leases", id="lock"),
+        pytest.param(
+            ["--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "10s"],
+            "must be longer than --leader-elect-renew-deadline",
+            id="lease-shorter-than-renew",
+        ),
+        pytest.param(["--leader-elect-retry-period", "9s"], "1.2 x --leader-elect-retry-period", id="retry"),
+        pytest.param(["--controller-workers", "0"], "at least 1", id="workers"),
+    ],
+)
+def test_impossible_leader_election_settings_are_refused(argv, message):
+    with pytest.raises(OptionsError, match=message):
+        parse(argv)
