@@ -1,0 +1,1 @@
+"""Tests of the reactor: work queue and controllers."""

@@ -1,0 +1,1 @@
+"""Tests of the slo-controller, leader election and explain-node."""
