@@ -70,12 +70,12 @@ _RECHECK_SLACK_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class SyncRecord:
-    """The last write to a node: when, what, and the resourceVersions around it."""
+    """The last write to a node: when, what, and the node's resourceVersion just before it
+    (while the cache still shows that version, it has not seen the write)."""
 
     time: float
     written: Mapping[str, Quantity]
     version_before: str
-    version_after: str
 
 
 def _pod_node(pod: PodView) -> list[str]:
@@ -201,9 +201,7 @@ class NodeResourceController:
                 raise
         elif record is None:
             # the node already holds the result: count it as written now for the time threshold
-            self._records[name] = SyncRecord(
-                now, _present(desired), node.resource_version, node.resource_version
-            )
+            self._records[name] = SyncRecord(now, _present(desired), node.resource_version)
         ctx.metrics.node_resource_reconcile.inc(SUCCEEDED, "updated" if decision.write else "unchanged")
         return self._recheck(calc, desired, metric, now)
 
@@ -241,11 +239,10 @@ class NodeResourceController:
                     {"metadata": {"annotations": {ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: origin}}},
                     field_manager=FIELD_MANAGER,
                 )
-        patched = await client.patch(
+        await client.patch(
             res.NODES, node.name, status_patch(desired), subresource="status", field_manager=FIELD_MANAGER
         )
-        version = str((patched.get("metadata") or {}).get("resourceVersion") or "")
-        self._records[node.name] = SyncRecord(now, _present(desired), node.resource_version, version)
+        self._records[node.name] = SyncRecord(now, _present(desired), node.resource_version)
         removed = [n for n in EXTENDED_RESOURCES if desired[n] is None and n in node.allocatable_ext]
         log.info(
             "noderesource: node %s: %s",

@@ -200,15 +200,6 @@ class PodView(NamedTuple):
     cpu_request: int
     memory_request: int
 
-    @property
-    def request(self) -> CPUMemory:
-        return CPUMemory(self.cpu_request, self.memory_request)
-
-    @property
-    def high_priority(self) -> bool:
-        """Not batch and not free: the pods batch resources are taken from."""
-        return self.priority is not PriorityClass.BATCH and self.priority is not PriorityClass.FREE
-
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
     """The record of a pod dict. Requests that do not parse count as zero (the apiserver
@@ -360,8 +351,8 @@ class NodeView:
 
     ``allocatable_ext``/``capacity_ext`` hold the node's current batch and mid resources
     (only those present). ``labels`` and ``strategy_annotation`` feed the per-node
-    colocation strategy. ``third_party_batch`` sums the ``thirdPartyAllocations`` of batch
-    priority (``None`` when the node has none).
+    colocation strategy (:class:`~.calculator.StrategyResolver`). ``third_party_batch``
+    sums the ``thirdPartyAllocations`` of batch priority (``None`` when the node has none).
     """
 
     name: str
@@ -382,13 +373,6 @@ class NodeView:
     def kubelet_reserved(self) -> CPUMemory:
         """``max(capacity - allocatable, 0)``: what the kubelet keeps for itself."""
         return (self.capacity - self.allocatable).floor()
-
-    def strategy_source(self) -> dict[str, Any]:
-        """The minimal node dict the per-node colocation strategy is resolved from."""
-        meta: dict[str, Any] = {"name": self.name, "labels": dict(self.labels)}
-        if self.strategy_annotation is not None:
-            meta["annotations"] = {ANNOTATION_NODE_COLOCATION_STRATEGY: self.strategy_annotation}
-        return {"metadata": meta}
 
     def identity(self) -> tuple[object, ...]:
         """Everything but the resourceVersion: two views with equal identities need no recompute."""
