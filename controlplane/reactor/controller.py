@@ -126,7 +126,15 @@ class Controller:
         try:
             # asyncio.wait, not gather: cancelling this task must not cancel the workers
             # before they had the chance to drain
-            await asyncio.wait(tasks)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+            if failed:
+                # a worker died outside a reconcile (a bug in the loop itself): stop, loudly
+                for task in tasks:
+                    task.cancel()
+                error = failed[0].exception()
+                assert error is not None
+                raise error
         except asyncio.CancelledError:
             await self._stop(tasks)
             raise

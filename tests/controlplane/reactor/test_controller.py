@@ -256,3 +256,21 @@ async def test_cancelling_without_drain_stops_reconciles_at_once():
             await task
     assert reconcile.concurrent["slow"] == 0, "the reconcile was cancelled, not left running"
     assert not reconcile.gates["slow"].is_set()
+
+
+class BrokenRecorder:
+    """An event recorder that fails: the worker loop itself breaks, not a reconcile."""
+
+    async def record(self, *args, **kwargs):
+        raise RuntimeError("recorder is broken")
+
+
+async def test_a_worker_that_dies_outside_a_reconcile_stops_the_controller_loudly():
+    reconcile = Recorder()
+    reconcile.outcomes["n"] = [PermanentError("bad", involved={"metadata": {"name": "n"}})]
+    controller = Controller("test", reconcile, clock=FakeClock(), workers=2, recorder=BrokenRecorder())  # type: ignore[arg-type]
+    task = asyncio.create_task(controller.run())
+    controller.enqueue("n")
+    with pytest.raises(RuntimeError, match="recorder is broken"):
+        async with asyncio.timeout(5):
+            await task
