@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
-from controlplane.reactor import ReactorMetrics
+from controlplane.reactor import Controller, ReactorMetrics, Reconciler
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.events import EventRecorder
@@ -29,3 +29,14 @@ class ControllerContext:
     clock: Clock = SYSTEM_CLOCK
     #: concurrent reconciles per controller
     workers: int = 4
+
+    def controller(self, name: str, reconcile: Reconciler) -> Controller:
+        """A reactor controller with this context's workers, clock, metrics and events."""
+        return Controller(
+            name,
+            reconcile,
+            workers=self.workers,
+            clock=self.clock,
+            metrics=self.reactor_metrics,
+            recorder=self.recorder,
+        )

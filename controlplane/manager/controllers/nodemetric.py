@@ -28,7 +28,7 @@ from controlplane.manager.controllers.context import FIELD_MANAGER, ControllerCo
 from controlplane.manager.controllers.metrics import FAILED, SUCCEEDED
 from controlplane.manager.controllers.noderesource.calculator import StrategyResolver
 from controlplane.manager.controllers.noderesource.views import NodeView
-from controlplane.reactor import Controller, Result, TemporaryError
+from controlplane.reactor import Result, TemporaryError
 from koordinator.api.extension.node import ANNOTATION_NODE_COLOCATION_STRATEGY
 from koordinator.api.sloconfig.config import COLOCATION_CONFIG_KEY, node_metric_spec_for_node
 from koordinator.api.types.slo import API_VERSION
@@ -88,14 +88,7 @@ def spec_patch(spec: Obj) -> list[Obj]:
 class NodeMetricController:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
-        self.reactor = Controller(
-            NAME,
-            self.reconcile,
-            workers=ctx.workers,
-            clock=ctx.clock,
-            metrics=ctx.reactor_metrics,
-            recorder=ctx.recorder,
-        )
+        self.reactor = ctx.controller(NAME, self.reconcile)
         enqueue = self.reactor.enqueue
         self.nodes = ctx.factory.informer(res.NODES).add_consumer(
             node_meta,

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from controlplane.manager.controllers.context import FIELD_MANAGER, ControllerContext
 from controlplane.manager.controllers.metrics import FAILED, SUCCEEDED
 from controlplane.manager.controllers.nodemetric import ObjectSpec, object_spec, spec_patch
-from controlplane.reactor import Controller, Result, TemporaryError
+from controlplane.reactor import Result, TemporaryError
 from koordinator.api.extension.node import ANNOTATION_NETWORK_BANDWIDTH
 from koordinator.api.openapi import model_schema
 from koordinator.api.schema.structural import apply_defaults, prune
@@ -94,14 +94,7 @@ def stored_form(spec: Obj) -> Obj:
 class NodeSLOController:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
-        self.reactor = Controller(
-            NAME,
-            self.reconcile,
-            workers=ctx.workers,
-            clock=ctx.clock,
-            metrics=ctx.reactor_metrics,
-            recorder=ctx.recorder,
-        )
+        self.reactor = ctx.controller(NAME, self.reconcile)
         enqueue = self.reactor.enqueue
         self.nodes = ctx.factory.informer(res.NODES).add_consumer(
             node_labels,

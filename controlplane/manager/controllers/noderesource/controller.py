@@ -47,7 +47,7 @@ from controlplane.manager.controllers.noderesource.views import (
     node_view,
     pod_view,
 )
-from controlplane.reactor import Controller, Result
+from controlplane.reactor import Result
 from koordinator.api.extension.node import ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from koordinator.api.quantity import Quantity
@@ -85,14 +85,7 @@ def _pod_node(pod: PodView) -> list[str]:
 class NodeResourceController:
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
-        self.reactor = Controller(
-            NAME,
-            self.reconcile,
-            workers=ctx.workers,
-            clock=ctx.clock,
-            metrics=ctx.reactor_metrics,
-            recorder=ctx.recorder,
-        )
+        self.reactor = ctx.controller(NAME, self.reconcile)
         factory = ctx.factory
         self.nodes = factory.informer(res.NODES).add_consumer(
             node_view,
