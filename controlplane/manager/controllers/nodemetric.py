@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
-from controlplane.manager.controllers.context import FIELD_MANAGER, ControllerContext
+from controlplane.manager.controllers.context import ControllerContext
 from controlplane.manager.controllers.metrics import FAILED, SUCCEEDED
 from controlplane.manager.controllers.noderesource.calculator import StrategyResolver
 from controlplane.manager.controllers.noderesource.views import NodeView
-from controlplane.reactor import Result, TemporaryError
+from controlplane.manager.controllers.pernode import ObjectSpec, converge_spec, object_spec
+from controlplane.reactor import Result
 from koordinator.api.extension.node import ANNOTATION_NODE_COLOCATION_STRATEGY
 from koordinator.api.sloconfig.config import COLOCATION_CONFIG_KEY, node_metric_spec_for_node
-from koordinator.api.types.slo import API_VERSION
 from koordinator.kube import resources as res
-from koordinator.kube.client import PatchType, Preconditions
-from koordinator.kube.errors import AlreadyExistsError, ConflictError, NotFoundError
 from koordinator.kube.informer import Tombstone
 
 __all__ = ["NAME", "NodeMetricController"]
@@ -55,14 +54,6 @@ class NodeMeta(NamedTuple):
         return NodeView(name=self.name, labels=self.labels, strategy_annotation=self.strategy_annotation)
 
 
-class ObjectSpec(NamedTuple):
-    """A NodeMetric or NodeSLO as the controllers keep it: identity and spec."""
-
-    name: str
-    uid: str
-    spec: Obj
-
-
 def node_meta(node: Obj) -> NodeMeta:
     meta = node.get("metadata") or {}
     return NodeMeta(
@@ -70,19 +61,6 @@ def node_meta(node: Obj) -> NodeMeta:
         dict(meta.get("labels") or {}),
         (meta.get("annotations") or {}).get(ANNOTATION_NODE_COLOCATION_STRATEGY),
     )
-
-
-def object_spec(obj: Obj) -> ObjectSpec:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec")
-    return ObjectSpec(
-        str(meta.get("name") or ""), str(meta.get("uid") or ""), spec if isinstance(spec, dict) else {}
-    )
-
-
-def spec_patch(spec: Obj) -> list[Obj]:
-    """A JSON patch replacing the whole spec (``add`` replaces an existing member)."""
-    return [{"op": "add", "path": "/spec", "value": spec}]
 
 
 class NodeMetricController:
@@ -138,52 +116,25 @@ class NodeMetricController:
             self._specs[key] = spec
         return spec
 
+    def _counted_spec(self, node: NodeMeta) -> Obj:
+        """:meth:`desired_spec`, counted in ``nodemetric_spec_parse``."""
+        spec = self.desired_spec(node)
+        failed = self.ctx.config.in_error(COLOCATION_CONFIG_KEY)
+        self.ctx.metrics.nodemetric_spec_parse.inc(FAILED if failed else SUCCEEDED, "nodeMetricSpec")
+        return spec
+
     async def reconcile(self, name: str) -> Result | None:
         ctx = self.ctx
         if not ctx.config.colocation_available:
             ctx.metrics.nodemetric_reconcile.inc(FAILED, "configUnavailable")
             return None
         node = self.nodes.store.get(name)
-        current = self.node_metrics.store.get(name)
-        client = ctx.client
-        try:
-            if node is None:
-                if current is not None:
-                    await client.delete(res.NODE_METRICS, name, preconditions=Preconditions(uid=current.uid))
-                    log.info("nodemetric: deleted NodeMetric %s (node gone)", name)
-                return None
-            spec = self.desired_spec(node)
-            ctx.metrics.nodemetric_spec_parse.inc(
-                FAILED if ctx.config.in_error(COLOCATION_CONFIG_KEY) else SUCCEEDED, "nodeMetricSpec"
-            )
-            if current is None:
-                body = {
-                    "apiVersion": API_VERSION,
-                    "kind": "NodeMetric",
-                    "metadata": {"name": name},
-                    "spec": spec,
-                }
-                await client.create(res.NODE_METRICS, body, field_manager=FIELD_MANAGER)
-                log.info("nodemetric: created NodeMetric %s", name)
-            elif current.spec != spec:
-                await client.patch(
-                    res.NODE_METRICS,
-                    name,
-                    spec_patch(spec),
-                    patch_type=PatchType.JSON,
-                    field_manager=FIELD_MANAGER,
-                )
-                log.info("nodemetric: updated the spec of NodeMetric %s", name)
-        except AlreadyExistsError:
-            ctx.metrics.nodemetric_reconcile.inc(FAILED, "alreadyExists")
-            raise TemporaryError(f"NodeMetric {name} exists but is not in the cache yet") from None
-        except (NotFoundError, ConflictError) as exc:
-            if node is None:
-                return None  # already gone, or replaced by a NodeMetric of a new node: the watch tells
-            ctx.metrics.nodemetric_reconcile.inc(FAILED, "updateFailed")
-            raise TemporaryError(f"NodeMetric {name}: {exc}") from exc
-        except Exception:
-            ctx.metrics.nodemetric_reconcile.inc(FAILED, "updateFailed")
-            raise
-        ctx.metrics.nodemetric_reconcile.inc(SUCCEEDED, "reconciled")
+        await converge_spec(
+            ctx,
+            res.NODE_METRICS,
+            name,
+            self.node_metrics.store.get(name),
+            None if node is None else partial(self._counted_spec, node),
+            ctx.metrics.nodemetric_reconcile,
+        )
         return None

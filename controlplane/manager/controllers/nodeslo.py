@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
-from controlplane.manager.controllers.context import FIELD_MANAGER, ControllerContext
+from controlplane.manager.controllers.context import ControllerContext
 from controlplane.manager.controllers.metrics import FAILED, SUCCEEDED
-from controlplane.manager.controllers.nodemetric import ObjectSpec, object_spec, spec_patch
-from controlplane.reactor import Result, TemporaryError
+from controlplane.manager.controllers.pernode import ObjectSpec, converge_spec, object_spec
+from controlplane.reactor import Result
 from koordinator.api.extension.node import ANNOTATION_NETWORK_BANDWIDTH
 from koordinator.api.openapi import model_schema
 from koordinator.api.schema.structural import apply_defaults, prune
@@ -39,10 +40,8 @@ from koordinator.api.sloconfig.config import (
     SYSTEM_CONFIG_KEY,
     node_slo_spec_for_node,
 )
-from koordinator.api.types.slo import API_VERSION, NodeSLOSpec
+from koordinator.api.types.slo import NodeSLOSpec
 from koordinator.kube import resources as res
-from koordinator.kube.client import PatchType, Preconditions
-from koordinator.kube.errors import AlreadyExistsError, ConflictError, NotFoundError
 from koordinator.kube.informer import Tombstone
 
 __all__ = ["NAME", "NodeSLOController", "stored_form"]
@@ -135,50 +134,24 @@ class NodeSLOController:
                 log.warning("nodeslo: node %s: %s", node.name, problem)
         return stored_form(spec)
 
+    def _counted_spec(self, node: NodeLabels) -> Obj:
+        """:meth:`desired_spec`, counted in ``nodeslo_spec_parse``."""
+        spec = self.desired_spec(node)
+        failed = NODE_SLO_KEYS & set(self.ctx.config.errors)
+        self.ctx.metrics.nodeslo_spec_parse.inc(FAILED if failed else SUCCEEDED, "nodeSLOSpec")
+        return spec
+
     async def reconcile(self, name: str) -> Result | None:
         ctx = self.ctx
         if not ctx.config.synced:
             return None
         node = self.nodes.store.get(name)
-        current = self.node_slos.store.get(name)
-        client = ctx.client
-        try:
-            if node is None:
-                if current is not None:
-                    await client.delete(res.NODE_SLOS, name, preconditions=Preconditions(uid=current.uid))
-                    log.info("nodeslo: deleted NodeSLO %s (node gone)", name)
-                return None
-            spec = self.desired_spec(node)
-            broken = sorted(NODE_SLO_KEYS & set(ctx.config.errors))
-            ctx.metrics.nodeslo_spec_parse.inc(FAILED if broken else SUCCEEDED, "nodeSLOSpec")
-            if current is None:
-                body = {
-                    "apiVersion": API_VERSION,
-                    "kind": "NodeSLO",
-                    "metadata": {"name": name},
-                    "spec": spec,
-                }
-                await client.create(res.NODE_SLOS, body, field_manager=FIELD_MANAGER)
-                log.info("nodeslo: created NodeSLO %s", name)
-            elif current.spec != spec:
-                await client.patch(
-                    res.NODE_SLOS,
-                    name,
-                    spec_patch(spec),
-                    patch_type=PatchType.JSON,
-                    field_manager=FIELD_MANAGER,
-                )
-                log.info("nodeslo: updated the spec of NodeSLO %s", name)
-        except AlreadyExistsError:
-            ctx.metrics.nodeslo_reconcile.inc(FAILED, "alreadyExists")
-            raise TemporaryError(f"NodeSLO {name} exists but is not in the cache yet") from None
-        except (NotFoundError, ConflictError) as exc:
-            if node is None:
-                return None
-            ctx.metrics.nodeslo_reconcile.inc(FAILED, "updateFailed")
-            raise TemporaryError(f"NodeSLO {name}: {exc}") from exc
-        except Exception:
-            ctx.metrics.nodeslo_reconcile.inc(FAILED, "updateFailed")
-            raise
-        ctx.metrics.nodeslo_reconcile.inc(SUCCEEDED, "reconciled")
+        await converge_spec(
+            ctx,
+            res.NODE_SLOS,
+            name,
+            self.node_slos.store.get(name),
+            None if node is None else partial(self._counted_spec, node),
+            ctx.metrics.nodeslo_reconcile,
+        )
         return None
