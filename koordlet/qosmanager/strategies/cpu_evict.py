@@ -60,7 +60,7 @@ from koordlet.metriccache.kinds import (
 )
 from koordlet.qosmanager.framework import Eviction, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
-from koordlet.qosmanager.strategies.memory_evict import allowed, priority_victim_key
+from koordlet.qosmanager.strategies.memory_evict import allowed, priority_victim_key, take_victims
 from koordlet.statesinformer.podmeta import PodMeta
 
 NAME = "CPUEvict"
@@ -81,6 +81,11 @@ PRIORITY_MID_MAX = 7999
 PROTECTED = (QoSClass.LSE, QoSClass.LSR, QoSClass.LS)
 #: the extended CPU resource of each priority class that has one
 CLASS_CPU = {PriorityClass.BATCH: BATCH_CPU, PriorityClass.MID: MID_CPU}
+
+
+def _evictable(victims: Iterable[PodMeta]) -> list[PodMeta]:
+    """The candidates CPU evictions may take: never an LSE, LSR or LS pod."""
+    return [v for v in victims if v.qos not in PROTECTED]
 
 
 def _milli(node: Mapping[str, object] | None, section: str, name: str) -> int | None:
@@ -227,46 +232,6 @@ class CPUEvict:
 
     # --- choosing victims ----------------------------------------------------------------------
 
-    def _take(
-        self,
-        plan: Plan,
-        feature: str,
-        reason: str,
-        release: Mapping[str, float],
-        victims: Iterable[PodMeta],
-        credit: Callable[[PodMeta], tuple[str, float]],
-        chosen: dict[str, Eviction],
-        why: str,
-    ) -> None:
-        """Choose victims in order until every resource in ``release`` is released; pods
-        already chosen by another feature count first."""
-        victims = [v for v in victims if v.qos not in PROTECTED]
-        released = dict.fromkeys(release, 0.0)
-        for pod in victims:
-            if pod.uid in chosen:
-                resource, amount = credit(pod)
-                if resource in released:
-                    released[resource] += amount
-
-        def short() -> list[str]:
-            return [r for r, need in release.items() if released[r] < need]
-
-        for pod in victims:
-            if not short():
-                break
-            if pod.uid in chosen:
-                continue
-            resource, amount = credit(pod)
-            if resource not in short():
-                continue
-            chosen[pod.uid] = Eviction(pod, feature, reason, f"{why}; koordlet feature {feature}")
-            released[resource] += amount
-        for resource in short():
-            plan.note(
-                f"{feature}: candidates release {released[resource]:.0f} of the "
-                f"{release[resource]:.0f} {resource} needed"
-            )
-
     def _enabled_victims(
         self,
         snapshot: Snapshot,
@@ -376,12 +341,12 @@ class CPUEvict:
             f"BE CPU satisfaction {limit / request:.2f} <= {lower}%, "
             f"releasing {release}m batch-cpu towards {upper}%"
         )
-        self._take(
+        take_victims(
             plan,
             BE_CPU_EVICT,
             REASON_SATISFACTION,
             {BATCH_CPU: release},
-            victims,
+            _evictable(victims),
             lambda p: (BATCH_CPU, requests.get(p.uid, 0)),
             chosen,
             why,
@@ -426,8 +391,15 @@ class CPUEvict:
         why = "requests exceed " + ", ".join(
             f"{high}% of allocatable {r} (releasing {v:.0f})" for r, v in sorted(release.items())
         )
-        self._take(
-            plan, CPU_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, release, victims, class_cpu_request, chosen, why
+        take_victims(
+            plan,
+            CPU_ALLOCATABLE_EVICT,
+            REASON_ALLOCATABLE,
+            release,
+            _evictable(victims),
+            class_cpu_request,
+            chosen,
+            why,
         )
 
     # --- CPUEvict ----------------------------------------------------------------------------------
@@ -459,12 +431,12 @@ class CPUEvict:
         victims = self._enabled_victims(snapshot, CPU_EVICT, limit, usage)
         victims.sort(key=priority_victim_key(usage))
         why = f"node CPU usage {percent}% >= {threshold}%, releasing {release}m to reach {lower}%"
-        self._take(
+        take_victims(
             plan,
             CPU_EVICT,
             REASON_USAGE,
             {"cpu": release},
-            victims,
+            _evictable(victims),
             lambda p: ("cpu", int(usage.get(p.uid, 0.0) * 1000)),
             chosen,
             why,

@@ -30,7 +30,7 @@ A pod already chosen by one feature counts towards the others. The runner waits
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from koordinator.api.extension.annotations import AnnotationError
@@ -75,6 +75,46 @@ def allowed(pod: PodMeta, feature: str) -> bool:
     except AnnotationError:
         return False
     return policy is None or feature in policy
+
+
+def take_victims(
+    plan: Plan,
+    feature: str,
+    reason: str,
+    release: Mapping[str, float],
+    victims: list[PodMeta],
+    credit: Callable[[PodMeta], tuple[str, float]],
+    chosen: dict[str, Eviction],
+    why: str,
+) -> None:
+    """Choose ``victims`` in order until every resource in ``release`` is released (``credit``
+    says what evicting a pod releases, of which resource); pods already chosen by another
+    feature count first. What the candidates cannot release is noted in the plan."""
+    released = dict.fromkeys(release, 0.0)
+    for pod in victims:
+        if pod.uid in chosen:
+            resource, amount = credit(pod)
+            if resource in released:
+                released[resource] += amount
+
+    def short() -> list[str]:
+        return [r for r, need in release.items() if released[r] < need]
+
+    for pod in victims:
+        if not short():
+            break
+        if pod.uid in chosen:
+            continue
+        resource, amount = credit(pod)
+        if resource not in short():
+            continue
+        chosen[pod.uid] = Eviction(pod, feature, reason, f"{why}; koordlet feature {feature}")
+        released[resource] += amount
+    for resource in short():
+        plan.note(
+            f"{feature}: candidates release {released[resource]:.0f} of the "
+            f"{release[resource]:.0f} {resource} needed"
+        )
 
 
 def _priority(pod: PodMeta) -> int | None:
@@ -140,8 +180,16 @@ def _requests(pod: PodMeta) -> int:
     )
 
 
-def _memory_credit(usage: Mapping[str, float]) -> Callable[[PodMeta], float]:
-    return lambda pod: usage.get(pod.uid, 0.0)
+#: what memory evictions release, as take_victims counts it
+_BYTES = "bytes"
+
+
+def _memory_credit(usage: Mapping[str, float]) -> Callable[[PodMeta], tuple[str, float]]:
+    return lambda pod: (_BYTES, usage.get(pod.uid, 0.0))
+
+
+def _request_credit(pod: PodMeta) -> tuple[str, float]:
+    return _BYTES, float(_requests(pod))
 
 
 class MemoryEvict:
@@ -181,30 +229,6 @@ class MemoryEvict:
             run(snapshot, plan, capacity, pod_memory, chosen)
         plan.evictions = list(chosen.values())
         return plan
-
-    def _take(
-        self,
-        plan: Plan,
-        feature: str,
-        reason: str,
-        release: float,
-        victims: Iterable[PodMeta],
-        credit: Callable[[PodMeta], float],
-        chosen: dict[str, Eviction],
-        why: str,
-    ) -> None:
-        victims = list(victims)
-        mine = {v.uid for v in victims}
-        released = sum(credit(chosen[uid].pod) for uid in chosen if uid in mine)
-        for pod in victims:
-            if released >= release:
-                break
-            if pod.uid in chosen:
-                continue
-            chosen[pod.uid] = Eviction(pod, feature, reason, f"{why}; koordlet feature {feature}")
-            released += credit(pod)
-        if released < release:
-            plan.note(f"{feature}: candidates release {released:.0f} of the {release:.0f} bytes needed")
 
     def _pressure(
         self, snapshot: Snapshot, plan: Plan, feature: str, capacity: int
@@ -248,7 +272,7 @@ class MemoryEvict:
         ]
         victims.sort(key=functools.cmp_to_key(be_victim_order(usage)))
         credit = _memory_credit(usage)
-        self._take(plan, BE_MEMORY_EVICT, REASON_USAGE, release, victims, credit, chosen, why)
+        take_victims(plan, BE_MEMORY_EVICT, REASON_USAGE, {_BYTES: release}, victims, credit, chosen, why)
 
     def _allocatable(
         self,
@@ -276,8 +300,15 @@ class MemoryEvict:
         release = requested - allocatable * low / 100
         candidates.sort(key=priority_victim_key(usage))
         why = f"requests {requested} bytes exceed {high}% of allocatable, releasing {release:.0f} bytes"
-        self._take(
-            plan, MEMORY_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, release, candidates, _requests, chosen, why
+        take_victims(
+            plan,
+            MEMORY_ALLOCATABLE_EVICT,
+            REASON_ALLOCATABLE,
+            {_BYTES: release},
+            candidates,
+            _request_credit,
+            chosen,
+            why,
         )
 
     def _memory(
@@ -304,4 +335,5 @@ class MemoryEvict:
         ]
         victims.sort(key=priority_victim_key(usage))
         # fixed: credit each victim its memory use in bytes (upstream multiplies by 1000)
-        self._take(plan, MEMORY_EVICT, REASON_USAGE, release, victims, _memory_credit(usage), chosen, why)
+        credit = _memory_credit(usage)
+        take_victims(plan, MEMORY_EVICT, REASON_USAGE, {_BYTES: release}, victims, credit, chosen, why)
