@@ -48,8 +48,12 @@ class HookBase:
     """Default no-op hook levels; a hook overrides the ones it serves."""
 
     NAME = ""
+    #: the feature gate that switches the hook, or None (always on)
+    GATE: str | None = None
 
     def enabled(self, node: NodeFacts) -> tuple[bool, str]:
+        if self.GATE is not None and not node.gates.enabled(self.GATE):
+            return False, f"feature gate {self.GATE} is off"
         return True, ""
 
     def pod(self, ctx: PodContext) -> None:

@@ -127,11 +127,7 @@ def _resources(node: NodeFacts, entries: Iterable[Entry]) -> Resources:
 
 class BatchResource(HookBase):
     NAME = NAME
-
-    def enabled(self, node: NodeFacts) -> tuple[bool, str]:
-        if not node.gates.enabled(NAME):
-            return False, f"feature gate {NAME} is off"
-        return True, ""
+    GATE = NAME
 
     def pod(self, ctx: PodContext) -> None:
         if not is_batch(ctx.pod):

@@ -56,11 +56,7 @@ def _numa_nodes(pod: PodMeta) -> list[int]:
 
 class CPUSetAllocator(HookBase):
     NAME = NAME
-
-    def enabled(self, node: NodeFacts) -> tuple[bool, str]:
-        if not node.gates.enabled(NAME):
-            return False, f"feature gate {NAME} is off"
-        return True, ""
+    GATE = NAME
 
     def pod(self, ctx: PodContext) -> None:
         if _status_cpuset(ctx.pod) and not ctx.node.disable_unset_cpu_quota:

@@ -38,7 +38,7 @@ from koordinator.api.extension.device import (
 )
 from koordinator.api.extension.resources import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO
 from koordlet.runtimehooks.framework import HookBase
-from koordlet.runtimehooks.protocol import ContainerContext, Mount, NodeFacts
+from koordlet.runtimehooks.protocol import ContainerContext, Mount
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +72,10 @@ def hami_env(devices: list[DeviceAllocation], library: str) -> tuple[dict[str, s
 
 class GPUEnvInject(HookBase):
     NAME = NAME
+    GATE = NAME
 
     def __init__(self, *, hami_core_library: str = HAMI_CORE_LIBRARY) -> None:
         self.hami_core_library = hami_core_library
-
-    def enabled(self, node: NodeFacts) -> tuple[bool, str]:
-        if not node.gates.enabled(NAME):
-            return False, f"feature gate {NAME} is off"
-        return True, ""
 
     def container(self, ctx: ContainerContext) -> None:
         try:

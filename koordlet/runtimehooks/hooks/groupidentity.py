@@ -43,6 +43,7 @@ def _identity(cfg: CPUQOSCfg | None) -> int:
 
 class GroupIdentity(HookBase):
     NAME = NAME
+    GATE = NAME
 
     def _mode(self, node: NodeFacts) -> str | None:
         """``bvt`` on kernels with group identity, ``idle`` on kernels with cpu.idle."""
@@ -53,8 +54,9 @@ class GroupIdentity(HookBase):
         return None
 
     def enabled(self, node: NodeFacts) -> tuple[bool, str]:
-        if not node.gates.enabled(NAME):
-            return False, f"feature gate {NAME} is off"
+        gated, why = super().enabled(node)
+        if not gated:
+            return gated, why
         strategy = node.node_slo.resource_qos_strategy
         policy = (strategy.policies.cpu_policy if strategy and strategy.policies else None) or "groupIdentity"
         if policy != "groupIdentity":

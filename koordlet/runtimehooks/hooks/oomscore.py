@@ -35,15 +35,11 @@ LOW, HIGH = -1000, 1000
 
 class OOMScoreAdj(HookBase):
     NAME = NAME
+    GATE = NAME
 
     def __init__(self, metrics: KoordletMetrics | None = None) -> None:
         #: where ``container_oom_score_adj`` is recorded (the agent sets it), or None
         self.metrics = metrics
-
-    def enabled(self, node: NodeFacts) -> tuple[bool, str]:
-        if not node.gates.enabled(NAME):
-            return False, f"feature gate {NAME} is off"
-        return True, ""
 
     def container(self, ctx: ContainerContext) -> None:
         try:

@@ -158,6 +158,7 @@ def parse_ids(text: str) -> list[int]:
 
 class Resctrl(HookBase):
     NAME = NAME
+    GATE = NAME
 
     def __init__(
         self, *, detect_ttl: float = DETECT_TTL, clock: Callable[[], float] = time.monotonic
@@ -203,8 +204,9 @@ class Resctrl(HookBase):
         return HostResctrl(info, root, cbm, vendor)
 
     def enabled(self, node: NodeFacts) -> tuple[bool, str]:
-        if not node.gates.enabled(NAME):
-            return False, f"feature gate {NAME} is off"
+        gated, why = super().enabled(node)
+        if not gated:
+            return gated, why
         info, _ = self._detect(node.cgroups.paths)
         if not info.mounted:
             return False, f"resctrl is {info.reason}"

@@ -248,6 +248,7 @@ def host_network(pod: PodMeta) -> bool:
 
 class TCNetworkQoS(HookBase):
     NAME = NAME
+    GATE = NAME
 
     def __init__(
         self,
@@ -309,8 +310,9 @@ class TCNetworkQoS(HookBase):
         return cached[1]
 
     def enabled(self, node: NodeFacts) -> tuple[bool, str]:
-        if not node.gates.enabled(NAME):
-            return False, f"feature gate {NAME} is off"
+        gated, why = super().enabled(node)
+        if not gated:
+            return gated, why
         strategy = node.node_slo.resource_qos_strategy
         policy = strategy.policies.net_qos_policy if strategy and strategy.policies else None
         if policy is not None and policy != POLICY_TC:
