@@ -236,6 +236,14 @@ class FileCache:
         for path in [p for p in self._fds if p not in keep]:
             os.close(self._fds.pop(path))
 
+    def _drop(self, path: bytes, fd: int, kept: bool) -> None:
+        """Close a descriptor that failed: one opened for this read, or the kept one of ``path``."""
+        if not kept:
+            os.close(fd)
+        elif self._fds.get(path) == fd:
+            del self._fds[path]
+            os.close(fd)
+
     def read(self, requests: list[tuple[bytes, int, tuple[bytes, ...] | None]]) -> list[Cell]:
         out: list[Cell] = []
         can_keep = len(self._fds) < self.max_open
@@ -250,11 +258,7 @@ class FileCache:
                 code = err.errno or errno.EIO
                 out.append(OSError(code, os.strerror(code), os.fsdecode(path)))
                 if fd >= 0:
-                    if not kept:
-                        os.close(fd)
-                    elif self._fds.get(path) == fd:
-                        del self._fds[path]
-                        os.close(fd)
+                    self._drop(path, fd, kept)
                 continue
             try:
                 parsed = _parse(data, kind, keys)
@@ -265,11 +269,7 @@ class FileCache:
                 if not os.path.exists(path):  # removed under a kept descriptor
                     code = errno.ENOENT
                     out.append(OSError(code, os.strerror(code), os.fsdecode(path)))
-                    if not kept:
-                        os.close(fd)
-                    elif self._fds.get(path) == fd:
-                        del self._fds[path]
-                        os.close(fd)
+                    self._drop(path, fd, kept)
                     continue
                 out.append(OSError(err.errno, err.strerror, os.fsdecode(path)))
             if not kept:
