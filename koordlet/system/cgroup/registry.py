@@ -306,15 +306,6 @@ class Registry:
     def keys(self) -> list[str]:
         return list(self._by_key)
 
-    def by_file(self, version: int, name: str) -> Resource | None:
-        """The writable resource stored in file ``name`` on ``version`` (fake-host validation)."""
-        for resource in self._by_key.values():
-            target = resource.v1_file if version == 1 else resource.v2_file
-            writable = resource.writable_v1 if version == 1 else resource.writable_v2
-            if target == name and writable:
-                return resource
-        return None
-
 
 CPU, CPUACCT, CPUSET, MEMORY = Subsystem.CPU, Subsystem.CPUACCT, Subsystem.CPUSET, Subsystem.MEMORY
 BLKIO, NET_CLS, PIDS = Subsystem.BLKIO, Subsystem.NET_CLS, Subsystem.PIDS
