@@ -26,6 +26,7 @@ from koordlet.system import kernel
 from koordlet.system.cgroup import io
 from koordlet.system.errors import HostError, InvalidValueError, MalformedContentError, from_errno
 from koordlet.system.paths import HostPaths
+from koordlet.system.proc import parse_id_list
 
 QOS_GROUPS = ("LSR", "LS", "BE")
 POD_GROUP_PREFIX = "koordlet-"
@@ -254,7 +255,7 @@ class Resctrl:
 
     def read_tasks(self, group: str = "") -> list[int]:
         directory = self.group_dir(group) if group else self.root
-        return [int(t) for t in self._read(directory / "tasks").split() if t.isdigit()]
+        return parse_id_list(self._read(directory / "tasks"))
 
     def add_tasks(self, group: str, tids: list[int]) -> list[int]:
         """Append each tid not already in the group, one write each; returns the tids added.
