@@ -56,7 +56,7 @@ from koordlet.metriccache.kinds import (
     NODE_CPU_USAGE,
     POD_CPU_USAGE,
 )
-from koordlet.qosmanager.framework import Plan, Snapshot
+from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
 from koordlet.statesinformer.podmeta import ContainerMeta, PodMeta
 from koordlet.system.cgroup.registry import CPU_CFS_BURST, CPU_CFS_QUOTA
@@ -201,9 +201,9 @@ class _Container:
         return self.target if self.target is not None else self.quota
 
 
-class CPUBurst:
+class CPUBurst(GatedStrategy):
     NAME = NAME
-    cooldown = 0.0
+    GATE = GATE
 
     def __init__(
         self,
@@ -211,15 +211,10 @@ class CPUBurst:
         *,
         random_fill: Callable[[], float] | None = None,
     ) -> None:
-        self.interval = interval
+        super().__init__(interval)
         #: the initial fill of a new limiter, in [0, 0.5) (upstream: rand.Float64() / 2)
         self.random_fill = random_fill or (lambda: random.random() / 2)
         self.limiters: dict[str, BurstLimiter] = {}
-
-    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        if not snapshot.gates.enabled(GATE):
-            return False, f"feature gate {GATE} is off"
-        return True, ""
 
     # --- one container ------------------------------------------------------------------------
 
