@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.manager.webhooks.objects import CLUSTER_COLOCATION_PROFILE, ObjectError, check
+from controlplane.manager.webhooks.objects import CLUSTER_COLOCATION_PROFILE, ObjectError, check, ensure_map
 from controlplane.manager.webhooks.strategicmerge import StrategicMergeError, strategic_merge
 from koordinator.api.extension.colocation import skips_update_resources
 from koordinator.api.extension.priority import LABEL_POD_PRIORITY
@@ -162,14 +162,6 @@ def should_skip(profile: Mapping[str, Any], rand_intn: Callable[[int], int]) -> 
     return percent == 0 or (percent != 100 and rand_intn(100) > percent)
 
 
-def _ensure_map(owner: Obj, key: str) -> dict[str, str]:
-    current = owner.get(key)
-    if not isinstance(current, dict):
-        current = {}
-        owner[key] = current
-    return current
-
-
 def _pod_spec(obj: Obj, path: tuple[str, ...]) -> Obj | None:
     """The pod spec at ``path``; its last level is created when missing, earlier levels must exist."""
     node: Any = obj
@@ -192,24 +184,21 @@ async def apply_profile(
 ) -> Obj:
     """Apply one profile to ``obj`` (changed in place, except after a ``patch``) and return it."""
     spec = profile.get("spec") or {}
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        meta = {}
-        obj["metadata"] = meta
+    meta = ensure_map(obj, "metadata")
 
     for key in ("labels", "annotations"):
         values = spec.get(key) or {}
         if values:
-            _ensure_map(meta, key).update(values)
+            ensure_map(meta, key).update(values)
     for key, mapping_key in (("labels", "labelKeysMapping"), ("annotations", "annotationKeysMapping")):
         mapping = spec.get(mapping_key) or {}
         if mapping:
-            current = _ensure_map(meta, key)
+            current = ensure_map(meta, key)
             for old in sorted(mapping):
                 current[mapping[old]] = current.get(old, "")
     suffixes = spec.get("labelSuffixes") or {}
     if suffixes:
-        labels = _ensure_map(meta, "labels")
+        labels = ensure_map(meta, "labels")
         for key in sorted(suffixes):
             if key in labels:
                 labels[key] = labels[key] + suffixes[key]
@@ -219,7 +208,7 @@ async def apply_profile(
         if pod_spec is not None:
             pod_spec["schedulerName"] = spec["schedulerName"]
     if spec.get("qosClass"):
-        _ensure_map(meta, "labels")[LABEL_POD_QOS] = spec["qosClass"]
+        ensure_map(meta, "labels")[LABEL_POD_QOS] = spec["qosClass"]
     class_name = spec.get("priorityClassName")
     pod_spec = _pod_spec(obj, target.pod_spec) if class_name else None
     if class_name and pod_spec is not None:
@@ -237,7 +226,7 @@ async def apply_profile(
         else:
             pod_spec.pop("preemptionPolicy", None)
     if spec.get("koordinatorPriority") is not None:
-        _ensure_map(meta, "labels")[LABEL_POD_PRIORITY] = str(int(spec["koordinatorPriority"]))
+        ensure_map(meta, "labels")[LABEL_POD_PRIORITY] = str(int(spec["koordinatorPriority"]))
 
     patch = spec.get("patch")
     if patch:

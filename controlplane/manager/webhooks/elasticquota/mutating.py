@@ -13,8 +13,6 @@ An unknown parent is left for the validating webhook to refuse with its message.
 
 from __future__ import annotations
 
-from typing import Any
-
 from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.context import PluginStep, WebhookContext
 from controlplane.manager.webhooks.elasticquota.topology import QuotaError, annotation_resources
@@ -57,8 +55,7 @@ class ElasticQuotaMutatingHandler:
         if meta.get("name") == ROOT_QUOTA_NAME:
             return allowed()
         with PluginStep(self.ctx, metrics.MUTATING, metrics.ELASTIC_QUOTA, request.operation, NAME) as step:
-            raw_labels = meta.get("labels")
-            labels: dict[str, Any] = raw_labels if isinstance(raw_labels, dict) else {}
+            labels = ensure_map(meta, "labels")
             parent = labels.get(LABEL_QUOTA_PARENT) or ""
             if not parent:
                 labels[LABEL_QUOTA_PARENT] = parent = ROOT_QUOTA_NAME
@@ -66,7 +63,6 @@ class ElasticQuotaMutatingHandler:
                 parent_info = self.ctx.quotas.view().infos.get(parent)
                 if parent_info is not None and parent_info.tree_id:
                     labels[LABEL_QUOTA_TREE_ID] = parent_info.tree_id
-            meta["labels"] = labels
             maximum = resourcelist.parse((quota.get("spec") or {}).get("max"))
             try:
                 weight = annotation_resources(quota, ANNOTATION_SHARED_WEIGHT)
@@ -77,10 +73,8 @@ class ElasticQuotaMutatingHandler:
                 weight = maximum
             else:
                 weight = {name: weight.get(name, value) for name, value in maximum.items()}
-            raw_annotations = meta.get("annotations")
-            annotations: dict[str, Any] = raw_annotations if isinstance(raw_annotations, dict) else {}
+            annotations = ensure_map(meta, "annotations")
             text = marshal(resourcelist.to_json(weight))
             if annotations.get(ANNOTATION_SHARED_WEIGHT) != text:
                 annotations[ANNOTATION_SHARED_WEIGHT] = text
-            meta["annotations"] = annotations
         return patched(create_patch(original, quota))

@@ -15,7 +15,7 @@ import functools
 from typing import Any
 
 from controlplane.manager.webhooks.encoding import go_json
-from controlplane.manager.webhooks.objects import quantity
+from controlplane.manager.webhooks.objects import ensure_map, quantity
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.resources import (
     ANNOTATION_EXTENDED_RESOURCE_SPEC,
@@ -68,10 +68,7 @@ def _computed(pod: Obj) -> dict[str, Any]:
 def mutate_extended_resource_spec(pod: Obj, warnings: list[str]) -> None:
     """Write the annotation when the pod's batch resources differ from it (in place)."""
     computed = _computed(pod)
-    meta = pod.get("metadata")
-    if not isinstance(meta, dict):
-        meta = {}
-        pod["metadata"] = meta
+    meta = ensure_map(pod, "metadata")
     annotations = meta.get("annotations") or {}
     current = annotations.get(ANNOTATION_EXTENDED_RESOURCE_SPEC)
     if current is None and not computed:
@@ -87,6 +84,4 @@ def mutate_extended_resource_spec(pod: Obj, warnings: list[str]) -> None:
         else:
             if parsed.to_json() == text:
                 return
-    if not isinstance(meta.get("annotations"), dict):
-        meta["annotations"] = {}
-    meta["annotations"][ANNOTATION_EXTENDED_RESOURCE_SPEC] = text
+    ensure_map(meta, "annotations")[ANNOTATION_EXTENDED_RESOURCE_SPEC] = text

@@ -68,19 +68,8 @@ def mutate_multi_quota_tree_affinity(ctx: WebhookContext, pod: Obj, namespace: s
     requirements = _requirements(selector)
     if not requirements:
         return
-    spec = ensure_map(pod, "spec")
-    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else None
-    if affinity is None:
-        affinity = {}
-        spec["affinity"] = affinity
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity.get("nodeAffinity"), dict) else None
-    if node_affinity is None:
-        node_affinity = {}
-        affinity["nodeAffinity"] = node_affinity
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not isinstance(required, dict):
-        required = {}
-        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    node_affinity = ensure_map(ensure_map(ensure_map(pod, "spec"), "affinity"), "nodeAffinity")
+    required = ensure_map(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
     if not terms:
         required["nodeSelectorTerms"] = [{"matchExpressions": requirements}]
