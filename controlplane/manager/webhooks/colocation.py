@@ -25,7 +25,6 @@ Deliberate differences from upstream, each covered by a test:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -231,7 +230,7 @@ async def apply_profile(
     patch = spec.get("patch")
     if patch:
         try:
-            merged = strategic_merge(obj, copy.deepcopy(patch), target.merge_rules)
+            merged = strategic_merge(obj, patch, target.merge_rules)
         except StrategicMergeError as exc:
             raise ProfileError(f"ClusterColocationProfile {_name(profile)}: patch: {exc}") from None
         try:
