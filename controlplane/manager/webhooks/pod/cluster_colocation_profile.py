@@ -50,7 +50,7 @@ async def mutate_pod_by_profiles(ctx: WebhookContext, pod: Obj, namespace: str, 
 
     async def namespace_labels() -> Mapping[str, str]:
         found = await ctx.cluster.namespace(namespace) if namespace else None
-        return dict(((found or {}).get("metadata") or {}).get("labels") or {})
+        return labels_of(found) if found is not None else {}
 
     matched = await matching_profiles(profiles, labels_of(pod), namespace_labels, warnings)
     if not matched:
