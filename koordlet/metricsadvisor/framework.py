@@ -91,16 +91,11 @@ class CollectContext:
     gates: FeatureGates
     config: CollectorConfig = field(default_factory=CollectorConfig)
     shared: SharedState = field(default_factory=SharedState)
-    stats: StatsReader | None = None
+    #: the cgroup stats reader every collector shares (its kept descriptors)
+    reader: StatsReader = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.stats is None:
-            self.stats = StatsReader(self.cgroups)
-
-    @property
-    def reader(self) -> StatsReader:
-        assert self.stats is not None
-        return self.stats
+        self.reader = StatsReader(self.cgroups)
 
 
 class RateCache:
