@@ -25,7 +25,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["Format", "Quantity", "QuantityError", "parse_quantity"]
+__all__ = ["Format", "Quantity", "QuantityError", "ceil_div_away", "parse_quantity"]
 
 
 class QuantityError(ValueError):
@@ -142,8 +142,8 @@ def _canonical(nanos: int, fmt: Format) -> str:
     return f"{mantissa}{_DECIMAL_BY_EXPONENT[exponent]}"
 
 
-def _ceil_div_away(numerator: int, denominator: int) -> int:
-    """numerator / denominator rounded away from zero (denominator > 0)."""
+def ceil_div_away(numerator: int, denominator: int) -> int:
+    """``numerator / denominator`` rounded up away from zero (denominator > 0), as ``ScaledValue`` rounds."""
     magnitude = -((-abs(numerator)) // denominator)
     return -magnitude if numerator < 0 else magnitude
 
@@ -179,7 +179,7 @@ class Quantity:
         """``resource.NewScaledQuantity``: value x 10**scale (scales below -9 round up)."""
         if scale >= -9:
             return cls(value * 10 ** (scale + 9), fmt)
-        return cls(_ceil_div_away(value, 10 ** (-9 - scale)), fmt)
+        return cls(ceil_div_away(value, 10 ** (-9 - scale)), fmt)
 
     @classmethod
     def from_json(cls, value: Any) -> Quantity:
@@ -219,7 +219,7 @@ class Quantity:
             factor: int = 10 ** (-9 - scale)
             return self._nanos * factor
         divisor: int = 10 ** (scale + 9)
-        return _ceil_div_away(self._nanos, divisor)
+        return ceil_div_away(self._nanos, divisor)
 
     def value(self) -> int:
         """``Value()``: whole units, rounded up away from zero."""

@@ -30,7 +30,7 @@ from koordinator.api.extension.priority import PriorityClass, get_pod_priority_c
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_with_default
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from koordinator.api.model import ModelError
-from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.api.quantity import Quantity, QuantityError, ceil_div_away
 from koordinator.kube.timeutil import parse_time
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "NodeView",
     "PodUsage",
     "PodView",
-    "ceil_away",
     "milli_value",
     "node_metric_view",
     "node_view",
@@ -60,20 +59,14 @@ EXTENDED_RESOURCES = (BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY)
 _ACTIVE_PHASES = frozenset({"Running", "Pending"})
 
 
-def ceil_away(numerator: int, denominator: int) -> int:
-    """``numerator / denominator`` rounded up away from zero (``Quantity.ScaledValue``)."""
-    magnitude = -((-abs(numerator)) // denominator)
-    return -magnitude if numerator < 0 else magnitude
-
-
 def milli_value(nanos: int) -> int:
     """``MilliValue()`` of a quantity held in nano-units."""
-    return ceil_away(nanos, _NANO_PER_MILLI)
+    return ceil_div_away(nanos, _NANO_PER_MILLI)
 
 
 def value_of(nanos: int) -> int:
     """``Value()`` of a quantity held in nano-units."""
-    return ceil_away(nanos, NANO)
+    return ceil_div_away(nanos, NANO)
 
 
 def scale_milli(nanos: int, factor: float) -> int:
