@@ -130,11 +130,10 @@ class ResourceUpdateExecutor:
     def _current(self, update: Update) -> str | None:
         try:
             if isinstance(update, CgroupUpdate):
-                resource = self.cgroups.resource(update.key)
-                text = self.cgroups.read_text(update.key, update.relative)
-                if resource.merge is Merge.CPUSET_UNION:
-                    return format_cpuset(parse_cpuset(text))
-                return self.cgroups.render(update.key, resource.parse(self.cgroups.version, text))
+                value = self.cgroups.read(update.key, update.relative)
+                if self.cgroups.resource(update.key).merge is Merge.CPUSET_UNION:
+                    return format_cpuset(parse_cpuset(str(value)))
+                return self.cgroups.render(update.key, value)
             if isinstance(update, FileUpdate):
                 return update.path.read_text().strip()
             if isinstance(update, ResctrlSchemataUpdate):
@@ -221,10 +220,8 @@ class ResourceUpdateExecutor:
         if resource.merge is Merge.NONE:
             return update
         try:
-            current = resource.parse(
-                self.cgroups.version, self.cgroups.read_text(update.key, update.relative)
-            )
-        except (HostError, ValueError):
+            current = self.cgroups.read(update.key, update.relative)
+        except HostError:
             return update
         if resource.merge is Merge.CPUSET_UNION:
             try:
