@@ -34,18 +34,13 @@ from koordinator.kube.resources import (
     ELASTIC_QUOTAS,
     Resource,
 )
+from koordinator.kube.selectors import label_selector
 
 __all__ = ["InformerCluster"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-
-
-def _selector(labels: Mapping[str, str] | None) -> str | None:
-    if not labels:
-        return None
-    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
 class InformerCluster:
@@ -146,7 +141,7 @@ class InformerCluster:
 
     async def pods(self, namespace: str | None = None, labels: Mapping[str, str] | None = None) -> list[Obj]:
         try:
-            listed = await self.client.list_all(res.PODS, namespace, label_selector=_selector(labels))
+            listed = await self.client.list_all(res.PODS, namespace, label_selector=label_selector(labels))
         except (ApiError, ApiConnectionError) as exc:
             raise ClusterError(f"cannot list pods: {exc}") from exc
         items = listed.get("items") or []
