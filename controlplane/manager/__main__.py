@@ -25,7 +25,7 @@ from controlplane.manager.explain import run as run_explain
 from controlplane.manager.options import OptionsError, add_manager_flags, options_from_args
 from koordinator import __version__
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGateError, FeatureGates
-from koordinator.cli import component_parser, configure_logging, fail
+from koordinator.cli import component_parser, fail, parse_component_args
 
 PROG = "koord-manager"
 EXIT_FAILED = 1
@@ -144,9 +144,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
-    configure_logging(args.verbosity)
+    args = parse_component_args(build_parser(), argv)
     if args.command == "explain-node":
         try:
             return run_explain(
