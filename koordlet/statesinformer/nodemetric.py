@@ -346,9 +346,3 @@ class NodeMetricReporter:
 
 def host_applications_of(spec_apps: list[Any]) -> list[HostApplication]:
     return [HostApplication(a.name, a.priority, a.qos) for a in spec_apps]
-
-
-def aggregate_durations_seconds(policy: CollectPolicy) -> float:
-    """The longest window a report reads (the metric cache must keep at least that)."""
-    longest = max((parse_duration(d) / 1e9 for d in policy.durations), default=0.0)
-    return max(longest, float(policy.aggregate_seconds))
