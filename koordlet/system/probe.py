@@ -12,6 +12,7 @@ import contextlib
 import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 from koordlet.system import kernel, perf
@@ -23,7 +24,7 @@ from koordlet.system.cgroup.hierarchy import (
     detect_mode,
     discover_mounts,
 )
-from koordlet.system.cgroup.layout import detect_layout
+from koordlet.system.cgroup.layout import KubepodsLayout, detect_layout
 from koordlet.system.devices import nvml, rdma
 from koordlet.system.paths import HostPaths
 from koordlet.system.resctrl import Resctrl
@@ -59,12 +60,19 @@ class _Host:
         info = self.controllers.get(name)
         return None if info is None else info.mount_point
 
+    @cached_property
+    def kubepods_layout(self) -> tuple[Path, KubepodsLayout, str]:
+        """Where kubepods is looked for (the cpu controller, else the cgroup root), the layout
+        and how it was found; detected once (it may scan /proc for the kubelet)."""
+        base = self.controller_dir("cpu") or self.paths.cgroup_root
+        layout, how = detect_layout(self.paths, base)
+        return base, layout, how
+
 
 def _kubepods(host: _Host) -> Path | None:
-    base = host.controller_dir("cpu")
-    if base is None:
+    if host.controller_dir("cpu") is None:
         return None
-    layout, _ = detect_layout(host.paths, base)
+    base, layout, _ = host.kubepods_layout
     return base / layout.root if (base / layout.root).is_dir() else None
 
 
@@ -138,8 +146,7 @@ def _controller_rows(host: _Host) -> Iterator[Capability]:
 
 
 def _driver_rows(host: _Host) -> Iterator[Capability]:
-    base = host.controller_dir("cpu") or host.paths.cgroup_root
-    layout, how = detect_layout(host.paths, base)
+    base, layout, how = host.kubepods_layout
     if (base / layout.root).is_dir():
         yield Capability("cgroup driver", True, f"{layout.driver} (from {layout.root})")
         yield Capability("kubepods root", True, str(base / layout.root))
