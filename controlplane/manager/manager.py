@@ -171,9 +171,10 @@ class Manager:
     # --- wiring -------------------------------------------------------------------------
 
     def _quota_changed(self, old: QuotaInfo | None, new: QuotaInfo | None) -> None:
-        if old is not None and (new is None or set(old.shared_weight) - set(new.shared_weight)):
-            gone = set(old.shared_weight) - (set(new.shared_weight) if new is not None else set())
-            self.metrics.forget_shared_weight(old.name, sorted(gone))
+        if old is not None:
+            gone = set(old.shared_weight) - set(new.shared_weight if new is not None else ())
+            if gone:
+                self.metrics.forget_shared_weight(old.name, sorted(gone))
         if new is not None:
             self.metrics.set_shared_weight(new.name, {k: v.value() for k, v in new.shared_weight.items()})
 
