@@ -31,6 +31,7 @@ from koordlet.qosmanager.strategies import podspec
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.registry import CPU_TASKS, Subsystem
 from koordlet.system.errors import HostError
+from koordlet.system.proc import parse_id_list
 from koordlet.system.resctrl import QOS_GROUPS, Resctrl, Schemata, cpu_supports_resctrl, l3_mask, mba_value
 
 NAME = "ResctrlReconcile"
@@ -40,10 +41,6 @@ GROUP_OF_QOS = {QoSClass.LSE: "LSR", QoSClass.LSR: "LSR", QoSClass.LS: "LS", QoS
 
 def class_config(strategy: ResourceQOSStrategy, group: str) -> ResourceQOS | None:
     return {"LSR": strategy.lsr_class, "LS": strategy.ls_class, "BE": strategy.be_class}.get(group)
-
-
-def parse_tids(text: object) -> list[int]:
-    return [int(t) for t in str(text or "").split() if t.isdigit()]
 
 
 class ResctrlReconcile(GatedStrategy):
@@ -144,7 +141,7 @@ class ResctrlReconcile(GatedStrategy):
             if qos is None or not qos.enable:
                 continue
             for directory in self._task_dirs(snapshot, pod, plan):
-                tids = parse_tids(snapshot.cgroups.read(CPU_TASKS, directory))
+                tids = parse_id_list(str(snapshot.cgroups.read(CPU_TASKS, directory) or ""))
                 fresh = [t for t in tids if t not in current[group]]
                 new[group] += fresh
                 current[group].update(fresh)

@@ -57,6 +57,7 @@ from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.registry import CPU_TASKS
 from koordlet.system.errors import HostError
 from koordlet.system.paths import HostPaths
+from koordlet.system.proc import parse_id_list
 from koordlet.system.resctrl import POD_GROUP_PREFIX, ResctrlInfo, Schemata, l3_mask, mba_value
 from koordlet.system.resctrl import Resctrl as ResctrlFS
 from koordlet.system.topology import read_cpu_basic_info
@@ -152,10 +153,6 @@ def schemata_lines(spec: ResctrlAnnotation, host: HostResctrl) -> list[str]:
     return [line for line in lines if line is not None]
 
 
-def parse_ids(text: str) -> list[int]:
-    return [int(t) for t in text.split() if t.isdigit()]
-
-
 class Resctrl(HookBase):
     NAME = NAME
     GATE = NAME
@@ -227,7 +224,7 @@ class Resctrl(HookBase):
         if pod_spec(ctx.pod) is None:
             return
         try:
-            tids = parse_ids(ctx.node.cgroups.read_text(CPU_TASKS, ctx.container.cgroup_dir))
+            tids = parse_id_list(ctx.node.cgroups.read_text(CPU_TASKS, ctx.container.cgroup_dir))
         except HostError:
             return  # the container is gone or not started
         group = group_of(ctx.pod)
