@@ -222,6 +222,13 @@ class TrafficControl:
     # --- reading ---------------------------------------------------------------------------
 
     def _observe(self, ipr: Any, index: int) -> _Observed | None:
+        """The link's root qdisc with our classes and filters (None without a root qdisc)."""
+        try:
+            return self._dump(ipr, index)
+        except Exception as err:
+            raise _netlink_error(err, f"read traffic control of {self.link}") from None
+
+    def _dump(self, ipr: Any, index: int) -> _Observed | None:
         root = None
         for qdisc in ipr.get_qdiscs(index):
             if qdisc["parent"] == TC_H_ROOT:
@@ -284,10 +291,7 @@ class TrafficControl:
     def read(self) -> TCState | None:
         """The link's HTB tree; None when its root qdisc is not HTB."""
         with self._open() as (ipr, index):
-            try:
-                seen = self._observe(ipr, index)
-            except Exception as err:
-                raise _netlink_error(err, f"read traffic control of {self.link}") from None
+            seen = self._observe(ipr, index)
         if seen is None or seen.root_kind != "htb":
             return None
         return seen.state()
@@ -319,9 +323,9 @@ class TrafficControl:
         result = ConvergeResult()
         with self._open() as (ipr, index):
             session = _Session(ipr, index, desired.handle, result)
-            seen = session.observe(self)
+            seen = self._observe(ipr, index)
             if session.ensure_qdisc(self.link, desired, seen):
-                seen = session.observe(self)
+                seen = self._observe(ipr, index)
                 assert seen is not None
                 session.ensure_classes(desired, seen)
                 session.converge_filters(desired, seen)
@@ -337,10 +341,7 @@ class TrafficControl:
         it); False when there was none. A missing link has nothing to remove."""
         try:
             with self._open() as (ipr, index):
-                try:
-                    seen = self._observe(ipr, index)
-                except Exception as err:
-                    raise _netlink_error(err, f"read traffic control of {self.link}") from None
+                seen = self._observe(ipr, index)
                 if seen is None or seen.root_kind != "htb" or seen.root_handle != handle:
                     return False
                 try:
@@ -362,12 +363,6 @@ class _Session:
         self.index = index
         self.qdisc = qdisc
         self.result = result
-
-    def observe(self, tc: TrafficControl) -> _Observed | None:
-        try:
-            return tc._observe(self.ipr, self.index)
-        except Exception as err:
-            raise _netlink_error(err, f"read traffic control of {tc.link}") from None
 
     def run(self, what: str, *args: object, **kwargs: object) -> bool:
         """One ``tc`` request; a failure is recorded and the caller goes on."""
