@@ -27,6 +27,7 @@ from controlplane.manager.controllers.noderesource.controller import NodeResourc
 from controlplane.manager.controllers.nodeslo import NodeSLOController
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
 from controlplane.reactor import Controller, ReactorMetrics
+from koordinator.api.sloconfig.config import CONFIG_NAME, CONFIG_NAMESPACE
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.events import EventRecorder
@@ -64,8 +65,8 @@ UNIMPLEMENTED = {
 @dataclass(frozen=True)
 class ControllerSettings:
     controllers: Sequence[str] = DEFAULT_CONTROLLERS
-    config_namespace: str = "koordinator-system"
-    config_name: str = "slo-controller-config"
+    config_namespace: str = CONFIG_NAMESPACE
+    config_name: str = CONFIG_NAME
     node_strategy_name_need_check: bool = False
     workers: int = 4
     cache_sync_timeout_s: float = 120.0
