@@ -26,10 +26,6 @@ class ContainerMeta:
     cgroup_dir: str
     init: bool = False
 
-    @property
-    def short_id(self) -> str:
-        return self.container_id.partition("://")[2]
-
 
 @dataclass(frozen=True, slots=True)
 class PodMeta:
