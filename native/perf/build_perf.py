@@ -23,7 +23,6 @@ ffibuilder.cdef(
 
     int koord_perf_open(uint32_t type, uint64_t config, int pid, int cpu, int group_fd, unsigned long flags,
                         uint64_t read_format, int inherit);
-    int koord_perf_ioctl(int fd, unsigned long request, unsigned long arg);
     long koord_perf_read_u64(int fd, uint64_t *buf, size_t count);
     int koord_perf_close(int fd);
     """

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -34,13 +33,6 @@ int koord_perf_open(uint32_t type, uint64_t config, int pid, int cpu, int group_
     if (fd < 0)
         return -errno;
     return (int)fd;
-}
-
-int koord_perf_ioctl(int fd, unsigned long request, unsigned long arg)
-{
-    if (ioctl(fd, request, arg) < 0)
-        return -errno;
-    return 0;
 }
 
 /* Read up to count u64 values; returns how many were read or -errno. */
