@@ -24,7 +24,7 @@ import orjson
 
 from koordinator import __version__
 from koordinator.api.features import KOORDLET_FEATURES
-from koordinator.api.goparse import parse_bool, parse_duration
+from koordinator.api.goparse import parse_bool, parse_duration_seconds
 from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.cli import component_parser, configure_logging, fail
 from koordlet.agent import AgentConfig, run_agent
@@ -75,7 +75,7 @@ def host_paths(args: argparse.Namespace) -> HostPaths:
 
 def _duration(text: str) -> float:
     try:
-        return parse_duration(text) / 1e9
+        return parse_duration_seconds(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {err}") from None
 
