@@ -131,7 +131,8 @@ def _aggregated(
 ) -> list[dict[str, Any]]:
     out = []
     for text in durations:
-        seconds = parse_duration(text) / 1e9
+        nanos = parse_duration(text)
+        seconds = nanos / 1e9
         entry: dict[str, Any] = {}
         cpu = query(cpu_metric, now - seconds, now)
         memory = query(memory_metric, now - seconds, now)
@@ -151,7 +152,7 @@ def _aggregated(
                 }
                 for agg in AGGREGATIONS
             }
-        entry["duration"] = format_duration(int(seconds * 1e9))
+        entry["duration"] = format_duration(nanos)
         out.append(entry)
     return out
 
