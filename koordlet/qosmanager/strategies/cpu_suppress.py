@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
 from koordinator.api.extension.annotations import AnnotationError
@@ -34,11 +33,12 @@ from koordinator.api.extension.numa import get_resource_status
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.extension.topology import get_system_qos_resource
 from koordinator.api.kubeqos import KubeQOSClass
-from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.api.quantity import Quantity
 from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
 from koordlet.executor import CgroupUpdate
 from koordlet.metriccache.kinds import NODE_CPU_USAGE
 from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
+from koordlet.qosmanager.strategies import podspec
 from koordlet.system.cgroup.registry import CPU_CFS_QUOTA, CPUSET_CPUS, Subsystem
 from koordlet.system.topology import Processor
 
@@ -50,16 +50,6 @@ MIN_CPUS = 2
 GROWTH_RATIO = 0.1
 QUOTA_DEADBAND_RATIO = 0.01
 QUOTA_GROWTH_RATIO = 0.1
-
-
-def _milli(resources: Mapping[str, Any] | None, name: str = "cpu") -> int:
-    raw = (resources or {}).get(name)
-    if raw is None:
-        return 0
-    try:
-        return Quantity.parse(str(raw)).milli_value()
-    except QuantityError:
-        return 0
 
 
 def _cpus(text: object) -> set[int]:
@@ -128,11 +118,11 @@ class CPUSuppress(GatedStrategy):
         """The CPU (milli-cores) the BE tier may use, or None when inputs are missing."""
         node = snapshot.node or {}
         status = node.get("status") or {}
-        capacity = _milli(status.get("capacity"))
+        capacity = podspec.quantity(status.get("capacity"), "cpu") or 0
         if capacity <= 0:
             plan.note("node capacity unknown")
             return None
-        reserved = max(capacity - _milli(status.get("allocatable")), 0)
+        reserved = max(capacity - (podspec.quantity(status.get("allocatable"), "cpu") or 0), 0)
         try:
             annotations = (node.get("metadata") or {}).get("annotations") or {}
             reserved = max(
@@ -276,7 +266,8 @@ class CPUSuppress(GatedStrategy):
         plan.gauges.append(("be_suppress_cpu_cores", ("cpuset",), float(len(chosen))))
 
     def _plan_quota(self, snapshot: Snapshot, plan: Plan, suppress: int) -> None:
-        capacity_cores = _milli((snapshot.node or {}).get("status", {}).get("capacity")) / 1000
+        status = (snapshot.node or {}).get("status", {})
+        capacity_cores = (podspec.quantity(status.get("capacity"), "cpu") or 0) / 1000
         quota = max(suppress * CFS_PERIOD_US // 1000, MIN_QUOTA_US)
         be = self._be_dir(snapshot)
         current = snapshot.cgroups.read(CPU_CFS_QUOTA, be)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.constants import eviction_enabled, eviction_policy, eviction_priority
@@ -42,10 +41,10 @@ from koordinator.api.extension.priority import (
 )
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.extension.resources import BATCH_MEMORY, MID_MEMORY
-from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
 from koordlet.metriccache.kinds import NODE_MEMORY_USAGE
 from koordlet.qosmanager.framework import Eviction, Plan, Snapshot
+from koordlet.qosmanager.strategies import podspec
 from koordlet.statesinformer.podmeta import PodMeta
 
 NAME = "MemoryEvict"
@@ -56,16 +55,6 @@ REASON_USAGE = "evictPodByNodeMemoryUsage"
 REASON_ALLOCATABLE = "evictPodByNodeMemoryAllocatable"
 DEFAULT_THRESHOLD = 70
 DEFAULT_ALLOCATABLE_PRIORITY_THRESHOLD = 7999
-
-
-def _bytes(resources: Mapping[str, Any] | None, name: str = "memory") -> int:
-    raw = (resources or {}).get(name)
-    if raw is None:
-        return 0
-    try:
-        return Quantity.parse(str(raw)).value()
-    except QuantityError:
-        return 0
 
 
 def allowed(pod: PodMeta, feature: str) -> bool:
@@ -174,7 +163,7 @@ def _requests(pod: PodMeta) -> int:
     name = {PriorityClass.BATCH: BATCH_MEMORY, PriorityClass.MID: MID_MEMORY}.get(priority, "memory")
     spec = pod.pod.get("spec") or {}
     return sum(
-        _bytes((c.get("resources") or {}).get("requests"), name)
+        podspec.request(c, name) or 0
         for field in ("containers", "initContainers")
         for c in spec.get(field) or ()
     )
@@ -209,7 +198,7 @@ class MemoryEvict:
         plan = Plan(NAME)
         node = snapshot.node or {}
         status = node.get("status") or {}
-        capacity = _bytes(status.get("capacity"))
+        capacity = podspec.quantity(status.get("capacity"), "memory") or 0
         if capacity <= 0:
             return plan.note("node memory capacity unknown")
         window = 2 * snapshot.collect_interval
@@ -289,7 +278,8 @@ class MemoryEvict:
             return
         low = threshold.memory_allocatable_evict_lower_percent
         low = low if low is not None else high - 2
-        allocatable = _bytes(((snapshot.node or {}).get("status") or {}).get("allocatable")) or capacity
+        status = (snapshot.node or {}).get("status") or {}
+        allocatable = podspec.quantity(status.get("allocatable"), "memory") or capacity
         limit = threshold.allocatable_evict_priority_threshold or DEFAULT_ALLOCATABLE_PRIORITY_THRESHOLD
         candidates = [
             p for p in snapshot.pods if (_priority(p) or 0) <= limit and allowed(p, MEMORY_ALLOCATABLE_EVICT)
