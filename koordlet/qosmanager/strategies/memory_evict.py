@@ -106,17 +106,12 @@ def take_victims(
         )
 
 
-def _priority(pod: PodMeta) -> int | None:
-    value = (pod.pod.get("spec") or {}).get("priority")
-    return value if isinstance(value, int) else None
-
-
 def be_victim_order(usage: Mapping[str, float]) -> Callable[[PodMeta, PodMeta], int]:
     """Upstream's BE order: priority (when both set and different), then usage desc,
     zero/unknown usage last, name descending among those."""
 
     def compare(a: PodMeta, b: PodMeta) -> int:
-        pa, pb = _priority(a), _priority(b)
+        pa, pb = podspec.spec_priority(a), podspec.spec_priority(b)
         if pa is not None and pb is not None and pa != pb:
             return -1 if pa < pb else 1
         ua, ub = usage.get(a.uid, 0.0), usage.get(b.uid, 0.0)
@@ -149,7 +144,7 @@ def priority_victim_key(usage: Mapping[str, float]) -> Callable[[PodMeta], tuple
             evict_priority = None
         return (
             float(evict_priority if evict_priority is not None else 0),
-            float(_priority(pod) or 0),
+            float(podspec.spec_priority(pod) or 0),
             float(_label_priority(pod)),
             -usage.get(pod.uid, 0.0),
         )
@@ -282,7 +277,9 @@ class MemoryEvict:
         allocatable = podspec.quantity(status.get("allocatable"), "memory") or capacity
         limit = threshold.allocatable_evict_priority_threshold or DEFAULT_ALLOCATABLE_PRIORITY_THRESHOLD
         candidates = [
-            p for p in snapshot.pods if (_priority(p) or 0) <= limit and allowed(p, MEMORY_ALLOCATABLE_EVICT)
+            p
+            for p in snapshot.pods
+            if (podspec.spec_priority(p) or 0) <= limit and allowed(p, MEMORY_ALLOCATABLE_EVICT)
         ]
         requested = sum(_requests(p) for p in candidates)
         if requested * 100 <= allocatable * high:
@@ -320,7 +317,7 @@ class MemoryEvict:
             p
             for p in snapshot.pods
             if eviction_enabled(p.labels)
-            and (limit is None or (_priority(p) or 0) <= limit)
+            and (limit is None or (podspec.spec_priority(p) or 0) <= limit)
             and allowed(p, MEMORY_EVICT)
         ]
         victims.sort(key=priority_victim_key(usage))
