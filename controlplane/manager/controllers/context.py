@@ -29,9 +29,11 @@ class ControllerContext:
     clock: Clock = SYSTEM_CLOCK
     #: concurrent reconciles per controller
     workers: int = 4
+    #: seconds reconciles in progress may take to finish on a graceful stop
+    drain_timeout: float = 10.0
 
     def controller(self, name: str, reconcile: Reconciler) -> Controller:
-        """A reactor controller with this context's workers, clock, metrics and events."""
+        """A reactor controller with this context's workers, drain timeout, clock, metrics and events."""
         return Controller(
             name,
             reconcile,
@@ -39,4 +41,5 @@ class ControllerContext:
             clock=self.clock,
             metrics=self.reactor_metrics,
             recorder=self.recorder,
+            drain_timeout=self.drain_timeout,
         )

@@ -125,14 +125,13 @@ class ControllerSet:
             recorder=recorder,
             clock=self.clock,
             workers=settings.workers,
+            drain_timeout=settings.drain_timeout_s,
         )
         self.factory = factory
         self.config = config
         self.controllers = {
             name: CONTROLLERS[name](ctx) for name in CONTROLLERS if name in settings.controllers
         }
-        for controller in self.controllers.values():
-            controller.reactor.drain_timeout = settings.drain_timeout_s
         return ctx
 
     async def run(self) -> None:
