@@ -207,7 +207,7 @@ def plan_scenario(
     scenario: Scenario, paths: HostPaths, strategies: Sequence[Strategy], only: Sequence[str] = ()
 ) -> dict[str, Any]:
     snapshot = build_snapshot(scenario, paths)
-    cgroups = CgroupFS.detect(paths)
+    cgroups = snapshot.cgroups.cgroups
     unknown = set(only) - {s.NAME for s in strategies}
     if unknown:
         raise ScenarioError(f"unknown strategies: {', '.join(sorted(unknown))}")
