@@ -30,7 +30,7 @@ planned. The page cache limit (Anolis) has no field in the NodeSLO memory QoS an
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,9 +118,7 @@ class Summary:
         ]
 
 
-def class_of(
-    strategy: ResourceQOSStrategy, pod: Mapping[str, Any], qos: QoSClass, kube_qos: KubeQOSClass
-) -> ResourceQOS | None:
+def class_of(strategy: ResourceQOSStrategy, qos: QoSClass, kube_qos: KubeQOSClass) -> ResourceQOS | None:
     """The class config of a pod (``GetPodResourceQoSByQoSClass``)."""
     if qos in (QoSClass.LSE, QoSClass.LSR):
         return strategy.lsr_class
@@ -147,7 +145,7 @@ def _memory_fields(config: Any) -> MemoryQOS:
 
 def pod_memory_qos(strategy: ResourceQOSStrategy, pod: PodMeta, plan: Plan) -> MemoryQOS:
     """The class's memory QoS changed by the pod's ``koordinator.sh/memoryQOS``."""
-    config = class_of(strategy, pod.pod, pod.qos, pod.kube_qos)
+    config = class_of(strategy, pod.qos, pod.kube_qos)
     base = _memory_fields(config.memory_qos) if config is not None and config.memory_qos else MemoryQOS()
     try:
         override = get_pod_memory_qos(pod.annotations)
@@ -158,7 +156,7 @@ def pod_memory_qos(strategy: ResourceQOSStrategy, pod: PodMeta, plan: Plan) -> M
     if policy == "none":
         return none_memory_qos()
     if policy == "auto":
-        default = class_of(default_resource_qos_strategy(), pod.pod, pod.qos, pod.kube_qos)
+        default = class_of(default_resource_qos_strategy(), pod.qos, pod.kube_qos)
         base = (
             _memory_fields(default.memory_qos) if default is not None and default.memory_qos else MemoryQOS()
         )
