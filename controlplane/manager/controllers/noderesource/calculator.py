@@ -20,7 +20,6 @@ Order of decisions, as upstream's noderesource reconciler takes them:
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +44,7 @@ from koordinator.api.sloconfig.config import (
     colocation_strategy_for_node,
 )
 from koordinator.api.sloconfig.types import ColocationStrategy
+from koordinator.kube.timeutil import format_time
 
 __all__ = [
     "DEGRADED_BATCH_MESSAGE",
@@ -140,14 +140,10 @@ def degrade_reason(strategy: ColocationStrategy, metric: NodeMetricView | None, 
     if now > metric.update_time + minutes * 60:
         age = now - metric.update_time
         return (
-            f"NodeMetric last updated {_when(metric.update_time)} ({age:.0f}s ago), "
+            f"NodeMetric last updated {format_time(metric.update_time)} ({age:.0f}s ago), "
             f"more than degradeTimeMinutes={minutes} ago"
         )
     return ""
-
-
-def _when(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -260,10 +256,11 @@ def calculate(
             result.steps = trace.steps
         return result
     if trace is not None:
+        updated = metric.update_time or 0.0
         trace.note(
             "nodemetric",
-            f"fresh: updated {_when(metric.update_time or 0.0)}, {now - (metric.update_time or 0.0):.0f}s "
-            f"before {_when(now)} (degrade after {strategy.degrade_time_minutes}m); "
+            f"fresh: updated {format_time(updated)}, {now - updated:.0f}s "
+            f"before {format_time(now)} (degrade after {strategy.degrade_time_minutes}m); "
             f"{len(metric.pods)} pod metric(s)",
         )
     pod_list = pods if isinstance(pods, list | tuple) else list(pods)
