@@ -19,17 +19,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from koordinator.api.extension.qos import QoSClass
 from koordinator.kube.client import ApiClient, Preconditions
 from koordinator.kube.errors import KubeError, NotFoundError, TooManyRequestsError
 from koordinator.kube.events import WARNING, EventRecorder
 from koordlet.metrics import KoordletMetrics
-from koordlet.qosmanager.framework import Eviction
+from koordlet.qosmanager.framework import PROTECTED, Eviction
 from koordlet.statesinformer.pods import TokenBucket
 
 log = logging.getLogger(__name__)
 
-PROTECTED = (QoSClass.LSE, QoSClass.LSR, QoSClass.LS)
 EVICT_SUCCESS = "EvictPodSuccess"
 EVICT_FAIL = "EvictPodFail"
 REMEMBER_SECONDS = 300.0

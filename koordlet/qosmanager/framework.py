@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from koordinator.api.extension.qos import QoSClass
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor, Update
@@ -128,6 +129,10 @@ class Snapshot:
         return self.metrics.last_by_label(
             HOST_APPLICATION_CPU_USAGE, "host_app_name", self.now - window, self.now
         )
+
+
+#: QoS classes never evicted, whatever a strategy asks: those colocation protects
+PROTECTED = (QoSClass.LSE, QoSClass.LSR, QoSClass.LS)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from koordlet.metriccache.kinds import (
     NODE_BE,
     NODE_CPU_USAGE,
 )
-from koordlet.qosmanager.framework import Eviction, Plan, Snapshot
+from koordlet.qosmanager.framework import PROTECTED, Eviction, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
 from koordlet.qosmanager.strategies.memory_evict import allowed, priority_victim_key, take_victims
 from koordlet.statesinformer.podmeta import PodMeta
@@ -78,7 +78,6 @@ BE_USAGE_THRESHOLD = 90
 RELEASE_BUFFER_PERCENT = 2
 MIN_ALLOCATABLE_BATCH_MILLI = 1
 PRIORITY_MID_MAX = 7999
-PROTECTED = (QoSClass.LSE, QoSClass.LSR, QoSClass.LS)
 #: the extended CPU resource of each priority class that has one
 CLASS_CPU = {PriorityClass.BATCH: BATCH_CPU, PriorityClass.MID: MID_CPU}
 
