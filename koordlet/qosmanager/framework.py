@@ -117,13 +117,13 @@ class Snapshot:
         """The host roots: :attr:`HostFacts.paths`, else those the cgroup view reads under."""
         return self.host.paths or self.cgroups.cgroups.paths
 
-    def pod_usages(self, window: float) -> tuple[dict[str, float], dict[str, float]]:
-        """Last CPU (cores) and memory (bytes) of every pod with samples, by UID."""
-        start = self.now - window
-        return (
-            self.metrics.last_by_label(POD_CPU_USAGE, "pod_uid", start, self.now),
-            self.metrics.last_by_label(POD_MEMORY_USAGE, "pod_uid", start, self.now),
-        )
+    def pod_cpu(self, window: float) -> dict[str, float]:
+        """Last CPU (cores) of every pod with samples, by UID."""
+        return self.metrics.last_by_label(POD_CPU_USAGE, "pod_uid", self.now - window, self.now)
+
+    def pod_memory(self, window: float) -> dict[str, float]:
+        """Last memory (bytes) of every pod with samples, by UID."""
+        return self.metrics.last_by_label(POD_MEMORY_USAGE, "pod_uid", self.now - window, self.now)
 
     def host_app_cpu(self, window: float) -> dict[str, float]:
         return self.metrics.last_by_label(

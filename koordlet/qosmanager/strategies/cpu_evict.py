@@ -202,7 +202,7 @@ class CPUEvict:
         if config is None:
             return plan.note("no resourceUsedThresholdWithBE in the NodeSLO")
         window = 2 * snapshot.collect_interval
-        usage, _ = snapshot.pod_usages(window)
+        usage = snapshot.pod_cpu(window)
         chosen: dict[str, Eviction] = {}
         checks: dict[str, Callable[[ResourceThresholdStrategy], str | None]] = {
             BE_CPU_EVICT: satisfaction_config_error,

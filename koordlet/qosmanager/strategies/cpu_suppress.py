@@ -135,7 +135,7 @@ class CPUSuppress(GatedStrategy):
         if node_used is None:
             plan.note(f"no node CPU usage in the last {window:g}s")
             return None
-        pod_cpu, _ = snapshot.pod_usages(window)
+        pod_cpu = snapshot.pod_cpu(window)
         apps = snapshot.host_app_cpu(window)
         meta = {p.uid: p for p in snapshot.pods}
         non_be = 0.0

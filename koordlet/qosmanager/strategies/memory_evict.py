@@ -197,7 +197,7 @@ class MemoryEvict:
         if capacity <= 0:
             return plan.note("node memory capacity unknown")
         window = 2 * snapshot.collect_interval
-        _, pod_memory = snapshot.pod_usages(window)
+        pod_memory = snapshot.pod_memory(window)
         chosen: dict[str, Eviction] = {}
         for feature, run in (
             (BE_MEMORY_EVICT, self._be_memory),
