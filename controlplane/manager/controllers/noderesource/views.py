@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from koordinator.api import resourcelist
@@ -252,6 +253,15 @@ class NodeMetricView:
     problems: tuple[str, ...] = ()
 
 
+def _parse_cpu_memory(data: Mapping[str, Any] | None, where: str, problems: list[str]) -> CPUMemory:
+    """:meth:`CPUMemory.parse`, or zero with the failure named in ``problems``."""
+    try:
+        return CPUMemory.parse(data)
+    except (resourcelist.ResourceListError, QuantityError) as exc:
+        problems.append(f"{where}: {exc}")
+        return ZERO
+
+
 def _usage_map(container: Any, key: str = "resources") -> Mapping[str, Any] | None:
     """The ``{"resources": {...}}`` map of a ``ResourceMap`` (``None`` when absent)."""
     if not isinstance(container, Mapping):
@@ -267,14 +277,7 @@ def node_metric_view(metric: Mapping[str, Any]) -> NodeMetricView:
     if not isinstance(status, Mapping):
         return NodeMetricView(name=name)
     problems: list[str] = []
-
-    def parse(data: Mapping[str, Any] | None, where: str) -> CPUMemory:
-        try:
-            return CPUMemory.parse(data)
-        except (resourcelist.ResourceListError, QuantityError) as exc:
-            problems.append(f"{where}: {exc}")
-            return ZERO
-
+    parse = partial(_parse_cpu_memory, problems=problems)
     update_time: float | None = None
     raw_time = status.get("updateTime")
     if isinstance(raw_time, str) and raw_time:
@@ -401,14 +404,7 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
     status = node.get("status") or {}
     annotations = meta.get("annotations") or {}
     problems: list[str] = []
-
-    def parse(data: Mapping[str, Any] | None, where: str) -> CPUMemory:
-        try:
-            return CPUMemory.parse(data)
-        except (resourcelist.ResourceListError, QuantityError) as exc:
-            problems.append(f"{where}: {exc}")
-            return ZERO
-
+    parse = partial(_parse_cpu_memory, problems=problems)
     try:
         reserved = CPUMemory.of(node_reserved_resources(annotations))
     except (AnnotationError, ModelError, QuantityError) as exc:
