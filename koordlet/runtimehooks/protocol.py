@@ -41,15 +41,6 @@ class Stage(enum.StrEnum):
     PRE_UPDATE_CONTAINER_RESOURCES = "PreUpdateContainerResources"
 
 
-POD_STAGES = (Stage.PRE_RUN_POD_SANDBOX, Stage.POST_STOP_POD_SANDBOX)
-CONTAINER_STAGES = (
-    Stage.PRE_CREATE_CONTAINER,
-    Stage.PRE_START_CONTAINER,
-    Stage.POST_START_CONTAINER,
-    Stage.PRE_UPDATE_CONTAINER_RESOURCES,
-)
-
-
 class FailurePolicy(enum.StrEnum):
     #: a failing hook stops the stage (the transport reports the failure to the runtime)
     FAIL = "Fail"
@@ -146,16 +137,6 @@ class ContainerContext:
     @property
     def cgroup_parent(self) -> str:
         return self.container.cgroup_dir
-
-    @property
-    def spec(self) -> Mapping[str, Any]:
-        """The container's entry of the pod spec (empty when the spec does not list it)."""
-        spec = self.pod.pod.get("spec") or {}
-        field_name = "initContainers" if self.container.init else "containers"
-        for entry in spec.get(field_name) or ():
-            if entry.get("name") == self.container.name:
-                return dict(entry)
-        return {}
 
 
 @dataclass
