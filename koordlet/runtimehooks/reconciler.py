@@ -29,8 +29,6 @@ from koordlet.system.errors import CgroupVanishedError, UnsupportedResourceError
 
 log = logging.getLogger(__name__)
 
-KATA_RUNTIME_CLASSES = ("kata", "kata-qemu", "kata-clh", "kata-fc", "kata-runtime")
-
 
 def _skip(pod: PodMeta) -> bool:
     if pod.is_terminated:
