@@ -71,6 +71,7 @@ class StatesInformer:
             cgroups.layout,
             interval=kubelet_sync_interval,
             on_change=lambda: self.callbacks.signal(CallbackType.ALL_PODS),
+            on_resync=lambda: self.pleg.refresh(),
             keep_on_empty=factory is not None,
             metrics=metrics,
         )

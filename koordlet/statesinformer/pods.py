@@ -61,6 +61,7 @@ class PodsInformer:
         *,
         interval: float = 10.0,
         on_change: Callable[[], None] | None = None,
+        on_resync: Callable[[], None] | None = None,
         keep_on_empty: bool = True,
         metrics: KoordletMetrics | None = None,
     ) -> None:
@@ -68,6 +69,8 @@ class PodsInformer:
         self.layout = layout
         self.interval = interval
         self.on_change = on_change
+        #: called after every resync, successful or not (PLEG retries its missing watches)
+        self.on_resync = on_resync
         #: a kubelet answering "no pods" is restarting (keep the list); a cgroup scan is not
         self.keep_on_empty = keep_on_empty
         self.metrics = metrics
@@ -129,6 +132,8 @@ class PodsInformer:
     async def run(self) -> None:
         while True:
             await self.sync()
+            if self.on_resync is not None:
+                self.on_resync()
             self._wake.clear()
             try:
                 async with asyncio.timeout(self.interval):
