@@ -27,7 +27,6 @@ class PodResourceCollector(CollectorBase):
         self._cpu = RateCache(ttl=20 * self.interval)
         self._periods = RateCache(ttl=20 * self.interval)
         self._throttled = RateCache(ttl=20 * self.interval)
-        self._dirs: list[str] = []
         self._ids: list[str] = []
         self._owners: list[tuple[bool, str, tuple[str]]] = []
 
@@ -40,7 +39,8 @@ class PodResourceCollector(CollectorBase):
 
     def _targets(self, pods: list[PodMeta]) -> tuple[list[str], list[tuple[bool, str, tuple[str]]]]:
         """The cgroup directories to read and, for each, (is pod, id, series key); the keys
-        are rebuilt only when pods or containers came or went."""
+        are rebuilt only when pods or containers came or went (the reader closes the
+        descriptors of cgroups gone by itself)."""
         dirs: list[str] = []
         ids: list[str] = []
         for pod in pods:
@@ -49,9 +49,6 @@ class PodResourceCollector(CollectorBase):
             for container in pod.containers:
                 dirs.append(container.cgroup_dir)
                 ids.append(container.container_id)
-        if dirs != self._dirs:  # close the descriptors of those gone
-            self.ctx.reader.retain(dirs, ALL_USAGE)
-            self._dirs = dirs
         if ids != self._ids:
             self._ids = ids
             owners: list[tuple[bool, str, tuple[str]]] = []
@@ -59,7 +56,7 @@ class PodResourceCollector(CollectorBase):
                 owners.append((True, pod.uid, (pod.uid,)))
                 owners.extend((False, c.container_id, (c.container_id,)) for c in pod.containers)
             self._owners = owners
-        return self._dirs, self._owners
+        return dirs, self._owners
 
     def collect(self, now: float) -> None:
         pods = self.ctx.states.get_all_pods()

@@ -187,7 +187,9 @@ class StatsReader:
 
     The request list of the last call for each set of statistics is kept: collectors
     read the same cgroups tick after tick (each collector its own set, through one shared
-    reader), and building paths costs more than reading the files.
+    reader), and building paths costs more than reading the files. When the cgroups of a
+    set change (pods came or went), the descriptors no kept list reads any more are
+    closed: those of cgroups gone, never those another collector still reads.
     """
 
     def __init__(self, cgroups: CgroupFS, cache: io.FileCache | None = None) -> None:
@@ -268,6 +270,8 @@ class StatsReader:
         if len(self._last) >= _KEPT_REQUEST_LISTS and stats not in self._last:
             self._last.clear()
         self._last[stats] = (list(relatives), plans, requests)
+        if last is not None:  # the cgroups of this set changed: drop what no set reads any more
+            self.cache.retain([r[0] for _, _, kept in self._last.values() for r in kept])
         return plans, requests
 
     def read(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> list[CgroupSample]:
@@ -287,11 +291,6 @@ class StatsReader:
                 else:
                     store(sample, cell)
         return samples
-
-    def retain(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> None:
-        """Close kept descriptors of cgroups no longer read (after pods went away)."""
-        _, requests = self._requests(relatives, stats)
-        self.cache.retain([r[0] for r in requests])
 
     def close(self) -> None:
         self.cache.close()

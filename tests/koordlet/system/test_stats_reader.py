@@ -103,13 +103,25 @@ def test_truncated_cpu_stat(backend, host):
     assert sample.memory is not None
 
 
-def test_retain_drops_descriptors_of_removed_pods(backend, host):
+def test_descriptors_of_removed_pods_are_dropped(backend, host):
     pods = _pods(host)
     reader = StatsReader(CgroupFS.detect(host.paths))
     reader.read(pods)
     kept = len(reader.cache)
-    reader.retain(pods[:1])
+    reader.read(pods[:1])  # two pods went away
     assert len(reader.cache) == kept // 3
+
+
+def test_descriptors_another_set_reads_are_kept(backend, host):
+    """One collector's pods changing does not close what another collector still reads."""
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    reader.read(pods, ALL_USAGE)
+    reader.read(pods, frozenset({Stat.CPU_USAGE}))  # another collector: one file a pod, kept already
+    files_per_pod = len(reader.cache) // len(pods)
+    reader.read(pods[:1], ALL_USAGE)  # two pods went away for the first collector
+    # the first pod keeps all its files; the two others keep the file the CPU set reads
+    assert len(reader.cache) == files_per_pod + len(pods) - 1
 
 
 def test_psi_values_keep_hundredths():
