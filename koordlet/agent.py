@@ -47,7 +47,6 @@ from koordlet.qosmanager.evictor import Evictor
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, QoSManager, Snapshot
 from koordlet.qosmanager.registry import strategies
 from koordlet.runtimehooks.framework import HookManager
-from koordlet.runtimehooks.hooks.oomscore import OOMScoreAdj
 from koordlet.runtimehooks.protocol import NodeFacts
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks
@@ -347,11 +346,7 @@ class Agent:
         if self.config.standalone:
             log.info("standalone mode: runtime hooks are not run (they would act on this machine's cgroups)")
             return
-        registered = hooks()
-        for hook in registered:
-            if isinstance(hook, OOMScoreAdj):
-                hook.metrics = self.metrics  # it records container_oom_score_adj
-        manager = HookManager(registered, self.metrics)
+        manager = HookManager(hooks(self.metrics), self.metrics)
         self.reconciler = Reconciler(
             manager,
             self.node_facts,

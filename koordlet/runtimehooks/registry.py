@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from koordlet.metrics import KoordletMetrics
 from koordlet.runtimehooks.framework import HookBase
 from koordlet.runtimehooks.hooks.batchresource import BatchResource
 from koordlet.runtimehooks.hooks.cpuset import CPUSetAllocator
@@ -12,12 +13,13 @@ from koordlet.runtimehooks.hooks.resctrl import Resctrl
 from koordlet.runtimehooks.hooks.tc import TCNetworkQoS
 
 
-def hooks() -> list[HookBase]:
+def hooks(metrics: KoordletMetrics | None = None) -> list[HookBase]:
+    """The hooks; ``metrics`` is where those that record metrics of their own record them."""
     return [
         BatchResource(),
         CPUSetAllocator(),
         GroupIdentity(),
-        OOMScoreAdj(),
+        OOMScoreAdj(metrics),
         Resctrl(),
         TCNetworkQoS(),
         GPUEnvInject(),
