@@ -38,7 +38,7 @@ class OOMScoreAdj(HookBase):
     GATE = NAME
 
     def __init__(self, metrics: KoordletMetrics | None = None) -> None:
-        #: where ``container_oom_score_adj`` is recorded (the agent sets it), or None
+        #: where ``container_oom_score_adj`` is recorded, or None
         self.metrics = metrics
 
     def container(self, ctx: ContainerContext) -> None:
