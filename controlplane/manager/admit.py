@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -39,8 +38,9 @@ from controlplane.manager.webhooks.cluster import ObjectsError, StaticCluster, q
 from controlplane.manager.webhooks.context import WebhookContext, WebhookOptions
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher, UnknownPathError
 from koordinator.api.features import FeatureGates
+from koordinator.kube.patches import PatchError, json_patch
 
-__all__ = ["AdmitError", "admit", "apply_json_patch", "load_objects", "review_for"]
+__all__ = ["AdmitError", "admit", "load_objects", "review_for"]
 
 Obj = dict[str, Any]
 
@@ -130,38 +130,6 @@ def review_for(document: Mapping[str, Any]) -> tuple[Obj, str | None]:
     return review, path
 
 
-def apply_json_patch(obj: Any, operations: Sequence[Mapping[str, Any]]) -> Any:
-    """Apply the add/remove/replace operations a webhook emits (RFC 6902 pointers)."""
-    doc = copy.deepcopy(obj)
-
-    def parent_of(path: str) -> tuple[Any, str]:
-        tokens = [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
-        node = doc
-        for token in tokens[:-1]:
-            node = node[int(token)] if isinstance(node, list) else node[token]
-        return node, tokens[-1]
-
-    for op in operations:
-        kind, path = op.get("op"), str(op.get("path", ""))
-        if path == "":
-            doc = copy.deepcopy(op.get("value"))
-            continue
-        parent, last = parent_of(path)
-        if isinstance(parent, list):
-            index = len(parent) if last == "-" else int(last)
-            if kind == "add":
-                parent.insert(index, copy.deepcopy(op["value"]))
-            elif kind == "remove":
-                del parent[index]
-            else:
-                parent[index] = copy.deepcopy(op["value"])
-        elif kind == "remove":
-            del parent[last]
-        else:
-            parent[last] = copy.deepcopy(op["value"])
-    return doc
-
-
 def _fixed_draw(value: int) -> Any:
     def draw(_: int) -> int:
         return value
@@ -198,7 +166,10 @@ async def admit(
     if response.get("allowed") and original is not None:
         patch = response.get("patch")
         operations = orjson.loads(base64.b64decode(patch)) if patch else []
-        patched = apply_json_patch(original, operations)
+        try:
+            patched = json_patch(original, operations)
+        except PatchError as exc:
+            raise AdmitError(f"the webhook's patch does not apply to the object: {exc}") from exc
     return {"review": {**dict(review), "response": response}, "object": patched}
 
 
