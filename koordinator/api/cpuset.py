@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["CPUSetError", "format_cpuset", "parse_cpuset"]
+__all__ = ["CPUSetError", "cpus_or_empty", "format_cpuset", "parse_cpuset"]
 
 
 class CPUSetError(ValueError):
@@ -28,6 +28,15 @@ def parse_cpuset(text: str) -> list[int]:
             raise CPUSetError(f"invalid CPU range {part!r} in {text!r}")
         cpus.update(range(first, last + 1))
     return sorted(cpus)
+
+
+def cpus_or_empty(text: object) -> set[int]:
+    """The CPUs of a list that may be missing or malformed (an annotation, a cgroup file):
+    no CPUs then."""
+    try:
+        return set(parse_cpuset(str(text or "")))
+    except CPUSetError:
+        return set()
 
 
 def format_cpuset(cpus: Iterable[int]) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
+from koordinator.api.cpuset import CPUSetError, cpus_or_empty, format_cpuset, parse_cpuset
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.node import get_node_reservation
 from koordinator.api.extension.numa import get_resource_status
@@ -92,13 +92,6 @@ def read_cpu_manager_state(path: Path) -> dict[str, frozenset[int]]:
     return out
 
 
-def _cpus(text: str) -> set[int]:
-    try:
-        return set(parse_cpuset(text))
-    except CPUSetError:
-        return set()
-
-
 def share_pools(
     cpu_info: NodeCPUInfo,
     pods: list[PodMeta],
@@ -111,10 +104,10 @@ def share_pools(
     try:
         reservation = get_node_reservation(node_annotations)
         if reservation is not None:
-            reserved = _cpus(reservation.reserved_cpus)
+            reserved = cpus_or_empty(reservation.reserved_cpus)
         system = get_system_qos_resource(node_annotations)
         if system is not None and system.cpuset_exclusive is not False:
-            reserved |= _cpus(system.cpuset)
+            reserved |= cpus_or_empty(system.cpuset)
     except (AnnotationError, ValueError) as err:
         log.warning("node annotations ignored for share pools: %s", err)
     kubelet_pinned: set[int] = set()
@@ -122,7 +115,7 @@ def share_pools(
     lse_pinned: set[int] = set()
     for pod in pods:
         try:
-            cpuset = _cpus(get_resource_status(pod.annotations).cpuset)
+            cpuset = cpus_or_empty(get_resource_status(pod.annotations).cpuset)
         except (AnnotationError, ValueError):
             cpuset = set()
         if cpuset:
@@ -142,7 +135,7 @@ def pool_cpus(annotation: str) -> int:
         pools = orjson.loads(annotation)
     except orjson.JSONDecodeError:
         return 0
-    return sum(len(_cpus(str(pool.get("cpuset", "")))) for pool in pools if isinstance(pool, dict))
+    return sum(len(cpus_or_empty(str(pool.get("cpuset", "")))) for pool in pools if isinstance(pool, dict))
 
 
 def _by_numa(cpu_info: NodeCPUInfo, cpus: set[int]) -> list[dict[str, Any]]:

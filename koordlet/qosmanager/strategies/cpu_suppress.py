@@ -26,7 +26,7 @@ import itertools
 import math
 from collections.abc import Iterable
 
-from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
+from koordinator.api.cpuset import cpus_or_empty, format_cpuset
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.node import get_node_reservation, node_reserved_resources
 from koordinator.api.extension.numa import get_resource_status
@@ -50,13 +50,6 @@ MIN_CPUS = 2
 GROWTH_RATIO = 0.1
 QUOTA_DEADBAND_RATIO = 0.01
 QUOTA_GROWTH_RATIO = 0.1
-
-
-def _cpus(text: object) -> set[int]:
-    try:
-        return set(parse_cpuset(str(text or "")))
-    except CPUSetError:
-        return set()
 
 
 def select_cpus(count: int, processors: Iterable[Processor]) -> list[int]:
@@ -109,7 +102,7 @@ class CPUSuppress(GatedStrategy):
         return snapshot.host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
 
     def _full_cpuset(self, snapshot: Snapshot) -> str:
-        root = _cpus(snapshot.cgroups.read(CPUSET_CPUS, ""))
+        root = cpus_or_empty(snapshot.cgroups.read(CPUSET_CPUS, ""))
         if not root and snapshot.host.cpu_info is not None:
             root = set(snapshot.host.cpu_info.topology.cpus())
         return format_cpuset(root)
@@ -227,17 +220,17 @@ class CPUSuppress(GatedStrategy):
         try:
             reservation = get_node_reservation(annotations)
             if reservation is not None:
-                excluded |= _cpus(reservation.reserved_cpus)
+                excluded |= cpus_or_empty(reservation.reserved_cpus)
             system = get_system_qos_resource(annotations)
             if system is not None and system.cpuset_exclusive is not False:
-                excluded |= _cpus(system.cpuset)
+                excluded |= cpus_or_empty(system.cpuset)
         except (AnnotationError, ValueError):
             plan.note("node CPU annotations ignored (malformed)")
         lsr_pinned: set[int] = set()
         lse_pinned: set[int] = set()
         for pod in snapshot.pods:
             try:
-                pinned = _cpus(get_resource_status(pod.annotations).cpuset)
+                pinned = cpus_or_empty(get_resource_status(pod.annotations).cpuset)
             except (AnnotationError, ValueError):
                 continue
             if pod.qos is QoSClass.LSR:
@@ -252,7 +245,7 @@ class CPUSuppress(GatedStrategy):
             plan.note("no CPU left for BE pods to share")
             return
         need = max(math.ceil(suppress / 1000), MIN_CPUS)
-        old = _cpus(snapshot.cgroups.read(CPUSET_CPUS, self._be_dir(snapshot)))
+        old = cpus_or_empty(snapshot.cgroups.read(CPUSET_CPUS, self._be_dir(snapshot)))
         limit = len(old) + math.ceil(len(processors) * GROWTH_RATIO)
         if old and need > limit:
             plan.note(f"BE cpuset grows by at most {limit - len(old)} CPUs a round")

@@ -18,7 +18,7 @@ from the NodeResourceTopology annotations the koordlet itself computes.
 
 from __future__ import annotations
 
-from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
+from koordinator.api.cpuset import cpus_or_empty, format_cpuset
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.numa import get_resource_status
 from koordinator.api.extension.qos import QoSClass
@@ -30,13 +30,6 @@ from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodConte
 from koordlet.statesinformer.podmeta import PodMeta
 
 NAME = "CPUSetAllocator"
-
-
-def _cpus(text: str) -> list[int]:
-    try:
-        return parse_cpuset(text)
-    except CPUSetError:
-        return []
 
 
 def _status_cpuset(pod: PodMeta) -> str:
@@ -72,14 +65,14 @@ class CPUSetAllocator(HookBase):
         cpus: set[int] = set()
         for pool in pools:
             if numa is None or pool.node in numa:
-                cpus.update(_cpus(pool.cpuset))
+                cpus.update(cpus_or_empty(pool.cpuset))
         return format_cpuset(cpus) if cpus else None
 
     def cpuset_for(self, pod: PodMeta, node: NodeFacts) -> str | None:
         """The cpuset the pod's containers get, or None to leave it alone."""
         pinned = _status_cpuset(pod)
         if pinned:
-            return format_cpuset(_cpus(pinned)) or None
+            return format_cpuset(cpus_or_empty(pinned)) or None
         numa = _numa_nodes(pod)
         if numa:
             be_pools = pod.qos is QoSClass.BE and node.gates.enabled("BECPUManager")
@@ -91,7 +84,7 @@ class CPUSetAllocator(HookBase):
             except (AnnotationError, ValueError):
                 system = None
             if system is not None and system.cpuset:
-                return format_cpuset(_cpus(system.cpuset)) or None
+                return format_cpuset(cpus_or_empty(system.cpuset)) or None
         if pod.qos is QoSClass.LS:
             return self._pools(node, False)
         if pod.kube_qos is KubeQOSClass.BEST_EFFORT or node.kubelet_cpu_policy == "static":
