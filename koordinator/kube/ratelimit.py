@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 
 class TokenBucket:
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         if qps <= 0:
             raise ValueError(f"qps must be positive, got {qps}")
         if burst < 1:
             raise ValueError(f"burst must be at least 1, got {burst}")
         self.qps = float(qps)
         self.burst = int(burst)
+        self.clock = clock
         self._tokens = float(burst)
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._lock = asyncio.Lock()
 
     def _refill(self, now: float) -> None:
@@ -28,7 +30,7 @@ class TokenBucket:
 
     def try_acquire(self) -> bool:
         """Take a token if one is available now."""
-        self._refill(time.monotonic())
+        self._refill(self.clock())
         if self._tokens >= 1.0:
             self._tokens -= 1.0
             return True
@@ -39,7 +41,7 @@ class TokenBucket:
         waited = 0.0
         async with self._lock:
             while True:
-                self._refill(time.monotonic())
+                self._refill(self.clock())
                 if self._tokens >= 1.0:
                     self._tokens -= 1.0
                     return waited

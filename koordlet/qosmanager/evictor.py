@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from koordinator.kube.client import ApiClient, Preconditions
 from koordinator.kube.errors import KubeError, NotFoundError, TooManyRequestsError
 from koordinator.kube.events import WARNING, EventRecorder
+from koordinator.kube.ratelimit import TokenBucket
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.framework import PROTECTED, Eviction
-from koordlet.statesinformer.pods import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Evictor:
                 continue
             if self._remembered(pod.uid):
                 continue
-            if not self._limiter.allow():
+            if not self._limiter.try_acquire():
                 log.info("eviction rate limit reached; %s waits for the next round", pod.key)
                 break
             try:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from koordinator.kube.ratelimit import TokenBucket
 from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.statesinformer.resourcesummary import record_container_resources
@@ -27,24 +27,6 @@ log = logging.getLogger(__name__)
 
 class PodsSource(Protocol):
     async def get_pods(self) -> list[dict[str, Any]]: ...
-
-
-class TokenBucket:
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate
-        self.burst = burst
-        self.clock = clock
-        self._tokens = float(burst)
-        self._at = clock()
-
-    def allow(self) -> bool:
-        now = self.clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-        self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
 
 
 def _version(pod: PodMeta) -> tuple[str, str]:
@@ -95,7 +77,7 @@ class PodsInformer:
 
     def trigger(self, reason: str = "") -> None:
         """Ask for an early resync (PLEG); rate-limited."""
-        if self._limiter.allow():
+        if self._limiter.try_acquire():
             log.debug("pods resync requested: %s", reason)
             self._wake.set()
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from koordinator.kube.ratelimit import TokenBucket
 from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, KubeletError
-from koordlet.statesinformer.pods import PodsInformer, TokenBucket
+from koordlet.statesinformer.pods import PodsInformer
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
 from tests.fakes.pods import make_pod
 
@@ -67,9 +68,9 @@ async def test_pods_without_uid_are_ignored():
 def test_token_bucket():
     now = [0.0]
     bucket = TokenBucket(5.0, 10, clock=lambda: now[0])
-    assert sum(bucket.allow() for _ in range(20)) == 10
+    assert sum(bucket.try_acquire() for _ in range(20)) == 10
     now[0] = 1.0
-    assert sum(bucket.allow() for _ in range(20)) == 5
+    assert sum(bucket.try_acquire() for _ in range(20)) == 5
 
 
 @pytest.fixture
