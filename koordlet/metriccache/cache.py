@@ -3,10 +3,17 @@
 Upstream embeds a Prometheus TSDB on disk; the consumers only ever read recent windows
 (QoS loops the last two collect intervals, NodeMetric the aggregation durations, 30
 minutes by default), so this cache keeps raw samples in memory for a retention window and
-under a byte budget. Each series is two columns, an ``array('i')`` of milliseconds from the
-cache's epoch and an ``array('d')`` of values: 12 bytes a sample, no per-sample objects.
-A sample is a metric kind with a fixed label schema, as upstream's ``MetricResource`` (an
-unknown or missing label is refused when the sample is built, not when it is queried).
+under a byte budget.
+
+Samples are stored the way collectors produce them: a collector tick writes many series of
+one metric kind at one timestamp, so the unit of storage is a *frame*, one kind at one
+instant: a timestamp, the layout (the series keys, in order) and an ``array('d')`` of
+values. Ticks of an unchanged set of pods share one layout object, so a sample costs 8
+bytes, appending a tick is a comparison of key lists and one array build, and retention
+drops whole frames. A query finds the frames of its window by bisection and each key's
+position once per layout. A sample is a metric kind with a fixed label schema, as
+upstream's ``MetricResource`` (an unknown or missing label is refused when the sample is
+built, not when it is queried).
 
 Thread-safety: the collectors append from their worker thread while reporters query from
 the event loop, so every operation holds one lock; appends are batched per tick.
@@ -17,17 +24,20 @@ from __future__ import annotations
 import bisect
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
 from koordlet.metriccache.query import AggregateResult
 
-#: int32 milliseconds + float64 value
-_SAMPLE_BYTES = 12
-_MAX_OFFSET_MS = (1 << 31) - 1
-_MIN_OFFSET_MS = -(1 << 31)
+#: bytes of a value, and the bookkeeping of one frame (timestamp, slots, array header)
+_SAMPLE_BYTES = 8
+_FRAME_BYTES = 96
+#: every this many appends, every kind is trimmed (kinds no longer written included)
+_TRIM_ALL_EVERY = 64
+
+Key = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -49,70 +59,124 @@ class MetricKind:
             raise ValueError(f"{self.name}: missing labels {missing}, unknown labels {unknown}")
         return Sample(self, tuple([labels[name] for name in self.labels]), timestamp, value)
 
-    def key(self, **labels: str) -> tuple[str, ...]:
+    def key(self, **labels: str) -> Key:
         return tuple(labels[name] for name in self.labels)
 
 
 class Sample(NamedTuple):
-    """One value of a series (a tuple: collectors make thousands a tick)."""
+    """One value of a series."""
 
     kind: MetricKind
-    label_values: tuple[str, ...]
+    label_values: Key
     timestamp: float
     value: float
-
-
-Row = tuple[tuple[str, ...], float]
 
 
 class Rows:
     """The samples of one collector tick, all at one timestamp, grouped by kind.
 
-    The collectors' hot path: a row is ``(label values, value)`` appended to the list of its
-    kind (``put = rows.writer(kind); put((key, value))``), with label values the collector
-    built once with :meth:`MetricKind.key` and reuses tick after tick.
+    The collectors' hot path: per kind, a list of series keys (label values built once
+    with :meth:`MetricKind.key` and reused tick after tick) and the list of their values.
+    A collector that writes the same keys every tick should pass the same key list:
+    the cache then recognises the layout at once.
     """
 
     __slots__ = ("by_kind", "timestamp")
 
     def __init__(self, timestamp: float) -> None:
         self.timestamp = timestamp
-        self.by_kind: dict[MetricKind, list[Row]] = {}
+        self.by_kind: dict[MetricKind, tuple[list[Key], list[Any]]] = {}
 
-    def writer(self, kind: MetricKind) -> Callable[[Row], None]:
-        rows = self.by_kind.get(kind)
-        if rows is None:
-            rows = self.by_kind[kind] = []
-        return rows.append
+    def add(self, kind: MetricKind, key: Key, value: float) -> None:
+        """One sample."""
+        self.extend(kind, [key], [value])
+
+    def extend(self, kind: MetricKind, keys: list[Key], values: list[float | None]) -> None:
+        """Samples of ``kind``: ``values[i]`` for ``keys[i]``, where it is not None. The
+        lists are not copied; the caller must not change them before the rows are appended."""
+        if len(keys) != len(values):
+            raise ValueError(f"{kind.name}: {len(keys)} keys for {len(values)} values")
+        if None in values:
+            kept = [(key, value) for key, value in zip(keys, values, strict=True) if value is not None]
+            keys, values = [key for key, _ in kept], [value for _, value in kept]
+        if not keys:
+            return
+        held = self.by_kind.get(kind)
+        if held is None:
+            self.by_kind[kind] = (keys, values)
+        else:  # a second batch of the kind: concatenate into lists of our own
+            self.by_kind[kind] = (held[0] + keys, held[1] + values)
 
     def __len__(self) -> int:
-        return sum(len(rows) for rows in self.by_kind.values())
+        return sum(len(values) for _, values in self.by_kind.values())
 
 
-class _Series:
-    """One series: timestamps as int32 milliseconds from the cache's epoch, float64 values."""
+class _Layout:
+    """The series keys of frames, in the order of their values; shared by the frames of
+    consecutive ticks that wrote the same keys."""
 
-    __slots__ = ("timestamps", "values")
+    __slots__ = ("_index", "keys")
+
+    def __init__(self, keys: list[Key]) -> None:
+        self.keys = keys
+        self._index: dict[Key, list[int]] | None = None
+
+    def positions(self, key: Key) -> Sequence[int]:
+        """Where ``key``'s values are (usually one place; a key written twice in one
+        frame has two)."""
+        index = self._index
+        if index is None:
+            index = self._index = {}
+            for position, k in enumerate(self.keys):
+                held = index.get(k)
+                if held is None:
+                    index[k] = [position]
+                else:
+                    held.append(position)
+        return index.get(key, ())
+
+    def matching(self, wanted: list[tuple[int, str]]) -> list[int]:
+        """Positions of the keys with label ``i`` equal to ``v`` for each ``(i, v)``."""
+        return [p for p, key in enumerate(self.keys) if all(key[i] == v for i, v in wanted)]
+
+
+class _Frames:
+    """The frames of one metric kind in time order, as three parallel columns."""
+
+    __slots__ = ("layouts", "samples", "times", "values")
 
     def __init__(self) -> None:
-        self.timestamps = array("i")
-        self.values = array("d")
+        self.times = array("d")
+        self.layouts: list[_Layout] = []
+        self.values: list[array[float]] = []
+        self.samples = 0
 
-    def trim_before(self, cutoff: int) -> int:
-        """Drop samples older than ``cutoff`` (ms); returns how many were dropped."""
-        n = bisect.bisect_left(self.timestamps, cutoff)  # appended in time order
-        if n:
-            del self.timestamps[:n]
-            del self.values[:n]
-        return n
+    def add(self, timestamp: float, keys: list[Key], values: array[float]) -> None:
+        at = len(self.times)
+        if at and timestamp < self.times[-1]:  # late: keep the columns in time order
+            at = bisect.bisect_right(self.times, timestamp)
+        neighbour = self.layouts[at - 1] if at else None
+        layout = neighbour if neighbour is not None and neighbour.keys == keys else _Layout(list(keys))
+        if at == len(self.times):
+            self.times.append(timestamp)
+            self.layouts.append(layout)
+            self.values.append(values)
+        else:
+            self.times.insert(at, timestamp)
+            self.layouts.insert(at, layout)
+            self.values.insert(at, values)
+        self.samples += len(values)
 
-    def window(self, start: int, end: int) -> tuple[list[int], list[float]]:
-        lo = bisect.bisect_left(self.timestamps, start)
-        hi = bisect.bisect_right(self.timestamps, end)
-        return self.timestamps[lo:hi].tolist(), self.values[lo:hi].tolist()
+    def drop_first(self, n: int) -> int:
+        """Drop the ``n`` oldest frames; returns how many samples went with them."""
+        dropped = sum(len(v) for v in self.values[:n])
+        del self.times[:n], self.layouts[:n], self.values[:n]
+        self.samples -= dropped
+        return dropped
 
-    def shift(self, delta: int) -> None:
-        self.timestamps = array("i", (t - delta for t in self.timestamps))
+    def drop_before(self, cutoff: float) -> int:
+        n = bisect.bisect_left(self.times, cutoff)
+        return self.drop_first(n) if n else 0
 
 
 class MetricCache:
@@ -123,157 +187,137 @@ class MetricCache:
             raise ValueError("retention must be positive")
         self.retention_seconds = retention_seconds
         self.max_bytes = max_bytes
-        self._series: dict[str, dict[tuple[str, ...], _Series]] = {}
+        self._kinds: dict[str, _Frames] = {}
         self._samples = 0
+        self._frames = 0
         self._appends = 0
         self._lock = threading.Lock()
-        #: timestamps are kept as milliseconds from this instant (set by the first sample)
-        self._epoch: float | None = None
 
-    def _ms(self, timestamp: float) -> int:
-        if self._epoch is None:
-            self._epoch = timestamp
-        return round((timestamp - self._epoch) * 1000)
-
-    def _rebase(self, newest: float) -> float:
-        """Move the epoch forward (about every 24 days of uptime) so int32 offsets fit;
-        returns the new epoch."""
-        assert self._epoch is not None
-        new_epoch = newest - self.retention_seconds - 1
-        delta = round((new_epoch - self._epoch) * 1000)
-        self._trim(newest - self.retention_seconds)
-        for by_labels in self._series.values():
-            for series in by_labels.values():
-                series.shift(delta)
-        self._epoch += delta / 1000
-        return self._epoch
+    def _bytes(self) -> int:
+        return self._samples * _SAMPLE_BYTES + self._frames * _FRAME_BYTES
 
     def append(self, samples: Iterable[Sample]) -> None:
-        """Add a batch (one collector tick); old samples are trimmed every few batches."""
+        """Add a batch of samples; each kind's samples at one timestamp make a frame."""
+        batches: dict[float, Rows] = {}
+        for kind, label_values, timestamp, value in samples:
+            rows = batches.get(timestamp)
+            if rows is None:
+                rows = batches[timestamp] = Rows(timestamp)
+            held = rows.by_kind.get(kind)
+            if held is None:
+                rows.by_kind[kind] = ([label_values], [value])
+            else:
+                held[0].append(label_values)
+                held[1].append(value)
         with self._lock:
-            newest = 0.0
-            count = 0
-            all_series = self._series
-            epoch = self._epoch
-            for kind, label_values, timestamp, value in samples:
-                by_labels = all_series.get(kind.name)
-                if by_labels is None:
-                    by_labels = all_series[kind.name] = {}
-                series = by_labels.get(label_values)
-                if series is None:
-                    series = by_labels[label_values] = _Series()
-                if epoch is None:
-                    self._epoch = epoch = timestamp
-                offset = round((timestamp - epoch) * 1000)
-                if offset > _MAX_OFFSET_MS:
-                    epoch = self._rebase(timestamp)
-                    offset = round((timestamp - epoch) * 1000)
-                    series = by_labels.setdefault(label_values, series)
-                series.timestamps.append(offset)
-                series.values.append(value)
-                count += 1
-                if timestamp > newest:
-                    newest = timestamp
-            self._samples += count
-            self._appends += 1
-            if newest and (self._appends % 64 == 0 or self._samples * _SAMPLE_BYTES > self.max_bytes):
-                self._trim(newest - self.retention_seconds)
+            for rows in batches.values():
+                self._add(rows)
+            written = {kind.name for rows in batches.values() for kind in rows.by_kind}
+            self._appended(max(batches, default=None), written)
 
     def append_rows(self, rows: Rows) -> None:
-        """Add one tick's rows (see :class:`Rows`); one timestamp, so one offset for all."""
-        timestamp = rows.timestamp
+        """Add one tick's rows (see :class:`Rows`): one frame per kind."""
         with self._lock:
-            if self._epoch is None:
-                self._epoch = timestamp
-            offset = round((timestamp - self._epoch) * 1000)
-            if offset > _MAX_OFFSET_MS:
-                offset = round((timestamp - self._rebase(timestamp)) * 1000)
-            all_series = self._series
-            count = 0
-            for kind, items in rows.by_kind.items():
-                by_labels = all_series.get(kind.name)
-                if by_labels is None:
-                    by_labels = all_series[kind.name] = {}
-                get = by_labels.get
-                for labels, value in items:
-                    series = get(labels)
-                    if series is None:
-                        series = by_labels[labels] = _Series()
-                    series.timestamps.append(offset)
-                    series.values.append(value)
-                count += len(items)
-            self._samples += count
-            self._appends += 1
-            if self._appends % 64 == 0 or self._samples * _SAMPLE_BYTES > self.max_bytes:
-                self._trim(timestamp - self.retention_seconds)
+            self._add(rows)
+            self._appended(rows.timestamp, [kind.name for kind in rows.by_kind])
 
-    def _trim(self, cutoff: float) -> None:
-        if self._epoch is None:
+    def _add(self, rows: Rows) -> None:
+        timestamp = rows.timestamp
+        for kind, (keys, values) in rows.by_kind.items():
+            frames = self._kinds.get(kind.name)
+            if frames is None:
+                frames = self._kinds[kind.name] = _Frames()
+            frames.add(timestamp, keys, array("d", values))
+            self._samples += len(values)
+            self._frames += 1
+
+    def _appended(self, newest: float | None, written: Iterable[str]) -> None:
+        """Trim after an append: the kinds just written, and every kind now and then."""
+        self._appends += 1
+        if newest is None:
             return
-        cutoff_ms = max(self._ms(cutoff), _MIN_OFFSET_MS)
-        for by_labels in self._series.values():
-            emptied = []
-            for key, series in by_labels.items():
-                series.trim_before(cutoff_ms)
-                if not series.timestamps:
-                    emptied.append(key)
-            for key in emptied:
-                del by_labels[key]
-        self._samples = sum(len(s.values) for by in self._series.values() for s in by.values())
-        # over budget: drop the oldest half of the largest series until under it
-        while self._samples * _SAMPLE_BYTES > self.max_bytes:
-            largest = max(
-                (s for by in self._series.values() for s in by.values()),
-                key=lambda s: len(s.values),
-                default=None,
-            )
-            if largest is None or len(largest.values) < 2:
+        if self._appends % _TRIM_ALL_EVERY == 0 or self._bytes() > self.max_bytes:
+            self._trim(newest - self.retention_seconds, self._kinds)
+        else:
+            self._trim(newest - self.retention_seconds, written)
+
+    def _trim(self, cutoff: float, names: Iterable[str]) -> None:
+        for name in list(names):
+            frames = self._kinds[name]
+            before = len(frames.times)
+            self._samples -= frames.drop_before(cutoff)
+            self._frames -= before - len(frames.times)
+            if not frames.times:
+                del self._kinds[name]
+        # over budget: drop the oldest half of the frames of the largest kind until under it
+        while self._bytes() > self.max_bytes:
+            candidates = [frames for frames in self._kinds.values() if len(frames.times) > 1]
+            if not candidates:  # the newest frame of each kind stays
                 break
-            half = len(largest.values) // 2
-            del largest.timestamps[:half]
-            del largest.values[:half]
-            self._samples -= half
+            largest = max(candidates, key=lambda frames: frames.samples + len(frames.times))
+            half = len(largest.times) // 2
+            self._samples -= largest.drop_first(half)
+            self._frames -= half
 
     def gc(self, now: float) -> None:
         """Drop samples past the retention window (also done while appending)."""
         with self._lock:
-            self._trim(now - self.retention_seconds)
+            self._trim(now - self.retention_seconds, self._kinds)
 
     def query(self, kind: MetricKind, start: float, end: float, **labels: str) -> AggregateResult:
         """Samples of ``kind`` in ``[start, end]`` of every series matching ``labels``
-        (equality on each given label; the rest match anything), concatenated."""
+        (equality on each given label; the rest match anything), in time order."""
         unknown = set(labels) - set(kind.labels)
         if unknown:
             raise ValueError(f"{kind.name}: unknown labels {sorted(unknown)}")
+        key = kind.key(**labels) if len(labels) == len(kind.labels) else None
+        wanted = [(kind.labels.index(k), v) for k, v in labels.items()]
+        timestamps: list[float] = []
+        values: list[float] = []
         with self._lock:
-            by_labels = self._series.get(kind.name, {})
-            if len(labels) == len(kind.labels):
-                found = by_labels.get(kind.key(**labels))
-                matching = [found] if found is not None else []
-            else:
-                index = [(kind.labels.index(k), v) for k, v in labels.items()]
-                matching = [s for key, s in by_labels.items() if all(key[i] == v for i, v in index)]
-            timestamps: list[float] = []
-            values: list[float] = []
-            if self._epoch is not None and matching:
-                epoch = self._epoch
-                lo = max(self._ms(start), _MIN_OFFSET_MS)
-                hi = min(self._ms(end), _MAX_OFFSET_MS)
-                for series in matching:
-                    t, v = series.window(lo, hi)
-                    timestamps += [epoch + ms / 1000 for ms in t]
-                    values += v
+            frames = self._kinds.get(kind.name)
+            if frames is not None:
+                lo = bisect.bisect_left(frames.times, start)
+                hi = bisect.bisect_right(frames.times, end)
+                layout: _Layout | None = None
+                positions: Sequence[int] = ()
+                for f in range(lo, hi):
+                    if frames.layouts[f] is not layout:
+                        layout = frames.layouts[f]
+                        positions = layout.positions(key) if key is not None else layout.matching(wanted)
+                    if positions:
+                        row, at = frames.values[f], frames.times[f]
+                        for p in positions:
+                            timestamps.append(at)
+                            values.append(row[p])
         return AggregateResult(tuple(timestamps), tuple(values))
 
-    def label_values(self, kind: MetricKind) -> list[tuple[str, ...]]:
+    def label_values(self, kind: MetricKind) -> list[Key]:
         """The label values of every series of ``kind`` currently held."""
         with self._lock:
-            return list(self._series.get(kind.name, {}))
+            frames = self._kinds.get(kind.name)
+            return [] if frames is None else list(_distinct_keys(frames))
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            series = sum(len(by) for by in self._series.values())
-            return {"series": series, "samples": self._samples, "bytes": self._samples * _SAMPLE_BYTES}
+            series = sum(len(_distinct_keys(frames)) for frames in self._kinds.values())
+            return {
+                "series": series,
+                "samples": self._samples,
+                "frames": self._frames,
+                "bytes": self._bytes(),
+            }
+
+
+def _distinct_keys(frames: _Frames) -> dict[Key, None]:
+    """The keys of every layout of ``frames``, in first-seen order."""
+    keys: dict[Key, None] = {}
+    last: _Layout | None = None
+    for layout in frames.layouts:
+        if layout is not last:
+            keys.update(dict.fromkeys(layout.keys))
+            last = layout
+    return keys
 
 
 class KVStore:

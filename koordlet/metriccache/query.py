@@ -42,7 +42,7 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class AggregateResult:
-    """The samples of one window (all matching series concatenated), in time order per series."""
+    """The samples of one window (of every matching series), in time order."""
 
     timestamps: tuple[float, ...]
     values: tuple[float, ...]

@@ -272,12 +272,13 @@ cdef class FileCache:
         for path in [p for p in self._fds if p not in keep]:
             close(<int>self._fds.pop(path))
 
-    def read(self, list requests):
+    def read(self, list requests, list failed=None):
         """Read each ``(path: bytes, kind: int, keys: tuple | None)`` request.
 
         Returns one entry per request: bytes (KIND_RAW), an int (KIND_INT), a tuple
         (KIND_KEYS, KIND_PSI), or an ``OSError`` carrying the errno (EBADMSG when the
-        content does not parse).
+        content does not parse). The index of each request that failed is appended to
+        ``failed`` when given, so a caller need not scan the result for errors.
         """
         cdef Py_ssize_t n = len(requests)
         cdef Py_ssize_t i, j, total_keys = 0, total_values = 0
@@ -394,6 +395,8 @@ cdef class FileCache:
                     err = ENOENT_
                 if err != 0:
                     out[i] = OSError(err, _os.strerror(err), _os.fsdecode(path_refs[i]))
+                    if failed is not None:
+                        failed.append(i)
                     if fd >= 0 and err != EBADMSG_:
                         # the file is gone or broken: drop it (once, if it is listed twice)
                         if not kept[i]:

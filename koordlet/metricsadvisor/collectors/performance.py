@@ -6,6 +6,7 @@ cgroup; v1: under cpuacct, where only Anolis kernels provide them — the collec
 kubepods once and stays idle when they are absent). Only ``avg10`` is stored, for ``some``
 and ``full``, as upstream, with whether the cpu file has a ``full`` line.
 
+Each round is handled a statistic at a time over the whole column of cgroups.
 The last round is also exported as ``koordlet_container_psi`` (regular containers) and
 ``koordlet_pod_psi``: ``avg10``, ``avg60`` and ``avg300`` of ``some``, and of ``full`` where
 the file has that line (``cpu_full_supported`` says whether it has, per resource, as
@@ -18,40 +19,54 @@ collection tick does no per-series gauge work, and series of pods and containers
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
-from koordlet.metriccache import Rows, kinds
+from koordlet.metriccache import MetricKind, Rows, kinds
 from koordlet.metrics import RENDER_SLICE, sync_gauge
 from koordlet.metricsadvisor.framework import CollectContext, CollectorBase
 from koordlet.statesinformer.podmeta import PodMeta
-from koordlet.system.cgroup.stats import PRESSURES, CgroupSample, Stat
-from koordlet.system.psi import PSI
+from koordlet.system.cgroup.stats import PRESSURES, StatColumns
 
-_RESOURCE = {Stat.CPU_PRESSURE: "cpu", Stat.MEMORY_PRESSURE: "mem", Stat.IO_PRESSURE: "io"}
+_RESOURCES = tuple(zip(PRESSURES, ("cpu", "mem", "io"), strict=True))
 _STATS = frozenset(PRESSURES)
 _SeriesList = list[tuple[tuple[str, ...], float]]
+#: positions in a pressure cell (PSI's field order)
+_SOME10, _SOME60, _SOME300, _FULL10, _FULL60, _FULL300 = 0, 1, 2, 4, 5, 6
 
 
-def _psi_series(out: _SeriesList, prefix: tuple[str, ...], sample: CgroupSample) -> None:
-    """Upstream's PSI records of one cgroup: (resource, precision, degree, full supported)."""
-    for stat, resource in _RESOURCE.items():
-        psi: PSI | None = sample.pressure.get(stat)
+def _psi_series(out: _SeriesList, prefix: tuple[str, ...], cells: list[Any]) -> None:
+    """Upstream's PSI records of one cgroup, from its cpu, memory and io pressure cells:
+    (resource, precision, degree, full supported)."""
+    for (_, resource), psi in zip(_RESOURCES, cells, strict=True):
         if psi is None:
             continue
-        if psi.full10 is None:
+        if psi[_FULL10] is None:
             out += [
-                ((*prefix, resource, "avg10", "some", "false"), psi.some10 / 100),
-                ((*prefix, resource, "avg60", "some", "false"), psi.some60 / 100),
-                ((*prefix, resource, "avg300", "some", "false"), psi.some300 / 100),
+                ((*prefix, resource, "avg10", "some", "false"), psi[_SOME10] / 100),
+                ((*prefix, resource, "avg60", "some", "false"), psi[_SOME60] / 100),
+                ((*prefix, resource, "avg300", "some", "false"), psi[_SOME300] / 100),
             ]
         else:
             out += [
-                ((*prefix, resource, "avg10", "some", "true"), psi.some10 / 100),
-                ((*prefix, resource, "avg60", "some", "true"), psi.some60 / 100),
-                ((*prefix, resource, "avg300", "some", "true"), psi.some300 / 100),
-                ((*prefix, resource, "avg10", "full", "true"), psi.full10 / 100),
-                ((*prefix, resource, "avg60", "full", "true"), (psi.full60 or 0) / 100),
-                ((*prefix, resource, "avg300", "full", "true"), (psi.full300 or 0) / 100),
+                ((*prefix, resource, "avg10", "some", "true"), psi[_SOME10] / 100),
+                ((*prefix, resource, "avg60", "some", "true"), psi[_SOME60] / 100),
+                ((*prefix, resource, "avg300", "some", "true"), psi[_SOME300] / 100),
+                ((*prefix, resource, "avg10", "full", "true"), psi[_FULL10] / 100),
+                ((*prefix, resource, "avg60", "full", "true"), (psi[_FULL60] or 0) / 100),
+                ((*prefix, resource, "avg300", "full", "true"), (psi[_FULL300] or 0) / 100),
             ]
+
+
+class _Targets(NamedTuple):
+    """The cgroups read each round: every container, then every pod, with the series
+    keys of each (resource, degree) and of ``cpu_full_supported``."""
+
+    ids: list[str]
+    dirs: list[str]
+    #: (is pod, resource, degree) -> keys (id, resource, "10", degree) in read order
+    keys: dict[tuple[bool, str, str], list[tuple[str, ...]]]
+    #: is pod -> keys (id,)
+    ids_keys: tuple[list[tuple[str, ...]], list[tuple[str, ...]]]
 
 
 class PSICollector(CollectorBase):
@@ -60,11 +75,11 @@ class PSICollector(CollectorBase):
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__(ctx, ctx.config.psi_collector_interval)
         self._supported: bool | None = None
-        self._key_cache: dict[str, dict[tuple[Stat, str], tuple[str, ...]]] = {}
-        #: the last round (pods, one sample per container then pod, as collected), and
+        self._targets = _Targets([], [], {}, ([], []))
+        #: the last round (pods, their cells: containers in pod order, then pods), and
         #: the round the gauges hold
-        self._published: tuple[list[PodMeta], list[CgroupSample]] | None = None
-        self._exported: tuple[list[PodMeta], list[CgroupSample]] | None = None
+        self._published: tuple[list[PodMeta], StatColumns] | None = None
+        self._exported: tuple[list[PodMeta], StatColumns] | None = None
         self._exporting = False
         ctx.metrics.on_scrape(self._export)
 
@@ -79,56 +94,51 @@ class PSICollector(CollectorBase):
                 self._supported = (kubepods / "cpu.pressure").is_file()
         return self._supported
 
-    def _keys(self, ident: str) -> dict[tuple[Stat, str], tuple[str, ...]]:
-        """The series keys of one pod or container (id, resource, "10", degree), built once."""
-        keys = self._key_cache.get(ident)
-        if keys is None:
-            keys = self._key_cache[ident] = {
-                (stat, degree): (ident, resource, "10", degree)
-                for stat, resource in _RESOURCE.items()
-                for degree in ("some", "full")
-            }
-        return keys
+    def _targets_of(self, pods: list[PodMeta]) -> _Targets:
+        """Rebuilt only when pods or containers came or went."""
+        containers = [c.container_id for pod in pods for c in pod.containers]
+        ids = containers + [pod.uid for pod in pods]
+        if ids != self._targets.ids:
+            split = ((False, ids[: len(containers)]), (True, ids[len(containers) :]))
+            self._targets = _Targets(
+                ids,
+                [c.cgroup_dir for pod in pods for c in pod.containers] + [pod.cgroup_dir for pod in pods],
+                {
+                    (is_pod, resource, degree): [(ident, resource, "10", degree) for ident in owned]
+                    for is_pod, owned in split
+                    for _, resource in _RESOURCES
+                    for degree in ("some", "full")
+                },
+                ([(ident,) for ident in split[0][1]], [(ident,) for ident in split[1][1]]),
+            )
+        return self._targets
 
     def collect(self, now: float) -> None:
         if not self.supported():
             self.started = True  # nothing to wait for
             return
-        owners: list[tuple[bool, str]] = []
-        dirs: list[str] = []
         pods = self.ctx.states.get_all_pods()
-        for pod in pods:
-            for container in pod.containers:
-                dirs.append(container.cgroup_dir)
-                owners.append((False, container.container_id))
-            dirs.append(pod.cgroup_dir)
-            owners.append((True, pod.uid))
-        if len(self._key_cache) > len(owners):  # pods or containers went away
-            alive = {ident for _, ident in owners}
-            for ident in [ident for ident in self._key_cache if ident not in alive]:
-                del self._key_cache[ident]
+        targets = self._targets_of(pods)
+        read = self.ctx.reader.read_columns(targets.dirs, _STATS)
         rows = Rows(now)
-        # (container, pod) writers, indexed by is_pod
-        psi = (rows.writer(kinds.CONTAINER_PSI), rows.writer(kinds.POD_PSI))
-        full_supported = (
-            rows.writer(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED),
-            rows.writer(kinds.POD_PSI_CPU_FULL_SUPPORTED),
-        )
-        samples = self.ctx.reader.read(dirs, _STATS)
-        for (is_pod, ident), sample in zip(owners, samples, strict=True):
-            if sample.vanished:
-                continue
-            put = psi[is_pod]
-            keys = self._keys(ident)
-            for stat, pressure in sample.pressure.items():
-                put((keys[stat, "some"], pressure.some10 / 100))  # avg10, as a percentage
-                if pressure.full10 is not None:
-                    put((keys[stat, "full"], pressure.full10 / 100))
-            cpu = sample.pressure.get(Stat.CPU_PRESSURE)
-            if cpu is not None:
-                full_supported[is_pod](((ident,), 1.0 if cpu.full_supported else 0.0))
+        n = len(targets.ids_keys[0])
+
+        def put(kind: tuple[MetricKind, MetricKind], key: tuple[str, str], values: list[Any]) -> None:
+            rows.extend(kind[0], targets.keys[(False, *key)], values[:n])
+            rows.extend(kind[1], targets.keys[(True, *key)], values[n:])
+
+        psi = (kinds.CONTAINER_PSI, kinds.POD_PSI)
+        for stat, resource in _RESOURCES:  # avg10 only, as a percentage, as upstream
+            cells = read.columns[stat]
+            put(psi, (resource, "some"), [None if c is None else c[_SOME10] / 100 for c in cells])
+            full = [None if c is None or c[_FULL10] is None else c[_FULL10] / 100 for c in cells]
+            put(psi, (resource, "full"), full)
+        cpu = read.columns[PRESSURES[0]]
+        supported = [None if c is None else (0.0 if c[_FULL10] is None else 1.0) for c in cpu]
+        rows.extend(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED, targets.ids_keys[0], supported[:n])
+        rows.extend(kinds.POD_PSI_CPU_FULL_SUPPORTED, targets.ids_keys[1], supported[n:])
         self.ctx.cache.append_rows(rows)
-        self._published = (pods, samples)
+        self._published = (pods, read)
         self.started = True
 
     def _export(self) -> Iterator[None]:
@@ -141,19 +151,18 @@ class PSICollector(CollectorBase):
             node = self.ctx.metrics.node
             containers: _SeriesList = []
             pods: _SeriesList = []
-            samples = iter(published[1])
+            columns = [published[1].columns[stat] for stat, _ in _RESOURCES]
+            at = 0  # containers come first, in pod order; then the pods
+            n = sum(len(pod.containers) for pod in published[0])
             next_slice = RENDER_SLICE
-            for pod in published[0]:  # the order collect() read them in
+            for index, pod in enumerate(published[0]):
                 owner = (pod.uid, pod.name, pod.namespace)
                 for container in pod.containers:
-                    sample = next(samples)
-                    if not container.init and not sample.vanished:
-                        _psi_series(
-                            containers, (node, container.container_id, container.name, *owner), sample
-                        )
-                sample = next(samples)
-                if not sample.vanished:
-                    _psi_series(pods, (node, *owner), sample)
+                    if not container.init:
+                        prefix = (node, container.container_id, container.name, *owner)
+                        _psi_series(containers, prefix, [column[at] for column in columns])
+                    at += 1
+                _psi_series(pods, (node, *owner), [column[n + index] for column in columns])
                 if len(containers) + len(pods) >= next_slice:
                     next_slice += RENDER_SLICE
                     yield

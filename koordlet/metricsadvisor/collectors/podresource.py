@@ -1,22 +1,39 @@
 """PodResourceCollector: CPU, memory and CFS throttling of every pod and container.
 
 All pod and container cgroups are read in one batch through the StatsReader (kept
-descriptors, parsed in C): CPU usage as the rate of ``cpuacct.usage`` (v2 ``usage_usec``)
-in cores, memory as ``inactive_anon + active_anon + unevictable`` of ``memory.stat``
-(``total_*`` on v1; with page cache, plus the file LRUs), and throttling as
-``Δnr_throttled / Δnr_periods`` (upstream's PodThrottledCollector, folded into the same
-read). A cgroup that vanished during the batch is skipped; the first tick of each
-object only primes its counters. The sums over pods feed the SystemResourceCollector.
+descriptors, parsed in C) and handled a statistic at a time over the whole column:
+CPU usage as the rate of ``cpuacct.usage`` (v2 ``usage_usec``) in cores, memory as
+``inactive_anon + active_anon + unevictable`` of ``memory.stat`` (``total_*`` on v1;
+with page cache, plus the file LRUs), and throttling as ``Δnr_throttled / Δnr_periods``
+(upstream's PodThrottledCollector, folded into the same read). A cgroup that vanished
+during the batch is skipped; the first tick of each object only primes its counters.
+The sums over pods feed the SystemResourceCollector.
 """
 
 from __future__ import annotations
 
-from koordlet.metriccache import Rows, kinds
-from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache, UsagePoint
+from typing import Any, NamedTuple
+
+from koordlet.metriccache import MetricKind, Rows, kinds
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, CounterDeltas, UsagePoint
 from koordlet.statesinformer.podmeta import PodMeta
-from koordlet.system.cgroup.stats import ALL_USAGE
+from koordlet.system.cgroup.stats import ALL_USAGE, Stat
 
 _NS = 1e9
+
+
+class _Targets(NamedTuple):
+    """The cgroups read each tick: every container, then every pod (so each kind's values
+    are one slice), with their ids and series keys."""
+
+    ids: list[str]
+    dirs: list[str]
+    container_keys: list[tuple[str, ...]]
+    pod_keys: list[tuple[str, ...]]
+
+
+def _ids(pods: list[PodMeta]) -> list[str]:
+    return [c.container_id for pod in pods for c in pod.containers] + [pod.uid for pod in pods]
 
 
 class PodResourceCollector(CollectorBase):
@@ -24,78 +41,63 @@ class PodResourceCollector(CollectorBase):
 
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__(ctx)
-        self._cpu = RateCache(ttl=20 * self.interval)
-        self._periods = RateCache(ttl=20 * self.interval)
-        self._throttled = RateCache(ttl=20 * self.interval)
-        self._ids: list[str] = []
-        self._owners: list[tuple[bool, str, tuple[str]]] = []
+        self._cpu = CounterDeltas()
+        self._periods = CounterDeltas()
+        self._throttled = CounterDeltas()
+        self._targets = _Targets([], [], [], [])
 
-    def _throttled_ratio(self, key: str, now: float, periods: int, throttled: int) -> float | None:
-        d_periods = self._periods.rate(key, now, periods)
-        d_throttled = self._throttled.rate(key, now, throttled)
-        if d_periods is None or d_throttled is None:
-            return None
-        return d_throttled / d_periods if d_periods > 0 else 0.0
-
-    def _targets(self, pods: list[PodMeta]) -> tuple[list[str], list[tuple[bool, str, tuple[str]]]]:
-        """The cgroup directories to read and, for each, (is pod, id, series key); the keys
-        are rebuilt only when pods or containers came or went (the reader closes the
-        descriptors of cgroups gone by itself)."""
-        dirs: list[str] = []
-        ids: list[str] = []
-        for pod in pods:
-            dirs.append(pod.cgroup_dir)
-            ids.append(pod.uid)
-            for container in pod.containers:
-                dirs.append(container.cgroup_dir)
-                ids.append(container.container_id)
-        if ids != self._ids:
-            self._ids = ids
-            owners: list[tuple[bool, str, tuple[str]]] = []
-            for pod in pods:
-                owners.append((True, pod.uid, (pod.uid,)))
-                owners.extend((False, c.container_id, (c.container_id,)) for c in pod.containers)
-            self._owners = owners
-        return dirs, self._owners
+    def _targets_of(self, pods: list[PodMeta]) -> _Targets:
+        """Rebuilt only when pods or containers came or went (the reader closes the
+        descriptors of cgroups gone by itself); otherwise the same lists as last tick."""
+        ids = _ids(pods)
+        if ids != self._targets.ids:
+            containers = [c for pod in pods for c in pod.containers]
+            self._targets = _Targets(
+                ids,
+                [c.cgroup_dir for c in containers] + [pod.cgroup_dir for pod in pods],
+                [(c.container_id,) for c in containers],
+                [(pod.uid,) for pod in pods],
+            )
+        return self._targets
 
     def collect(self, now: float) -> None:
         pods = self.ctx.states.get_all_pods()
-        page_cache = self.ctx.config.enable_pagecache_collector
-        dirs, owners = self._targets(pods)
+        targets = self._targets_of(pods)
+        columns = self.ctx.reader.read_columns(targets.dirs, ALL_USAGE).columns
         rows = Rows(now)
-        # both pod and container kinds are keyed by one id label, so a series key is (id,)
-        cpu = (rows.writer(kinds.CONTAINER_CPU_USAGE), rows.writer(kinds.POD_CPU_USAGE))
-        memory = (rows.writer(kinds.CONTAINER_MEMORY_USAGE), rows.writer(kinds.POD_MEMORY_USAGE))
-        cached_memory = (
-            rows.writer(kinds.CONTAINER_MEMORY_USAGE_WITH_PAGE_CACHE),
-            rows.writer(kinds.POD_MEMORY_USAGE_WITH_PAGE_CACHE),
-        )
-        throttled = (rows.writer(kinds.CONTAINER_CPU_THROTTLED), rows.writer(kinds.POD_CPU_THROTTLED))
-        total_cpu = total_memory = 0.0
-        for (is_pod, ident, key), sample in zip(owners, self.ctx.reader.read(dirs, ALL_USAGE), strict=True):
-            if sample.vanished:
-                continue
-            if sample.cpu_usage_ns is not None:
-                rate = self._cpu.rate(ident, now, sample.cpu_usage_ns)
-                if rate is not None:
-                    cores = rate / _NS
-                    cpu[is_pod]((key, cores))
-                    if is_pod:
-                        total_cpu += cores
-            if sample.memory is not None:
-                usage = float(sample.memory.usage)
-                memory[is_pod]((key, usage))
-                if is_pod:
-                    total_memory += usage
-                if page_cache:
-                    cached_memory[is_pod]((key, float(sample.memory.usage_with_page_cache)))
-            if sample.throttling is not None:
-                t = sample.throttling
-                ratio = self._throttled_ratio(ident, now, t.nr_periods, t.nr_throttled)
-                if ratio is not None:
-                    throttled[is_pod]((key, ratio))
+        n = len(targets.container_keys)
+
+        def put(container_kind: MetricKind, pod_kind: MetricKind, values: list[Any]) -> None:
+            rows.extend(container_kind, targets.container_keys, values[:n])
+            rows.extend(pod_kind, targets.pod_keys, values[n:])
+
+        elapsed, used = self._cpu.deltas(targets.ids, now, columns[Stat.CPU_USAGE])
+        cores = [None if d is None else d / elapsed / _NS for d in used]
+        put(kinds.CONTAINER_CPU_USAGE, kinds.POD_CPU_USAGE, cores)
+
+        memory = columns[Stat.MEMORY]  # MemoryStat's order: inactive_anon, active_anon, unevictable, ...
+        usage = [None if m is None else float(m[0] + m[1] + m[2]) for m in memory]
+        put(kinds.CONTAINER_MEMORY_USAGE, kinds.POD_MEMORY_USAGE, usage)
+        if self.ctx.config.enable_pagecache_collector:
+            put(
+                kinds.CONTAINER_MEMORY_USAGE_WITH_PAGE_CACHE,
+                kinds.POD_MEMORY_USAGE_WITH_PAGE_CACHE,
+                [None if m is None else float(sum(m)) for m in memory],
+            )
+
+        throttling = columns[Stat.THROTTLING]  # Throttling's order: nr_periods, nr_throttled, ...
+        nr_periods = [None if t is None else t[0] for t in throttling]
+        nr_throttled = [None if t is None else t[1] for t in throttling]
+        _, periods = self._periods.deltas(targets.ids, now, nr_periods)
+        _, throttled = self._throttled.deltas(targets.ids, now, nr_throttled)
+        ratios = [
+            None if p is None or t is None else (t / p if p > 0 else 0.0)
+            for p, t in zip(periods, throttled, strict=True)
+        ]
+        put(kinds.CONTAINER_CPU_THROTTLED, kinds.POD_CPU_THROTTLED, ratios)
+
         self.ctx.cache.append_rows(rows)
+        total_cpu = sum(c for c in cores[n:] if c is not None)
+        total_memory = sum(m for m in usage[n:] if m is not None)
         self.ctx.shared.update(pods=UsagePoint(total_cpu, total_memory, now))
-        for cache in (self._cpu, self._periods, self._throttled):
-            cache.sweep(now)
         self.started = True

@@ -244,7 +244,9 @@ class FileCache:
             del self._fds[path]
             os.close(fd)
 
-    def read(self, requests: list[tuple[bytes, int, tuple[bytes, ...] | None]]) -> list[Cell]:
+    def read(
+        self, requests: list[tuple[bytes, int, tuple[bytes, ...] | None]], failed: list[int] | None = None
+    ) -> list[Cell]:
         out: list[Cell] = []
         can_keep = len(self._fds) < self.max_open
         for path, kind, keys in requests:
@@ -277,4 +279,6 @@ class FileCache:
                     self._fds[path] = fd
                 else:
                     os.close(fd)
+        if failed is not None:
+            failed.extend(i for i, cell in enumerate(out) if isinstance(cell, OSError))
         return out

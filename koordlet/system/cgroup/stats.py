@@ -2,9 +2,10 @@
 
 :class:`StatsReader` turns "these cgroups, these statistics" into one batched, parsed
 read through a FileCache (kept descriptors, pread, parsing in C when the extension is
-built), and returns a :class:`CgroupSample` per cgroup. A failure never breaks the batch:
-each statistic that could not be read is left out and its domain error recorded, and a
-cgroup that vanished is flagged so the caller skips it.
+built), and returns it as :class:`StatColumns` (a list of values per statistic, which the
+per-tick collectors handle a column at a time) or as a :class:`CgroupSample` per cgroup.
+A failure never breaks the batch: each statistic that could not be read is left out and
+its domain error recorded, and a cgroup that vanished is flagged so the caller skips it.
 
 The v1/v2 differences live here and in the registry only: v1 splits the statistics over
 the cpuacct, cpu and memory hierarchies and names memory counters ``total_*``; v2 keeps
@@ -109,62 +110,56 @@ _THROTTLE_KEYS_V1 = (b"nr_periods", b"nr_throttled", b"throttled_time")
 #: v2 cpu.stat serves usage and throttling from one file
 _CPU_KEYS_V2 = (b"usage_usec", b"nr_periods", b"nr_throttled", b"throttled_usec")
 
-Store = Callable[[CgroupSample, tuple[int | None, ...] | int | bytes], None]
+Errors = dict[int, dict[Stat, HostError]]
+#: a plan's cells (None where the read failed) -> its statistics' columns, noting the
+#: positions whose content lacks something in ``errors``
+Split = Callable[[list[Any], list[str], dict[Stat, list[Any]], Errors], None]
 
 
-def _store_cpu_usage(sample: CgroupSample, cell: object) -> None:
-    sample.cpu_usage_ns = cell  # type: ignore[assignment]
+def _lacking(
+    stat: Stat, file: str, keys: tuple[bytes, ...], cells: list[Any], relatives: list[str], errors: Errors
+) -> list[Any]:
+    """``cells`` (changed in place) with None where a tuple lacks one of ``keys``, that
+    position's error noted."""
+    for k in [k for k, cell in enumerate(cells) if cell is not None and None in cell]:
+        missing = ", ".join(key.decode() for key, v in zip(keys, cells[k], strict=True) if v is None)
+        errors.setdefault(k, {})[stat] = MalformedContentError(
+            errno.EBADMSG, f"{file} lacks {missing}", relatives[k]
+        )
+        cells[k] = None
+    return cells
 
 
-def _store_memory_usage(sample: CgroupSample, cell: object) -> None:
-    sample.memory_usage = cell  # type: ignore[assignment]
+def _as_read(stat: Stat) -> Split:
+    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
+        columns[stat] = cells
+
+    return split
 
 
-def _lacks(
-    sample: CgroupSample, stat: Stat, file: str, keys: tuple[bytes, ...], cell: tuple[int | None, ...]
-) -> None:
-    missing = ", ".join(k.decode() for k, v in zip(keys, cell, strict=True) if v is None)
-    sample.errors[stat] = MalformedContentError(errno.EBADMSG, f"{file} lacks {missing}", sample.relative)
+def _complete(stat: Stat, file: str, keys: tuple[bytes, ...]) -> Split:
+    """Tuples that must carry every key (memory.stat, v1 cpu.stat)."""
+
+    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
+        columns[stat] = _lacking(stat, file, keys, cells, relatives, errors)
+
+    return split
 
 
-def _memory(keys: tuple[bytes, ...]) -> Store:
-    def store(sample: CgroupSample, cell: Any) -> None:
-        if None in cell:
-            _lacks(sample, Stat.MEMORY, "memory.stat", keys, cell)
-        else:
-            sample.memory = tuple.__new__(MemoryStat, cell)
+def _v2_cpu(usage: bool, throttling: bool) -> Split:
+    """v2 ``cpu.stat``: usage in ns from ``usage_usec``; throttling as v1's three counters."""
 
-    return store
-
-
-def _store_throttling_v1(sample: CgroupSample, cell: Any) -> None:
-    if None in cell:
-        _lacks(sample, Stat.THROTTLING, "cpu.stat", _THROTTLE_KEYS_V1, cell)
-    else:
-        sample.throttling = tuple.__new__(Throttling, cell)
-
-
-def _v2_cpu(usage: bool, throttling: bool) -> Store:
-    def store(sample: CgroupSample, cell: Any) -> None:
+    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
         if usage:
-            if cell[0] is None:
-                _lacks(sample, Stat.CPU_USAGE, "cpu.stat", _CPU_KEYS_V2[:1], cell[:1])
-            else:
-                sample.cpu_usage_ns = cell[0] * 1000
+            first = [None if cell is None else cell[:1] for cell in cells]
+            checked = _lacking(Stat.CPU_USAGE, "cpu.stat", _CPU_KEYS_V2[:1], first, relatives, errors)
+            columns[Stat.CPU_USAGE] = [None if cell is None else cell[0] * 1000 for cell in checked]
         if throttling:
-            if None in cell[1:]:
-                _lacks(sample, Stat.THROTTLING, "cpu.stat", _CPU_KEYS_V2[1:], cell[1:])
-            else:
-                sample.throttling = Throttling(cell[1], cell[2], cell[3] * 1000)
+            rest = [None if cell is None else cell[1:] for cell in cells]
+            checked = _lacking(Stat.THROTTLING, "cpu.stat", _CPU_KEYS_V2[1:], rest, relatives, errors)
+            columns[Stat.THROTTLING] = [None if c is None else (c[0], c[1], c[2] * 1000) for c in checked]
 
-    return store
-
-
-def _pressure(stat: Stat) -> Store:
-    def store(sample: CgroupSample, cell: Any) -> None:
-        sample.pressure[stat] = tuple.__new__(PSI, cell)
-
-    return store
+    return split
 
 
 #: request lists kept by a StatsReader (one per set of statistics; collectors use a few)
@@ -179,7 +174,55 @@ class _Plan:
     file: str
     kind: int
     keys: tuple[bytes, ...] | None
-    store: Store
+    split: Split
+
+
+class StatColumns:
+    """One batched read, statistic by statistic: ``columns[stat][k]`` is the value for
+    the ``k``-th cgroup asked, or None where it could not be read (``errors[k]`` says
+    why). A cgroup that vanished has None in every column.
+
+    The values: CPU usage in nanoseconds and memory usage in bytes (ints); throttling as
+    a tuple in :class:`Throttling`'s field order, ``memory.stat`` in :class:`MemoryStat`'s
+    and pressure in :class:`PSI`'s (plain tuples: the collectors' hot loops index them).
+    """
+
+    __slots__ = ("columns", "errors", "relatives", "vanished")
+
+    def __init__(self, relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
+        self.relatives = relatives
+        self.columns = columns
+        self.errors = errors
+        #: positions of the cgroups that vanished (pods or containers that ended)
+        self.vanished = frozenset(
+            k
+            for k, per_stat in errors.items()
+            if any(isinstance(e, CgroupVanishedError) for e in per_stat.values())
+        )
+        for column in columns.values():
+            for k in self.vanished:
+                column[k] = None
+
+    def samples(self) -> list[CgroupSample]:
+        """The same read as one :class:`CgroupSample` per cgroup."""
+        samples = [CgroupSample(relative) for relative in self.relatives]
+        for stat, column in self.columns.items():
+            for sample, value in zip(samples, column, strict=True):
+                if value is None:
+                    continue
+                if stat is Stat.CPU_USAGE:
+                    sample.cpu_usage_ns = value
+                elif stat is Stat.MEMORY_USAGE:
+                    sample.memory_usage = value
+                elif stat is Stat.THROTTLING:
+                    sample.throttling = Throttling._make(value)
+                elif stat is Stat.MEMORY:
+                    sample.memory = MemoryStat._make(value)
+                else:
+                    sample.pressure[stat] = PSI._make(value)
+        for k, per_stat in self.errors.items():
+            samples[k].errors.update(per_stat)
+        return samples
 
 
 class StatsReader:
@@ -204,8 +247,8 @@ class StatsReader:
         if self.cgroups.version == 2:
             cpu = tuple(s for s in (Stat.CPU_USAGE, Stat.THROTTLING) if s in stats)
             if cpu:
-                store = _v2_cpu(Stat.CPU_USAGE in cpu, Stat.THROTTLING in cpu)
-                plans.append(_Plan(cpu, Subsystem.CPU, "cpu.stat", io.KIND_KEYS, _CPU_KEYS_V2, store))
+                split = _v2_cpu(Stat.CPU_USAGE in cpu, Stat.THROTTLING in cpu)
+                plans.append(_Plan(cpu, Subsystem.CPU, "cpu.stat", io.KIND_KEYS, _CPU_KEYS_V2, split))
             memory_keys, usage_file = _MEMORY_KEYS_V2, "memory.current"
         else:
             if Stat.CPU_USAGE in stats:
@@ -216,7 +259,7 @@ class StatsReader:
                         "cpuacct.usage",
                         io.KIND_INT,
                         None,
-                        _store_cpu_usage,
+                        _as_read(Stat.CPU_USAGE),
                     )
                 )
             if Stat.THROTTLING in stats:
@@ -227,19 +270,24 @@ class StatsReader:
                         "cpu.stat",
                         io.KIND_KEYS,
                         _THROTTLE_KEYS_V1,
-                        _store_throttling_v1,
+                        _complete(Stat.THROTTLING, "cpu.stat", _THROTTLE_KEYS_V1),
                     )
                 )
             memory_keys, usage_file = _MEMORY_KEYS_V1, "memory.usage_in_bytes"
         if Stat.MEMORY in stats:
-            store = _memory(memory_keys)
+            split = _complete(Stat.MEMORY, "memory.stat", memory_keys)
             plans.append(
-                _Plan((Stat.MEMORY,), Subsystem.MEMORY, "memory.stat", io.KIND_KEYS, memory_keys, store)
+                _Plan((Stat.MEMORY,), Subsystem.MEMORY, "memory.stat", io.KIND_KEYS, memory_keys, split)
             )
         if Stat.MEMORY_USAGE in stats:
             plans.append(
                 _Plan(
-                    (Stat.MEMORY_USAGE,), Subsystem.MEMORY, usage_file, io.KIND_INT, None, _store_memory_usage
+                    (Stat.MEMORY_USAGE,),
+                    Subsystem.MEMORY,
+                    usage_file,
+                    io.KIND_INT,
+                    None,
+                    _as_read(Stat.MEMORY_USAGE),
                 )
             )
         for pressure in PRESSURES:
@@ -247,7 +295,7 @@ class StatsReader:
                 # v1 has per-cgroup PSI only on Anolis, under cpuacct
                 plans.append(
                     _Plan(
-                        (pressure,), Subsystem.CPUACCT, pressure.value, io.KIND_PSI, None, _pressure(pressure)
+                        (pressure,), Subsystem.CPUACCT, pressure.value, io.KIND_PSI, None, _as_read(pressure)
                     )
                 )
         return plans
@@ -274,23 +322,29 @@ class StatsReader:
             self.cache.retain([r[0] for _, _, kept in self._last.values() for r in kept])
         return plans, requests
 
+    def read_columns(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> StatColumns:
+        """``stats`` of each cgroup directory (relative to the controller roots), as columns."""
+        plans, requests = self._requests(relatives, stats)
+        failed: list[int] = []
+        cells: list[Any] = self.cache.read(requests, failed)
+        width = len(plans)
+        errors: Errors = {}
+        for i in failed:  # the plan's cell becomes None, its statistics get the error
+            k, j = divmod(i, width)
+            path = os.fsdecode(requests[i][0])
+            error = from_oserror(cells[i], directory=os.path.dirname(path))
+            cells[i] = None
+            per_stat = errors.setdefault(k, {})
+            for stat in plans[j].stats:
+                per_stat[stat] = error
+        columns: dict[Stat, list[Any]] = {}
+        for j, plan in enumerate(plans):  # one plan's cells are every width-th, from j
+            plan.split(cells[j::width], relatives, columns, errors)
+        return StatColumns(relatives, columns, errors)
+
     def read(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> list[CgroupSample]:
         """One sample per cgroup directory (relative to the controller roots), in order."""
-        plans, requests = self._requests(relatives, stats)
-        cells = self.cache.read(requests)
-        samples = [CgroupSample(relative) for relative in relatives]
-        width = len(plans)
-        for j, plan in enumerate(plans):  # one plan's cells are every width-th, from j
-            store = plan.store
-            for k, (sample, cell) in enumerate(zip(samples, cells[j::width], strict=True)):
-                if isinstance(cell, OSError):
-                    path = os.fsdecode(requests[k * width + j][0])
-                    error = from_oserror(cell, directory=os.path.dirname(path))
-                    for stat in plan.stats:
-                        sample.errors[stat] = error
-                else:
-                    store(sample, cell)
-        return samples
+        return self.read_columns(relatives, stats).samples()
 
     def close(self) -> None:
         self.cache.close()

@@ -109,12 +109,12 @@ def test_offsets_are_rebased_after_weeks_of_uptime():
     assert cache.query(POD_CPU, start - 1, start + 1, pod_uid="a").count() == 0  # trimmed
 
 
-def test_timestamps_keep_millisecond_precision():
+def test_timestamps_keep_their_precision():
     cache = MetricCache()
     cache.append([POD_CPU.sample(1.0, 100.0015, pod_uid="a"), POD_CPU.sample(2.0, 100.25, pod_uid="a")])
     result = cache.query(POD_CPU, 100.25, 100.25, pod_uid="a")
     assert result.values == (2.0,)
-    assert cache.stats()["bytes"] == 24
+    assert cache.stats() == {"series": 1, "samples": 2, "frames": 2, "bytes": 2 * (8 + 96)}
 
 
 def test_rows_are_stored_as_the_samples_they_stand_for():
@@ -123,10 +123,9 @@ def test_rows_are_stored_as_the_samples_they_stand_for():
     by_rows, by_samples = MetricCache(), MetricCache()
     for tick in (100.0, 101.0, 102.5):
         rows = Rows(tick)
-        put_cpu, put_psi = rows.writer(POD_CPU), rows.writer(PSI)
-        put_cpu((POD_CPU.key(pod_uid="a"), tick / 100))
-        put_cpu((POD_CPU.key(pod_uid="b"), tick / 50))
-        put_psi((PSI.key(container_id="c", psi_resource="cpu"), 1.5))
+        rows.add(POD_CPU, POD_CPU.key(pod_uid="a"), tick / 100)
+        rows.add(POD_CPU, POD_CPU.key(pod_uid="b"), tick / 50)
+        rows.add(PSI, PSI.key(container_id="c", psi_resource="cpu"), 1.5)
         assert len(rows) == 3
         by_rows.append_rows(rows)
         by_samples.append(
@@ -152,8 +151,73 @@ def test_rows_trim_to_the_retention_window():
     cache = MetricCache(retention_seconds=10)
     for tick in range(200):
         rows = Rows(1000.0 + tick)
-        rows.writer(POD_CPU)((("a",), float(tick)))
+        rows.add(POD_CPU, ("a",), float(tick))
         cache.append_rows(rows)
     result = cache.query(POD_CPU, 0, 1e9, pod_uid="a")
     assert result.timestamps[-1] == 1199.0
     assert result.timestamps[0] >= 1199.0 - 10 - 64  # trimmed at least every 64 appends
+
+
+def test_series_coming_and_going_between_ticks():
+    """Frames of different key sets (pods came and went) each answer for their own keys."""
+    cache = MetricCache(retention_seconds=100)
+    keys: list[tuple[str, ...]] = [("a",), ("b",)]
+    for tick in range(3):
+        rows = Rows(1000.0 + tick)
+        rows.extend(POD_CPU, keys, [1.0 + tick, 10.0 + tick])
+        cache.append_rows(rows)
+    rows = Rows(1003.0)
+    rows.extend(POD_CPU, [("b",), ("c",)], [13.0, 20.0])  # a left, c came
+    cache.append_rows(rows)
+    assert cache.query(POD_CPU, 0, 1e9, pod_uid="a").values == (1.0, 2.0, 3.0)
+    assert cache.query(POD_CPU, 0, 1e9, pod_uid="b").values == (10.0, 11.0, 12.0, 13.0)
+    assert cache.query(POD_CPU, 1003, 1003, pod_uid="c").values == (20.0,)
+    assert cache.query(POD_CPU, 1001, 1003).values == (2.0, 11.0, 3.0, 12.0, 13.0, 20.0)
+    assert cache.label_values(POD_CPU) == [("a",), ("b",), ("c",)]
+    stats = cache.stats()
+    assert (stats["series"], stats["samples"], stats["frames"]) == (3, 8, 4)
+    cache.gc(1102.5)  # only the last tick is within 100 s
+    assert cache.label_values(POD_CPU) == [("b",), ("c",)]
+
+
+def test_rows_leave_out_missing_values_and_refuse_uneven_columns():
+    rows = Rows(5.0)
+    rows.extend(POD_CPU, [("a",), ("b",), ("c",)], [1.0, None, 3.0])
+    rows.extend(POD_CPU, [("d",)], [4.0])  # a second batch of the kind is added to the first
+    rows.extend(PSI, [("x", "cpu")], [None])
+    assert len(rows) == 3
+    cache = MetricCache()
+    cache.append_rows(rows)
+    assert cache.label_values(POD_CPU) == [("a",), ("c",), ("d",)]
+    assert cache.label_values(PSI) == []
+    with pytest.raises(ValueError, match="2 keys for 1 values"):
+        rows.extend(POD_CPU, [("a",), ("b",)], [1.0])
+
+
+def test_late_samples_are_kept_in_time_order():
+    cache = MetricCache()
+    cache.append([POD_CPU.sample(3.0, 30.0, pod_uid="a")])
+    cache.append([POD_CPU.sample(1.0, 10.0, pod_uid="a"), POD_CPU.sample(2.0, 20.0, pod_uid="a")])
+    result = cache.query(POD_CPU, 0, 100, pod_uid="a")
+    assert result.timestamps == (10.0, 20.0, 30.0)
+    assert result.values == (1.0, 2.0, 3.0)
+    assert cache.query(POD_CPU, 15, 25, pod_uid="a").values == (2.0,)
+
+
+def test_a_series_written_twice_at_one_instant_keeps_both_samples():
+    cache = MetricCache()
+    cache.append([POD_CPU.sample(1.0, 10.0, pod_uid="a"), POD_CPU.sample(2.0, 10.0, pod_uid="a")])
+    assert cache.query(POD_CPU, 0, 100, pod_uid="a").values == (1.0, 2.0)
+
+
+def test_byte_budget_keeps_the_newest_frame_of_every_kind():
+    cache = MetricCache(retention_seconds=1e9, max_bytes=1)
+    for t in range(5):
+        cache.append(
+            [
+                POD_CPU.sample(float(t), float(t), pod_uid="a"),
+                PSI.sample(1.0, float(t), container_id="c", psi_resource="cpu"),
+            ]
+        )
+    assert cache.query(POD_CPU, 0, 100, pod_uid="a").values == (4.0,)
+    assert cache.query(PSI, 0, 100).count() == 1

@@ -19,7 +19,7 @@ from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollecto
 from koordlet.metricsadvisor.collectors.performance import PSICollector
 from koordlet.metricsadvisor.collectors.podresource import PodResourceCollector
 from koordlet.metricsadvisor.collectors.sysresource import SystemResourceCollector
-from koordlet.metricsadvisor.framework import CollectContext, RateCache, UsagePoint
+from koordlet.metricsadvisor.framework import CollectContext, CounterDeltas, RateCache, UsagePoint
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system import kernel
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
@@ -45,6 +45,20 @@ def test_rate_cache_primes_then_rates():
     assert rates.rate("a", 4.0, 150) == 100.0
     rates.sweep(100.0)
     assert len(rates) == 0
+
+
+def test_counter_deltas_prime_then_give_growth_per_object():
+    deltas = CounterDeltas()
+    ids = ["a", "b", "c"]
+    assert deltas.deltas(ids, 10.0, [100, 200, None]) == (0.0, [None, None, None])
+    # b went backwards (a restarted cgroup), c could not be read last time
+    assert deltas.deltas(ids, 12.0, [160, 150, 5]) == (2.0, [60, None, None])
+    assert deltas.deltas(ids, 13.0, [170, 160, None]) == (1.0, [10, 10, None])
+    # d arrived and b left: the others keep their counters, matched by id
+    assert deltas.deltas(["d", "a", "c"], 14.0, [1, 171, 9]) == (1.0, [None, 1, None])
+    assert deltas.deltas(["a", "b"], 15.0, [172, 500]) == (1.0, [1, None])  # b forgotten
+    with pytest.raises(ValueError, match="2 objects for 1 counters"):
+        deltas.deltas(["a", "b"], 16.0, [1])
 
 
 def test_node_cpu_and_memory(fake_host, states):

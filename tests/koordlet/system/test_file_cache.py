@@ -74,6 +74,19 @@ def test_failures_are_per_request_and_never_break_the_batch(backend, tmp_path):
     assert len(cache) == 2
 
 
+def test_failed_requests_are_listed_by_index(backend, tmp_path):
+    (tmp_path / "good").write_text("5\n")
+    cache = io.new_file_cache()
+    requests = [_req(tmp_path / "missing", io.KIND_INT), _req(tmp_path / "good", io.KIND_INT)] * 2
+    failed: list[int] = []
+    cells = cache.read(requests, failed)
+    assert failed == [0, 2]
+    assert [isinstance(cell, OSError) for cell in cells] == [True, False, True, False]
+    failed.clear()
+    cache.read(requests[1:2], failed)
+    assert failed == []
+
+
 def test_retain_closes_what_is_no_longer_read(backend, tmp_path):
     paths = []
     for name in "abc":

@@ -85,6 +85,34 @@ def test_a_cgroup_vanishing_mid_collection_is_flagged_not_fatal(backend, host):
     assert samples[2].cpu_usage_ns == 3_000_000_000
 
 
+def test_columns_hold_one_value_per_cgroup_and_none_where_it_vanished(backend, host):
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    host.remove_cgroup(pods[1])
+    read = reader.read_columns(pods, EVERYTHING)
+    assert read.relatives == pods
+    assert read.vanished == {1}
+    assert set(read.errors) == {1}
+    assert set(read.columns) == EVERYTHING
+    assert all(column[1] is None for column in read.columns.values())
+    assert read.columns[Stat.CPU_USAGE] == [1_000_000_000, None, 3_000_000_000]
+    assert read.columns[Stat.THROTTLING][2] == (300, 2, 10_000_000)  # Throttling's order, ns
+    memory = read.columns[Stat.MEMORY][0]
+    assert memory[:3] == (1 << 20, 1 << 20, 4096)  # MemoryStat's order
+    assert read.columns[Stat.CPU_PRESSURE][2][:4] == (150, 50, 25, 1002)  # PSI's order, hundredths
+
+
+def test_a_malformed_file_empties_only_its_cell(backend, host):
+    pods = _pods(host)
+    (host.cgroups.directory("memory", pods[2]) / "memory.stat").write_text("cache 1\n")
+    read = StatsReader(CgroupFS.detect(host.paths)).read_columns(pods)
+    assert read.vanished == frozenset()
+    assert read.columns[Stat.MEMORY][2] is None
+    assert read.columns[Stat.MEMORY][0] is not None
+    assert read.columns[Stat.CPU_USAGE][2] == 3_000_000_000
+    assert set(read.errors[2]) == {Stat.MEMORY}
+
+
 def test_malformed_memory_stat_is_a_domain_error_for_that_statistic_only(backend, host):
     pods = _pods(host)
     stat_dir = host.cgroups.directory("memory", pods[0])
