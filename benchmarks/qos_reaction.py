@@ -71,6 +71,8 @@ class Node:
         self._busy = {"node": 0.0, LS_UID: 0.0, BE_UID: 0.0}
         self._last = time.monotonic()
         self.stopped = threading.Event()
+        #: the feeder thread and a trial both advance the counters (and share temp files)
+        self._advancing = threading.Lock()
         self.cgroups = CgroupFS(self.paths, 1)
         self.be_dir = self.cgroups.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
         self.pod_dirs = {
@@ -101,6 +103,10 @@ class Node:
         self.advance()
 
     def advance(self) -> None:
+        with self._advancing:
+            self._advance()
+
+    def _advance(self) -> None:
         now = time.monotonic()
         elapsed, self._last = now - self._last, now
         self._busy["node"] += (self.ls_cores + self.be_cores + 0.2) * elapsed
