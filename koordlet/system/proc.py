@@ -8,9 +8,9 @@ MalformedContentError naming the file; a missing file is the domain error of its
 from __future__ import annotations
 
 import errno
-import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from koordlet.system.cgroup import io
 from koordlet.system.errors import MalformedContentError
@@ -27,9 +27,9 @@ def _read(path: Path) -> bytes:
     return io.read_file(path.parent, path.name)
 
 
-@dataclass(frozen=True, slots=True)
-class CPUTicks:
-    """One ``cpu`` line of /proc/stat, in USER_HZ ticks."""
+class CPUTicks(NamedTuple):
+    """One ``cpu`` line of /proc/stat, in USER_HZ ticks (a tuple: one is built per CPU
+    every collection tick)."""
 
     user: int
     nice: int
@@ -72,7 +72,9 @@ def parse_proc_stat(text: str, path: Path = Path("/proc/stat")) -> ProcStat:
             raise _malformed(path, f"non-numeric {name} line") from None
         if len(numbers) < 7:
             raise _malformed(path, f"{name} line has {len(numbers)} fields, want at least 7")
-        ticks = CPUTicks(*numbers, *([0] * (len(_CPU_FIELDS) - len(numbers))))
+        if len(numbers) < len(_CPU_FIELDS):  # older kernels print fewer fields
+            numbers += [0] * (len(_CPU_FIELDS) - len(numbers))
+        ticks = CPUTicks._make(numbers)
         if name == "cpu":
             total = ticks
         elif name[3:].isdigit():
@@ -121,13 +123,13 @@ class MemInfo:
         return max(self.kib("MemTotal") - reclaimable, 0) * 1024
 
 
-_NODE_PREFIX = re.compile(r"^Node\s+\d+\s+")
-
-
 def parse_meminfo(text: str, path: Path = Path("/proc/meminfo")) -> MemInfo:
     fields: dict[str, int] = {}
     for line in text.splitlines():
-        line = _NODE_PREFIX.sub("", line)
+        if line.startswith("Node "):  # a NUMA node's meminfo: "Node 0 MemTotal: ..."
+            parts = line.split(None, 2)
+            if len(parts) == 3 and parts[1].isdigit():
+                line = parts[2]
         name, sep, rest = line.partition(":")
         if not sep:
             continue
