@@ -17,6 +17,8 @@ Python decides what an errno means (koordlet.system.errors).
 """
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.errno cimport errno, EINTR
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, free, realloc, calloc
@@ -173,12 +175,15 @@ def parse_int(bytes data):
 
 
 cdef tuple _values(int64_t *values, unsigned char *present, Py_ssize_t n):
+    """The tuple built in place (no intermediate list: one is built per file read)."""
     cdef Py_ssize_t i
-    cdef list out = [None] * n
+    cdef tuple out = PyTuple_New(n)
+    cdef object item
     for i in range(n):
-        if present[i]:
-            out[i] = values[i]
-    return tuple(out)
+        item = values[i] if present[i] else None
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(out, i, item)
+    return out
 
 
 def parse_keys(bytes data, tuple keys):
