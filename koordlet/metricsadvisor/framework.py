@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
@@ -130,6 +130,31 @@ class RateCache:
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+class PodCgroups(NamedTuple):
+    """The cgroups of a pod list as the per-tick collectors read them: every container
+    (in pod order), then every pod, so that each series kind's values are one slice."""
+
+    ids: list[str]
+    dirs: list[str]
+    #: how many of them are containers (the first ones)
+    containers: int
+
+    @classmethod
+    def of(cls, pods: Sequence[PodMeta], previous: PodCgroups | None = None) -> PodCgroups:
+        """The cgroups of ``pods``; ``previous`` itself when they are the same (so that
+        what a collector derived from it, and CounterDeltas' matching, carry over)."""
+        containers = [c for pod in pods for c in pod.containers]
+        ids = [c.container_id for c in containers] + [pod.uid for pod in pods]
+        if previous is not None and ids == previous.ids:
+            return previous
+        dirs = [c.cgroup_dir for c in containers] + [pod.cgroup_dir for pod in pods]
+        return cls(ids, dirs, len(containers))
+
+    def split(self) -> tuple[list[str], list[str]]:
+        """The container ids and the pod ids."""
+        return self.ids[: self.containers], self.ids[self.containers :]
 
 
 class CounterDeltas:

@@ -19,11 +19,11 @@ collection tick does no per-series gauge work, and series of pods and containers
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
-from koordlet.metriccache import MetricKind, Rows, kinds
+from koordlet.metriccache import Key, MetricKind, Rows, kinds
 from koordlet.metrics import RENDER_SLICE, sync_gauge
-from koordlet.metricsadvisor.framework import CollectContext, CollectorBase
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, PodCgroups
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.stats import PRESSURES, StatColumns
 
@@ -57,25 +57,17 @@ def _psi_series(out: _SeriesList, prefix: tuple[str, ...], cells: list[Any]) -> 
             ]
 
 
-class _Targets(NamedTuple):
-    """The cgroups read each round: every container, then every pod, with the series
-    keys of each (resource, degree) and of ``cpu_full_supported``."""
-
-    ids: list[str]
-    dirs: list[str]
-    #: (is pod, resource, degree) -> keys (id, resource, "10", degree) in read order
-    keys: dict[tuple[bool, str, str], list[tuple[str, ...]]]
-    #: is pod -> keys (id,)
-    ids_keys: tuple[list[tuple[str, ...]], list[tuple[str, ...]]]
-
-
 class PSICollector(CollectorBase):
     NAME = "PSICollector"
 
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__(ctx, ctx.config.psi_collector_interval)
         self._supported: bool | None = None
-        self._targets = _Targets([], [], {}, ([], []))
+        self._targets: PodCgroups | None = None
+        #: (is pod, resource, degree) -> keys (id, resource, "10", degree) in read order
+        self._keys: dict[tuple[bool, str, str], list[Key]] = {}
+        #: is pod -> keys (id,) of ``cpu_full_supported``
+        self._id_keys: tuple[list[Key], list[Key]] = ([], [])
         #: the last round (pods, their cells: containers in pod order, then pods), and
         #: the round the gauges hold
         self._published: tuple[list[PodMeta], StatColumns] | None = None
@@ -94,38 +86,29 @@ class PSICollector(CollectorBase):
                 self._supported = (kubepods / "cpu.pressure").is_file()
         return self._supported
 
-    def _targets_of(self, pods: list[PodMeta]) -> _Targets:
-        """Rebuilt only when pods or containers came or went."""
-        containers = [c.container_id for pod in pods for c in pod.containers]
-        ids = containers + [pod.uid for pod in pods]
-        if ids != self._targets.ids:
-            split = ((False, ids[: len(containers)]), (True, ids[len(containers) :]))
-            self._targets = _Targets(
-                ids,
-                [c.cgroup_dir for pod in pods for c in pod.containers] + [pod.cgroup_dir for pod in pods],
-                {
-                    (is_pod, resource, degree): [(ident, resource, "10", degree) for ident in owned]
-                    for is_pod, owned in split
-                    for _, resource in _RESOURCES
-                    for degree in ("some", "full")
-                },
-                ([(ident,) for ident in split[0][1]], [(ident,) for ident in split[1][1]]),
-            )
-        return self._targets
-
     def collect(self, now: float) -> None:
         if not self.supported():
             self.started = True  # nothing to wait for
             return
         pods = self.ctx.states.get_all_pods()
-        targets = self._targets_of(pods)
+        targets = PodCgroups.of(pods, self._targets)
+        if targets is not self._targets:
+            self._targets = targets
+            split = tuple(zip((False, True), targets.split(), strict=True))
+            self._keys = {
+                (is_pod, resource, degree): [(ident, resource, "10", degree) for ident in ids]
+                for is_pod, ids in split
+                for _, resource in _RESOURCES
+                for degree in ("some", "full")
+            }
+            self._id_keys = ([(ident,) for ident in split[0][1]], [(ident,) for ident in split[1][1]])
         read = self.ctx.reader.read_columns(targets.dirs, _STATS)
         rows = Rows(now)
-        n = len(targets.ids_keys[0])
+        n, keys = targets.containers, self._keys
 
         def put(kind: tuple[MetricKind, MetricKind], key: tuple[str, str], values: list[Any]) -> None:
-            rows.extend(kind[0], targets.keys[(False, *key)], values[:n])
-            rows.extend(kind[1], targets.keys[(True, *key)], values[n:])
+            rows.extend(kind[0], keys[(False, *key)], values[:n])
+            rows.extend(kind[1], keys[(True, *key)], values[n:])
 
         psi = (kinds.CONTAINER_PSI, kinds.POD_PSI)
         for stat, resource in _RESOURCES:  # avg10 only, as a percentage, as upstream
@@ -135,8 +118,8 @@ class PSICollector(CollectorBase):
             put(psi, (resource, "full"), full)
         cpu = read.columns[PRESSURES[0]]
         supported = [None if c is None else (0.0 if c[_FULL10] is None else 1.0) for c in cpu]
-        rows.extend(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED, targets.ids_keys[0], supported[:n])
-        rows.extend(kinds.POD_PSI_CPU_FULL_SUPPORTED, targets.ids_keys[1], supported[n:])
+        rows.extend(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED, self._id_keys[0], supported[:n])
+        rows.extend(kinds.POD_PSI_CPU_FULL_SUPPORTED, self._id_keys[1], supported[n:])
         self.ctx.cache.append_rows(rows)
         self._published = (pods, read)
         self.started = True
@@ -152,7 +135,7 @@ class PSICollector(CollectorBase):
             containers: _SeriesList = []
             pods: _SeriesList = []
             columns = [published[1].columns[stat] for stat, _ in _RESOURCES]
-            at = 0  # containers come first, in pod order; then the pods
+            at = 0  # containers come first, in pod order; then the pods (PodCgroups' order)
             n = sum(len(pod.containers) for pod in published[0])
             next_slice = RENDER_SLICE
             for index, pod in enumerate(published[0]):

@@ -12,28 +12,19 @@ The sums over pods feed the SystemResourceCollector.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
-from koordlet.metriccache import MetricKind, Rows, kinds
-from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, CounterDeltas, UsagePoint
-from koordlet.statesinformer.podmeta import PodMeta
+from koordlet.metriccache import Key, MetricKind, Rows, kinds
+from koordlet.metricsadvisor.framework import (
+    CollectContext,
+    CollectorBase,
+    CounterDeltas,
+    PodCgroups,
+    UsagePoint,
+)
 from koordlet.system.cgroup.stats import ALL_USAGE, Stat
 
 _NS = 1e9
-
-
-class _Targets(NamedTuple):
-    """The cgroups read each tick: every container, then every pod (so each kind's values
-    are one slice), with their ids and series keys."""
-
-    ids: list[str]
-    dirs: list[str]
-    container_keys: list[tuple[str, ...]]
-    pod_keys: list[tuple[str, ...]]
-
-
-def _ids(pods: list[PodMeta]) -> list[str]:
-    return [c.container_id for pod in pods for c in pod.containers] + [pod.uid for pod in pods]
 
 
 class PodResourceCollector(CollectorBase):
@@ -44,32 +35,24 @@ class PodResourceCollector(CollectorBase):
         self._cpu = CounterDeltas()
         self._periods = CounterDeltas()
         self._throttled = CounterDeltas()
-        self._targets = _Targets([], [], [], [])
-
-    def _targets_of(self, pods: list[PodMeta]) -> _Targets:
-        """Rebuilt only when pods or containers came or went (the reader closes the
-        descriptors of cgroups gone by itself); otherwise the same lists as last tick."""
-        ids = _ids(pods)
-        if ids != self._targets.ids:
-            containers = [c for pod in pods for c in pod.containers]
-            self._targets = _Targets(
-                ids,
-                [c.cgroup_dir for c in containers] + [pod.cgroup_dir for pod in pods],
-                [(c.container_id,) for c in containers],
-                [(pod.uid,) for pod in pods],
-            )
-        return self._targets
+        self._targets: PodCgroups | None = None
+        #: the series keys (id,) of the containers and of the pods
+        self._keys: tuple[list[Key], list[Key]] = ([], [])
 
     def collect(self, now: float) -> None:
-        pods = self.ctx.states.get_all_pods()
-        targets = self._targets_of(pods)
+        # the reader closes the descriptors of cgroups gone by itself
+        targets = PodCgroups.of(self.ctx.states.get_all_pods(), self._targets)
+        if targets is not self._targets:
+            self._targets = targets
+            containers, pods = targets.split()
+            self._keys = ([(ident,) for ident in containers], [(ident,) for ident in pods])
         columns = self.ctx.reader.read_columns(targets.dirs, ALL_USAGE).columns
         rows = Rows(now)
-        n = len(targets.container_keys)
+        n, (container_keys, pod_keys) = targets.containers, self._keys
 
         def put(container_kind: MetricKind, pod_kind: MetricKind, values: list[Any]) -> None:
-            rows.extend(container_kind, targets.container_keys, values[:n])
-            rows.extend(pod_kind, targets.pod_keys, values[n:])
+            rows.extend(container_kind, container_keys, values[:n])
+            rows.extend(pod_kind, pod_keys, values[n:])
 
         elapsed, used = self._cpu.deltas(targets.ids, now, columns[Stat.CPU_USAGE])
         cores = [None if d is None else d / elapsed / _NS for d in used]

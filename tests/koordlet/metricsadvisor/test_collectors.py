@@ -19,7 +19,7 @@ from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollecto
 from koordlet.metricsadvisor.collectors.performance import PSICollector
 from koordlet.metricsadvisor.collectors.podresource import PodResourceCollector
 from koordlet.metricsadvisor.collectors.sysresource import SystemResourceCollector
-from koordlet.metricsadvisor.framework import CollectContext, CounterDeltas, RateCache, UsagePoint
+from koordlet.metricsadvisor.framework import CollectContext, CounterDeltas, PodCgroups, RateCache, UsagePoint
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system import kernel
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
@@ -139,6 +139,44 @@ def test_pod_and_container_usage_and_throttling(fake_host, states):
     assert ctx.shared.pods is not None
     assert ctx.shared.pods.cpu == pytest.approx(0.75)
     assert collector.started
+
+
+def test_pods_coming_and_going_keep_the_others_rates(fake_host, states):
+    a = _pod_with_containers(fake_host, states, "a", containers=1)
+    b = _pod_with_containers(fake_host, states, "b", containers=1)
+    ctx = make_context(fake_host, states)
+    collector = PodResourceCollector(ctx)
+    collector.collect(T0)
+    states.pods.remove(a)  # a ended, c started
+    c = _pod_with_containers(fake_host, states, "c", containers=1)
+    fake_host.set_cpu_usage(b.cgroup_dir, 2_000_000_000)
+    fake_host.set_cpu_usage(c.cgroup_dir, 5_000_000_000)
+    collector.collect(T0 + 2)
+    assert _last(ctx, kinds.POD_CPU_USAGE, pod_uid=b.uid) == pytest.approx(1.0)  # carried over by id
+    assert _last(ctx, kinds.POD_CPU_USAGE, pod_uid=c.uid) is None  # primed
+    fake_host.set_cpu_usage(c.cgroup_dir, 5_500_000_000)
+    collector.collect(T0 + 3)
+    assert _last(ctx, kinds.POD_CPU_USAGE, pod_uid=c.uid) == pytest.approx(0.5)
+    assert ctx.cache.query(kinds.POD_CPU_USAGE, T0 + 2, T0 + 3, pod_uid=a.uid).count() == 0
+    assert ctx.shared.pods is not None
+    assert ctx.shared.pods.cpu == pytest.approx(0.5)  # b's counter stood still
+
+
+def test_pod_cgroups_list_containers_then_pods_and_stay_the_same_object(states, fake_host):
+    a = _pod_with_containers(fake_host, states, "a")
+    b = _pod_with_containers(fake_host, states, "b", containers=1)
+    cgroups = PodCgroups.of(states.get_all_pods())
+    assert cgroups.ids == [
+        *(c.container_id for c in a.containers),
+        b.containers[0].container_id,
+        a.uid,
+        b.uid,
+    ]
+    assert cgroups.dirs[-1] == b.cgroup_dir
+    assert cgroups.split() == (cgroups.ids[:3], [a.uid, b.uid])
+    assert PodCgroups.of(states.get_all_pods(), cgroups) is cgroups
+    states.pods.remove(a)
+    assert PodCgroups.of(states.get_all_pods(), cgroups).ids == [b.containers[0].container_id, b.uid]
 
 
 def test_a_container_vanishing_mid_collection_is_skipped(fake_host, states):
