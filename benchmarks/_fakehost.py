@@ -88,6 +88,24 @@ def memory_stat_text(i: int) -> str:
     return f"{local}hierarchical_memory_limit 9223372036854771712\n{total}"
 
 
+def numa_stat_text(i: int) -> str:
+    """A v1 ``memory.numa_stat`` on two NUMA nodes, in pages: the cgroup's own lines (a pod
+    cgroup's memory is its containers'), then the hierarchical ones."""
+
+    def lines(prefix: str, scale: int) -> str:
+        return "".join(
+            f"{prefix}{name}={(a + b) * scale} N0={a * scale} N1={b * scale}\n"
+            for name, (a, b) in (
+                ("total", (2 * i, i)),
+                ("file", (i, 0)),
+                ("anon", (i, i)),
+                ("unevictable", (0, 0)),
+            )
+        )
+
+    return lines("", 0) + lines("hierarchical_", 100)
+
+
 def cpu_stat_text(periods: int, throttled: int) -> str:
     return (
         f"nr_periods {_counter(periods)}\nnr_throttled {_counter(throttled)}\n"
@@ -175,6 +193,7 @@ def _make_cgroup(cgroups: CgroupFS, rel: str, i: int, cpus: int) -> None:
         ("cpuset", "cpuset.mems"): "0\n",
         ("memory", "memory.stat"): memory_stat_text(i),
         ("memory", "memory.usage_in_bytes"): f"{i * 8192 * 4}\n",
+        ("memory", "memory.numa_stat"): numa_stat_text(i),
         ("memory", "memory.limit_in_bytes"): "9223372036854771712\n",
     }
     for (subsystem, name), content in files.items():

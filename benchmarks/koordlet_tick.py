@@ -3,8 +3,9 @@
 A tick is what the real collectors do for the node and every pod and container: the
 NodeResourceCollector (``/proc/stat``, ``/proc/meminfo``, NUMA meminfo), the
 PodResourceCollector (CPU usage, memory and CFS throttling of 400 cgroups, one batched
-read) and the PSICollector (cpu, memory and io pressure of the same cgroups), each
-turning what it read into samples appended to the metric cache. They run through a
+read, and each pod's memory by NUMA node) and the PSICollector (cpu, memory and io
+pressure of the same cgroups), each turning what it read into samples appended to the
+metric cache. They run through a
 real :class:`CollectContext` whose states hand out PodMeta built by
 ``statesinformer.podmeta.pod_meta`` from the pods the standalone cgroup discovery finds
 in the tree. The tree is cgroup v1 with Anolis-style PSI files under ``cpuacct``
@@ -163,6 +164,8 @@ def _floor_input(node: _fakehost.FakeNode) -> str:
                 ),
             ]
     numa = node.paths.sys("bus", "node", "devices")
+    # the pod collector reads the pods' memory by NUMA node too
+    lines += [f"u {cgroups.directory('memory', pod.cgroup_dir) / 'memory.numa_stat'}" for pod in node.pods]
     lines += [f"s {node.paths.proc('stat')}", f"n {node.paths.proc('meminfo')}", f"d {numa}"]
     lines += [f"n {numa / f'node{n}' / 'meminfo'}" for n in range(node.numa_nodes)]
     return "".join(f"{line}\n" for line in lines)

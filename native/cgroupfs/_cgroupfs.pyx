@@ -8,7 +8,7 @@ Two ways to read many small files with the GIL released:
   bytes, so one vanished cgroup never breaks a batch.
 * ``FileCache.read``: the hot path of the collectors. Each file is opened once and kept;
   every later read is a pread() at offset 0, parsed in C (an integer, chosen keys of a
-  "key value" file, or a PSI file). A failure is an ``OSError`` in place of the value and
+  "key value" file, a PSI file, or the per-node fields of memory.numa_stat lines). A failure is an ``OSError`` in place of the value and
   drops the kept descriptor (a removed cgroup answers ENODEV).
 
 A read that returns less than the space left in the buffer is taken as end of file: the
@@ -38,6 +38,9 @@ cdef extern from "parse.h" nogil:
     int koord_parse_keys(const char *buf, size_t len, const char *const *keys, const size_t *keylens,
                          int nkeys, int64_t *values, unsigned char *present)
     int koord_parse_psi(const char *buf, size_t len, int64_t *values, unsigned char *present)
+    int KOORD_MAX_NODES
+    int koord_parse_nodes(const char *buf, size_t len, const char *key, size_t keylen, int max,
+                          int64_t *pairs, int *count)
 
 cdef enum:
     CHUNK = 4096
@@ -51,13 +54,20 @@ cdef enum:
     K_INT = 1
     K_KEYS = 2
     K_PSI = 3
+    K_NODES = 4
 
 #: what FileCache.read returns for a request: the bytes, one integer, a tuple of
-#: integers (None where a key is absent), or the eight PSI values (None where absent)
+#: integers (None where a key is absent), the eight PSI values (None where absent), or
+#: for each key the ((node, value), ...) fields of its memory.numa_stat line (None
+#: where no line starts with it)
 KIND_RAW = K_RAW
 KIND_INT = K_INT
 KIND_KEYS = K_KEYS
 KIND_PSI = K_PSI
+KIND_NODES = K_NODES
+
+#: int64 slots of one key of a K_NODES request: the field count, then node, value pairs
+cdef Py_ssize_t NODE_STRIDE = 1 + 2 * KOORD_MAX_NODES
 
 
 cdef int _read_all(int fd, char **out, Py_ssize_t *out_len) noexcept nogil:
@@ -186,6 +196,57 @@ cdef tuple _values(int64_t *values, unsigned char *present, Py_ssize_t n):
     return out
 
 
+cdef tuple _nodes(int64_t *values, Py_ssize_t nkeys):
+    """Per key: None (no such line) or ((node, value), ...), from NODE_STRIDE slots each."""
+    cdef Py_ssize_t j, f
+    cdef int64_t *base
+    cdef tuple out = PyTuple_New(nkeys)
+    cdef object item
+    for j in range(nkeys):
+        base = &values[j * NODE_STRIDE]
+        if base[0] < 0:
+            item = None
+        else:
+            item = tuple([(base[1 + 2 * f], base[2 + 2 * f]) for f in range(base[0])])
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(out, j, item)
+    return out
+
+
+cdef int _parse_nodes(const char *buf, size_t length, const char **ckeys, size_t *klens, Py_ssize_t nkeys,
+                      int64_t *values) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef int count, err
+    for j in range(nkeys):
+        err = koord_parse_nodes(buf, length, ckeys[j], klens[j], KOORD_MAX_NODES,
+                                &values[j * NODE_STRIDE + 1], &count)
+        values[j * NODE_STRIDE] = count
+        if err != 0:
+            return err
+    return 0
+
+
+def parse_nodes(bytes data, tuple keys):
+    """For each key (bytes), the ``N<node>=<value>`` fields of the first line starting with
+    it as ((node, value), ...), or None when there is no such line."""
+    cdef Py_ssize_t n = len(keys)
+    cdef Py_ssize_t i
+    cdef const char **ckeys = <const char **>malloc((n + 1) * sizeof(char *))
+    cdef size_t *klens = <size_t *>malloc((n + 1) * sizeof(size_t))
+    cdef int64_t *values = <int64_t *>malloc((n + 1) * NODE_STRIDE * sizeof(int64_t))
+    try:
+        if ckeys == NULL or klens == NULL or values == NULL:
+            raise MemoryError()
+        for i in range(n):
+            ckeys[i] = <bytes>keys[i]
+            klens[i] = len(<bytes>keys[i])
+        if _parse_nodes(data, len(data), ckeys, klens, n, values) != 0:
+            raise _malformed()
+        return _nodes(values, n)
+    finally:
+        free(ckeys); free(klens); free(values)
+
+
 def parse_keys(bytes data, tuple keys):
     """For each key (bytes), the integer after its first occurrence at a line start, or None."""
     cdef Py_ssize_t n = len(keys)
@@ -281,7 +342,7 @@ cdef class FileCache:
         """Read each ``(path: bytes, kind: int, keys: tuple | None)`` request.
 
         Returns one entry per request: bytes (KIND_RAW), an int (KIND_INT), a tuple
-        (KIND_KEYS, KIND_PSI), or an ``OSError`` carrying the errno (EBADMSG when the
+        (KIND_KEYS, KIND_PSI, KIND_NODES), or an ``OSError`` carrying the errno (EBADMSG when the
         content does not parse). The index of each request that failed is appended to
         ``failed`` when given, so a caller need not scan the result for errors.
         """
@@ -315,6 +376,9 @@ cdef class FileCache:
             if kind == K_KEYS:
                 total_keys += len(<tuple>request[2])
                 total_values += len(<tuple>request[2])
+            elif kind == K_NODES:
+                total_keys += len(<tuple>request[2])
+                total_values += len(<tuple>request[2]) * NODE_STRIDE
             elif kind == K_PSI:
                 total_values += 8
             else:
@@ -352,14 +416,14 @@ cdef class FileCache:
                 kept[i] = fds[i] >= 0
                 val_off[i] = total_values
                 key_off[i] = total_keys
-                if kinds[i] == K_KEYS:
+                if kinds[i] == K_KEYS or kinds[i] == K_NODES:
                     keys = <tuple>request[2]
                     nkeys[i] = len(keys)
                     for j in range(nkeys[i]):
                         ckeys[total_keys + j] = <bytes>keys[j]
                         klens[total_keys + j] = len(<bytes>keys[j])
                     total_keys += nkeys[i]
-                    total_values += nkeys[i]
+                    total_values += nkeys[i] * (NODE_STRIDE if kinds[i] == K_NODES else 1)
                 elif kinds[i] == K_PSI:
                     total_values += 8
                 else:
@@ -388,6 +452,9 @@ cdef class FileCache:
                         elif kind == K_KEYS:
                             err = koord_parse_keys(scratch, length, &ckeys[key_off[i]], &klens[key_off[i]],
                                                    <int>nkeys[i], &values[val_off[i]], &present[val_off[i]])
+                        elif kind == K_NODES:
+                            err = _parse_nodes(scratch, length, &ckeys[key_off[i]], &klens[key_off[i]],
+                                               nkeys[i], &values[val_off[i]])
                         else:
                             err = koord_parse_psi(scratch, length, &values[val_off[i]], &present[val_off[i]])
                     errs[i] = err
@@ -416,6 +483,8 @@ cdef class FileCache:
                     out[i] = values[val_off[i]]
                 elif kinds[i] == K_KEYS:
                     out[i] = _values(&values[val_off[i]], &present[val_off[i]], nkeys[i])
+                elif kinds[i] == K_NODES:
+                    out[i] = _nodes(&values[val_off[i]], nkeys[i])
                 else:
                     out[i] = _values(&values[val_off[i]], &present[val_off[i]], 8)
                 if fd >= 0 and not kept[i]:

@@ -10,6 +10,7 @@ through the production registry (validated and converted for the cgroup version)
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -298,6 +299,35 @@ class FakeHost:
         if self.version == "v1":
             counters = {**counters, **{f"total_{k}": v for k, v in counters.items()}}
         self._update_keys(path, counters)
+
+    def set_memory_numa(self, relative: str, anon: Mapping[int, int], file: Mapping[int, int]) -> None:
+        """Bytes per NUMA node as the kernel prints ``memory.numa_stat``: v2 in bytes; v1 in
+        pages, with this cgroup's own pages (none: they are its children's) on the first
+        lines and the hierarchical ones after."""
+        nodes = sorted(anon.keys() | file.keys())
+
+        def line(name: str, values: Mapping[int, int]) -> str:
+            per_node = [values.get(n, 0) for n in nodes]
+            return " ".join(
+                [f"{name}={sum(per_node)}", *(f"N{n}={v}" for n, v in zip(nodes, per_node, strict=True))]
+            )
+
+        if self.version == "v2":
+            text = "".join(
+                f"{name} " + " ".join(f"N{n}={values.get(n, 0)}" for n in nodes) + "\n"
+                for name, values in (("anon", anon), ("file", file), ("kernel_stack", {}))
+            )
+        else:
+            page = os.sysconf("SC_PAGE_SIZE")
+            pages = {
+                "total": {n: (anon.get(n, 0) + file.get(n, 0)) // page for n in nodes},
+                "file": {n: file.get(n, 0) // page for n in nodes},
+                "anon": {n: anon.get(n, 0) // page for n in nodes},
+                "unevictable": {},
+            }
+            own = [line(name, {}) for name in pages]
+            text = "\n".join(own + [line(f"hierarchical_{name}", v) for name, v in pages.items()]) + "\n"
+        (self._stat_dir("memory", relative) / "memory.numa_stat").write_text(text)
 
     def set_memory_usage(self, relative: str, usage: int) -> None:
         name = "memory.usage_in_bytes" if self.version == "v1" else "memory.current"

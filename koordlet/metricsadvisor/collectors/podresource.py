@@ -7,7 +7,8 @@ CPU usage as the rate of ``cpuacct.usage`` (v2 ``usage_usec``) in cores, memory 
 with page cache, plus the file LRUs), and throttling as ``Δnr_throttled / Δnr_periods``
 (upstream's PodThrottledCollector, folded into the same read). A cgroup that vanished
 during the batch is skipped; the first tick of each object only primes its counters.
-The sums over pods feed the SystemResourceCollector.
+The sums over pods feed the SystemResourceCollector, with the pods' memory on each NUMA
+node (``memory.numa_stat``, where the kernel has it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from koordlet.metricsadvisor.framework import (
 from koordlet.system.cgroup.stats import ALL_USAGE, Stat
 
 _NS = 1e9
+_NUMA = frozenset({Stat.MEMORY_NUMA})
 
 
 class PodResourceCollector(CollectorBase):
@@ -36,6 +38,7 @@ class PodResourceCollector(CollectorBase):
         self._periods = CounterDeltas()
         self._throttled = CounterDeltas()
         self._targets: PodCgroups | None = None
+        self._numa_supported: bool | None = None
         #: the series keys (id,) of the containers and of the pods
         self._keys: tuple[list[Key], list[Key]] = ([], [])
 
@@ -82,5 +85,23 @@ class PodResourceCollector(CollectorBase):
         self.ctx.cache.append_rows(rows)
         total_cpu = sum(c for c in cores[n:] if c is not None)
         total_memory = sum(m for m in usage[n:] if m is not None)
-        self.ctx.shared.update(pods=UsagePoint(total_cpu, total_memory, now))
+        self.ctx.shared.update(
+            pods=UsagePoint(total_cpu, total_memory, now), pods_numa_memory=self._numa_memory(targets)
+        )
         self.started = True
+
+    def _numa_memory(self, targets: PodCgroups) -> dict[int, float]:
+        """The pods' memory on each NUMA node; empty where the kernel has no numa_stat
+        (checked once in kubepods)."""
+        if self._numa_supported is None:
+            kubepods = self.ctx.cgroups.directory("memory", self.ctx.cgroups.layout.root)
+            self._numa_supported = (kubepods / "memory.numa_stat").is_file()
+        if not self._numa_supported:
+            return {}
+        pod_dirs = targets.dirs[targets.containers :]
+        per_node: dict[int, float] = {}
+        for cell in self.ctx.reader.read_columns(pod_dirs, _NUMA).columns[Stat.MEMORY_NUMA]:
+            if cell is not None:
+                for node, used in cell.items():
+                    per_node[node] = per_node.get(node, 0.0) + used
+        return per_node

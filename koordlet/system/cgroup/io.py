@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from koordlet.system import native
 from koordlet.system.cgroup import pyio
@@ -25,6 +25,7 @@ ReadDirs = Callable[[list[bytes], list[bytes]], list[list[bytes | int]]]
 #: one request of FileCache.read: (path, kind, keys for KIND_KEYS)
 Request = tuple[bytes, int, tuple[bytes, ...] | None]
 KIND_RAW, KIND_INT, KIND_KEYS, KIND_PSI = pyio.KIND_RAW, pyio.KIND_INT, pyio.KIND_KEYS, pyio.KIND_PSI
+KIND_NODES = pyio.KIND_NODES
 
 
 class FileCache(Protocol):
@@ -37,7 +38,7 @@ class FileCache(Protocol):
     def retain(self, paths: Iterable[bytes]) -> None: ...
     def read(
         self, requests: list[Request], failed: list[int] | None = None
-    ) -> list[bytes | int | tuple[int | None, ...] | OSError]: ...
+    ) -> list[bytes | int | tuple[Any, ...] | OSError]: ...
 
 
 def _backend() -> ModuleType:
@@ -71,6 +72,14 @@ def parse_int(data: bytes, what: str = "integer") -> int:
 def parse_keys(data: bytes, keys: tuple[bytes, ...], what: str = "key-value file") -> tuple[int | None, ...]:
     """The integer after each of ``keys`` (distinct) at a line start, None where absent."""
     return _parsed(lambda: tuple(_backend().parse_keys(data, keys)), what)
+
+
+def parse_nodes(
+    data: bytes, keys: tuple[bytes, ...], what: str = "memory.numa_stat"
+) -> tuple[tuple[tuple[int, int], ...] | None, ...]:
+    """For each key, the ``N<node>=<value>`` fields of the first line starting with it,
+    as ((node, value), ...); None where no line does."""
+    return _parsed(lambda: tuple(_backend().parse_nodes(data, keys)), what)
 
 
 def parse_psi(data: bytes, what: str = "pressure file") -> tuple[int | None, ...]:

@@ -12,18 +12,24 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
+from typing import Any
 
 KIND_RAW = 0
 KIND_INT = 1
 KIND_KEYS = 2
 KIND_PSI = 3
+KIND_NODES = 4
+#: as the native parser: fields beyond this many on one line are malformed
+_MAX_NODES = 64
 
 _SPACE = b" \t\n\r\v\f"
 _SCRATCH = 16384
 _INT64_MAX = (1 << 63) - 1
 _PSI_FIELDS = (b"avg10=", b"avg60=", b"avg300=", b"total=")
 
-Cell = bytes | int | tuple[int | None, ...] | OSError
+#: bytes, an int, a tuple of ints (KIND_KEYS, KIND_PSI) or of per-key node fields
+#: (KIND_NODES), or the error
+Cell = bytes | int | tuple[Any, ...] | OSError
 
 
 def _read_all(fd: int) -> bytes:
@@ -188,6 +194,33 @@ def parse_psi(data: bytes) -> tuple[int | None, ...]:
     return (*some, *(full if full is not None else (None, None, None, None)))
 
 
+def parse_nodes(data: bytes, keys: tuple[bytes, ...]) -> tuple[tuple[tuple[int, int], ...] | None, ...]:
+    out: list[tuple[tuple[int, int], ...] | None] = []
+    for key in keys:
+        fields: tuple[tuple[int, int], ...] | None = None
+        for start, end in _lines(data):
+            if data.startswith(key, start, end):
+                # tokens split at spaces and tabs only, as the native parser
+                fields = _node_fields([t for t in data[start:end].replace(b"\t", b" ").split(b" ") if t][1:])
+                break
+        out.append(fields)
+    return tuple(out)
+
+
+def _node_fields(tokens: list[bytes]) -> tuple[tuple[int, int], ...]:
+    if len(tokens) > _MAX_NODES:
+        raise _malformed()
+    fields = []
+    for token in tokens:
+        name, sep, value = token.partition(b"=")
+        node = name[1:]
+        if not (name.startswith(b"N") and sep and node.isdigit() and len(node) <= 9 and value.isdigit()):
+            raise _malformed()
+        parsed, _ = _decimal(value, 0, len(value))
+        fields.append((int(node), parsed))
+    return tuple(fields)
+
+
 def _pread_all(fd: int) -> bytes:
     chunks: list[bytes] = []
     size, want = 0, _SCRATCH
@@ -210,6 +243,8 @@ def _parse(data: bytes, kind: int, keys: tuple[bytes, ...] | None) -> Cell:
         return parse_int(data)
     if kind == KIND_KEYS:
         return parse_keys(data, keys or ())
+    if kind == KIND_NODES:
+        return parse_nodes(data, keys or ())
     return parse_psi(data)
 
 

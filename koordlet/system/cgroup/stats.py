@@ -33,6 +33,8 @@ class Stat(enum.Enum):
     THROTTLING = "throttling"
     MEMORY = "memory"
     MEMORY_USAGE = "memory_usage"
+    #: bytes charged to the cgroup on each NUMA node (``memory.numa_stat``)
+    MEMORY_NUMA = "memory_numa"
     CPU_PRESSURE = "cpu.pressure"
     MEMORY_PRESSURE = "memory.pressure"
     IO_PRESSURE = "io.pressure"
@@ -76,7 +78,16 @@ class MemoryStat(NamedTuple):
 class CgroupSample:
     """What was read for one cgroup; a statistic that failed is None with its error kept."""
 
-    __slots__ = ("cpu_usage_ns", "errors", "memory", "memory_usage", "pressure", "relative", "throttling")
+    __slots__ = (
+        "cpu_usage_ns",
+        "errors",
+        "memory",
+        "memory_numa",
+        "memory_usage",
+        "pressure",
+        "relative",
+        "throttling",
+    )
 
     def __init__(self, relative: str) -> None:
         self.relative = relative
@@ -84,6 +95,7 @@ class CgroupSample:
         self.throttling: Throttling | None = None
         self.memory: MemoryStat | None = None
         self.memory_usage: int | None = None
+        self.memory_numa: dict[int, int] | None = None
         self.pressure: dict[Stat, PSI] = {}
         self.errors: dict[Stat, HostError] = {}
 
@@ -162,6 +174,57 @@ def _v2_cpu(usage: bool, throttling: bool) -> Split:
     return split
 
 
+NodeFields = tuple[tuple[int, int], ...] | None
+_NUMA_KEYS_V1 = (b"hierarchical_total=", b"total=")
+_NUMA_KEYS_V2 = (b"anon ", b"file ")
+
+
+def _numa_split(combine: Callable[[tuple[NodeFields, ...]], dict[int, int] | None], wanted: str) -> Split:
+    """``memory.numa_stat`` cells (per key, the line's (node, value) fields) as bytes per node."""
+
+    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
+        column: list[dict[int, int] | None] = []
+        for k, cell in enumerate(cells):
+            value = None if cell is None else combine(cell)
+            if value is None and cell is not None:
+                errors.setdefault(k, {})[Stat.MEMORY_NUMA] = MalformedContentError(
+                    errno.EBADMSG, f"memory.numa_stat lacks {wanted}", relatives[k]
+                )
+            column.append(value)
+        columns[Stat.MEMORY_NUMA] = column
+
+    return split
+
+
+def _numa_v1(page_size: int) -> Split:
+    """v1 counts pages. The ``hierarchical_total`` line, as a pod's memory is charged to its
+    container cgroups: upstream reads the first line, ``total``, which counts the pod
+    cgroup's own pages only (about none); ``total`` stays the fallback for kernels that
+    print no hierarchical lines."""
+
+    def combine(cell: tuple[NodeFields, ...]) -> dict[int, int] | None:
+        pages = cell[0] if cell[0] is not None else cell[1]
+        return None if pages is None else {node: n * page_size for node, n in pages}
+
+    return _numa_split(combine, "a total line")
+
+
+def _numa_v2_combine(cell: tuple[NodeFields, ...]) -> dict[int, int] | None:
+    """v2 counts bytes (hierarchically): anon + file per node. Upstream turns them into
+    4 KiB pages and multiplies those by the page size, which counts 16 times too much on
+    64 KiB-page kernels; bytes stay bytes here."""
+    anon, file = cell
+    if anon is None or file is None:
+        return None
+    per_node = dict(anon)
+    for node, used in file:
+        per_node[node] = per_node.get(node, 0) + used
+    return per_node
+
+
+_numa_v2 = _numa_split(_numa_v2_combine, "anon and file lines")
+
+
 #: request lists kept by a StatsReader (one per set of statistics; collectors use a few)
 _KEPT_REQUEST_LISTS = 8
 
@@ -184,7 +247,8 @@ class StatColumns:
 
     The values: CPU usage in nanoseconds and memory usage in bytes (ints); throttling as
     a tuple in :class:`Throttling`'s field order, ``memory.stat`` in :class:`MemoryStat`'s
-    and pressure in :class:`PSI`'s (plain tuples: the collectors' hot loops index them).
+    and pressure in :class:`PSI`'s (plain tuples: the collectors' hot loops index them);
+    memory by NUMA node as ``{node: bytes}``.
     """
 
     __slots__ = ("columns", "errors", "relatives", "vanished")
@@ -214,6 +278,8 @@ class StatColumns:
                     sample.cpu_usage_ns = value
                 elif stat is Stat.MEMORY_USAGE:
                     sample.memory_usage = value
+                elif stat is Stat.MEMORY_NUMA:
+                    sample.memory_numa = value
                 elif stat is Stat.THROTTLING:
                     sample.throttling = Throttling._make(value)
                 elif stat is Stat.MEMORY:
@@ -289,6 +355,14 @@ class StatsReader:
                     None,
                     _as_read(Stat.MEMORY_USAGE),
                 )
+            )
+        if Stat.MEMORY_NUMA in stats:
+            if self.cgroups.version == 1:
+                split, keys = _numa_v1(os.sysconf("SC_PAGE_SIZE")), _NUMA_KEYS_V1
+            else:
+                split, keys = _numa_v2, _NUMA_KEYS_V2
+            plans.append(
+                _Plan((Stat.MEMORY_NUMA,), Subsystem.MEMORY, "memory.numa_stat", io.KIND_NODES, keys, split)
             )
         for pressure in PRESSURES:
             if pressure in stats:

@@ -198,3 +198,47 @@ int koord_parse_psi(const char *buf, size_t len, int64_t *values, unsigned char 
     }
     return present[0] ? 0 : EBADMSG;
 }
+
+int koord_parse_nodes(const char *buf, size_t len, const char *key, size_t keylen, int max, int64_t *pairs,
+                      int *count)
+{
+    size_t line = 0;
+
+    *count = -1;
+    while (line < len) {
+        const char *nl = memchr(buf + line, '\n', len - line);
+        size_t end = nl ? (size_t)(nl - buf) : len;
+        size_t pos = line;
+        int n = 0;
+
+        if (end - line < keylen || memcmp(buf + line, key, keylen) != 0) {
+            line = end + 1;
+            continue;
+        }
+        while (pos < end && buf[pos] != ' ' && buf[pos] != '\t')
+            pos++; /* the first token: "total=<sum>" or "anon" */
+        for (;;) {
+            int64_t node = 0;
+            size_t digits;
+
+            while (pos < end && (buf[pos] == ' ' || buf[pos] == '\t'))
+                pos++;
+            if (pos >= end)
+                break;
+            if (buf[pos] != 'N' || n >= max)
+                return EBADMSG;
+            for (digits = ++pos; pos < end && is_digit(buf[pos]) && pos - digits < 9; pos++)
+                node = node * 10 + (buf[pos] - '0');
+            if (pos == digits || pos >= end || buf[pos] != '=')
+                return EBADMSG;
+            pos++;
+            if (pos >= end || buf[pos] == '-' || parse_decimal(buf, end, &pos, &pairs[2 * n + 1]) != 0)
+                return EBADMSG;
+            pairs[2 * n] = node;
+            n++;
+        }
+        *count = n;
+        return 0;
+    }
+    return 0;
+}

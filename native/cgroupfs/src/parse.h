@@ -29,4 +29,15 @@ int koord_parse_keys(const char *buf, size_t len, const char *const *keys, const
  * line is required; present[4..7] are 0 when there is no "full" line. */
 int koord_parse_psi(const char *buf, size_t len, int64_t *values, unsigned char *present);
 
+/* Most NUMA nodes koord_parse_nodes reports for one line. */
+#define KOORD_MAX_NODES 64
+
+/* The "N<node>=<value>" fields of the first line that starts with key (memory.numa_stat:
+ * v1 "hierarchical_total=<sum> N0=.. N1=..", v2 "anon N0=.. N1=.."); the line's first token
+ * is skipped. pairs receives node, value, node, value, ...; *count is the number of
+ * fields, or -1 when no line starts with key. EBADMSG for a field of another shape or
+ * more than max fields. */
+int koord_parse_nodes(const char *buf, size_t len, const char *key, size_t keylen, int max, int64_t *pairs,
+                      int *count);
+
 #endif

@@ -19,7 +19,14 @@ from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollecto
 from koordlet.metricsadvisor.collectors.performance import PSICollector
 from koordlet.metricsadvisor.collectors.podresource import PodResourceCollector
 from koordlet.metricsadvisor.collectors.sysresource import SystemResourceCollector
-from koordlet.metricsadvisor.framework import CollectContext, CounterDeltas, PodCgroups, RateCache, UsagePoint
+from koordlet.metricsadvisor.framework import (
+    CollectContext,
+    Collector,
+    CounterDeltas,
+    PodCgroups,
+    RateCache,
+    UsagePoint,
+)
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system import kernel
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
@@ -211,6 +218,32 @@ def test_system_usage_is_node_minus_pods_minus_host_apps(fake_host, states):
     collector.collect(T0 + 2)
     assert _last(ctx, kinds.SYS_CPU_USAGE) == 0.0  # floored
     assert _last(ctx, kinds.SYS_MEMORY_USAGE) == 0.0
+
+
+def test_system_numa_memory_leaves_out_the_pods_memory_on_that_node(fake_host, states):
+    fake_host.set_cpu_topology(sockets=2, cores_per_socket=1, threads_per_core=1)
+    fake_host.set_meminfo(MemTotal=16_000_000, MemFree=4_000_000, MemAvailable=10_000_000)
+    for node in (0, 1):
+        fake_host.set_numa_meminfo(node, MemTotal=8 * 1024 * 1024, MemFree=4 * 1024 * 1024)
+    a = _pod_with_containers(fake_host, states, "a", containers=1)
+    b = _pod_with_containers(fake_host, states, "b", containers=1)
+    fake_host.set_memory_numa(a.cgroup_dir, anon={0: GIB, 1: GIB // 2}, file={})
+    fake_host.set_memory_numa(b.cgroup_dir, anon={0: GIB}, file={1: GIB // 4})
+    ctx = make_context(fake_host, states)
+    collectors: list[Collector] = [
+        NodeResourceCollector(ctx),
+        PodResourceCollector(ctx),
+        SystemResourceCollector(ctx),
+    ]
+    for tick in (T0, T0 + 1):
+        busy = [50 + int(tick - T0) * 25, 0, 0, 2500, 0, 0, 0, 0]
+        fake_host.set_proc_stat([2 * busy[0], 0, 0, 5000, 0, 0, 0, 0], {0: busy, 1: busy})
+        for collector in collectors:
+            collector.collect(tick)
+    assert ctx.shared.pods_numa_memory == {0: 2 * GIB, 1: GIB * 3 // 4}
+    # each node uses 4 GiB (no page cache): minus the pods' share of it
+    assert _last(ctx, kinds.SYS_NUMA_MEMORY_USAGE, numa_node_id="0") == 2 * GIB
+    assert _last(ctx, kinds.SYS_NUMA_MEMORY_USAGE, numa_node_id="1") == 4 * GIB - GIB * 3 // 4
 
 
 def test_system_usage_waits_for_fresh_inputs(fake_host, states):

@@ -19,6 +19,7 @@ def test_reads_and_parses_every_kind(backend, tmp_path):
     (tmp_path / "stat").write_text("nr_periods 3\nnr_throttled 1\nthrottled_time 99\n")
     (tmp_path / "psi").write_text("some avg10=0.10 avg60=0.20 avg300=0.30 total=7\n")
     (tmp_path / "raw").write_text("0-3\n")
+    (tmp_path / "numa").write_text("anon N0=4 N1=5\nfile N0=1 N1=0\n")
     cache = io.new_file_cache()
     cells = cache.read(
         [
@@ -26,10 +27,17 @@ def test_reads_and_parses_every_kind(backend, tmp_path):
             _req(tmp_path / "stat", io.KIND_KEYS, (b"nr_throttled", b"nr_periods")),
             _req(tmp_path / "psi", io.KIND_PSI),
             _req(tmp_path / "raw", io.KIND_RAW),
+            _req(tmp_path / "numa", io.KIND_NODES, (b"file ", b"shmem ")),
         ]
     )
-    assert cells == [1234, (1, 3), (10, 20, 30, 7, None, None, None, None), b"0-3\n"]
-    assert len(cache) == 4
+    assert cells == [
+        1234,
+        (1, 3),
+        (10, 20, 30, 7, None, None, None, None),
+        b"0-3\n",
+        (((0, 1), (1, 0)), None),
+    ]
+    assert len(cache) == 5
     cache.close()
     assert len(cache) == 0
 

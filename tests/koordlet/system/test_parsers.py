@@ -101,6 +101,36 @@ def test_parse_psi_refuses(backend, data):
         io.parse_psi(data)
 
 
+NUMA_STAT_V1 = (
+    b"total=3 N0=1 N1=2\nfile=0 N0=0 N1=0\nhierarchical_total=300 N0=100 N1=200\n"
+    b"hierarchical_file=0 N0=0 N1=0\n"
+)
+
+
+def test_parse_nodes(backend):
+    keys = (b"hierarchical_total=", b"total=", b"hierarchical_anon=")
+    assert io.parse_nodes(NUMA_STAT_V1, keys) == (((0, 100), (1, 200)), ((0, 1), (1, 2)), None)
+    v2 = b"anon N0=4096 N2=8192\nanon_thp N0=1 N2=1\nfile\tN0=1\tN2=0\n"
+    assert io.parse_nodes(v2, (b"anon ", b"file")) == (((0, 4096), (2, 8192)), ((0, 1), (2, 0)))
+    assert io.parse_nodes(b"total=0\n", (b"total=",)) == ((),)  # a node-less line
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"total=3 N0=x\n", id="non-numeric"),
+        pytest.param(b"total=3 N0=-1\n", id="negative"),
+        pytest.param(b"total=3 0=1\n", id="no-N"),
+        pytest.param(b"total=3 N=1\n", id="no-node"),
+        pytest.param(b"total=3 N0 1\n", id="no-equals"),
+        pytest.param(b"total=3 " + b" ".join(b"N%d=1" % n for n in range(65)) + b"\n", id="65-nodes"),
+    ],
+)
+def test_parse_nodes_refuses(backend, data):
+    with pytest.raises(MalformedContentError):
+        io.parse_nodes(data, (b"total=",))
+
+
 def _outcome(fn: Callable[..., object], *args: object) -> object:
     try:
         return fn(*args)
@@ -133,3 +163,13 @@ def test_native_and_twin_agree_on_integers_and_psi(data):
 def test_native_and_twin_agree_on_key_value_files(data, keys):
     module = _compiled()
     assert _outcome(module.parse_keys, data, tuple(keys)) == _outcome(pyio.parse_keys, data, tuple(keys))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.binary(max_size=80) | st.text(alphabet="N0123456789 =-\ttotalanofie\n", max_size=80).map(str.encode),
+    st.lists(st.sampled_from([b"total=", b"anon ", b"file", b"N", b"t"]), unique=True, max_size=3),
+)
+def test_native_and_twin_agree_on_numa_stat_lines(data, keys):
+    module = _compiled()
+    assert _outcome(module.parse_nodes, data, tuple(keys)) == _outcome(pyio.parse_nodes, data, tuple(keys))

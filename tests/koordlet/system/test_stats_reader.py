@@ -3,6 +3,8 @@ both backends; a cgroup that vanishes mid-collection is flagged and skipped."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from koordinator.api.kubeqos import KubeQOSClass
@@ -111,6 +113,29 @@ def test_a_malformed_file_empties_only_its_cell(backend, host):
     assert read.columns[Stat.MEMORY][0] is not None
     assert read.columns[Stat.CPU_USAGE][2] == 3_000_000_000
     assert set(read.errors[2]) == {Stat.MEMORY}
+
+
+def test_memory_by_numa_node_counts_the_whole_pod(backend, host):
+    """v1 reads the hierarchical line (upstream's first line is the pod cgroup's own pages,
+    none of its containers'); v2 adds anon and file bytes."""
+    pods = _pods(host)
+    host.set_memory_numa(pods[0], anon={0: 8 << 20, 1: 4 << 20}, file={0: 2 << 20})
+    (host.cgroups.directory("memory", pods[1]) / "memory.numa_stat").write_text("garbage\n")
+    read = StatsReader(CgroupFS.detect(host.paths)).read_columns(pods[:2], frozenset({Stat.MEMORY_NUMA}))
+    assert read.columns[Stat.MEMORY_NUMA][0] == {0: 10 << 20, 1: 4 << 20}
+    assert read.columns[Stat.MEMORY_NUMA][1] is None
+    assert isinstance(read.errors[1][Stat.MEMORY_NUMA], MalformedContentError)
+
+
+def test_v1_memory_by_numa_node_falls_back_to_the_total_line(backend, tmp_path):
+    host = FakeHost(tmp_path, "v1")
+    pod = host.add_pod(KubeQOSClass.BURSTABLE, UIDS[0])
+    (host.cgroups.directory("memory", pod) / "memory.numa_stat").write_text(
+        "total=3 N0=1 N1=2\nfile=0 N0=0 N1=0\n"
+    )
+    sample = StatsReader(CgroupFS.detect(host.paths)).read([pod], frozenset({Stat.MEMORY_NUMA}))[0]
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert sample.memory_numa == {0: page, 1: 2 * page}
 
 
 def test_malformed_memory_stat_is_a_domain_error_for_that_statistic_only(backend, host):
