@@ -10,6 +10,8 @@ removed by the fixture (which fails the test if anything is left).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from koordlet.system.cgroup import io
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.registry import RESOURCES, Support
-from koordlet.system.cgroup.stats import ALL_USAGE, StatsReader
+from koordlet.system.cgroup.stats import ALL_USAGE, Stat, StatsReader
 from koordlet.system.errors import CgroupVanishedError, InvalidValueError, UnsupportedResourceError
 from koordlet.system.paths import HostPaths
 
@@ -170,3 +172,32 @@ def test_a_cgroup_removed_between_listing_and_reading_is_vanished(pod_hierarchy,
     for rel in (siblings[0], siblings[2]):
         for subsystem in ("cpu", "cpuacct", "memory"):
             os.rmdir(cgroups.directory(subsystem, rel))
+
+
+def test_a_pods_memory_by_numa_node_includes_its_containers(pod_hierarchy, backend):
+    """A process in the container cgroup touches 32 MiB: the pod's NUMA memory counts it
+    (upstream's reading of the pod cgroup's own ``total`` line would not)."""
+    cgroups, _, pod, container = pod_hierarchy
+    numa_stat = cgroups.directory("memory", pod) / "memory.numa_stat"
+    if not numa_stat.is_file():
+        pytest.skip("this kernel has no memory.numa_stat")
+    script = "import sys; sys.stdin.readline(); b = b'x' * (32 << 20); print('ready', flush=True); input()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        (cgroups.directory("memory", container) / "cgroup.procs").write_text(f"{child.pid}\n")
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "ready"
+        sample = StatsReader(cgroups).read([pod], frozenset({Stat.MEMORY_NUMA}))[0]
+        assert not sample.errors, sample.errors
+        assert sample.memory_numa is not None
+        assert sum(sample.memory_numa.values()) >= 30 << 20
+        own_pages = int(numa_stat.read_text().split()[0].partition("=")[2])  # upstream's "total"
+        assert own_pages * os.sysconf("SC_PAGE_SIZE") < 8 << 20
+    finally:
+        child.kill()
+        child.wait()
