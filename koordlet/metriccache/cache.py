@@ -87,10 +87,6 @@ class Rows:
         self.timestamp = timestamp
         self.by_kind: dict[MetricKind, tuple[list[Key], list[Any]]] = {}
 
-    def add(self, kind: MetricKind, key: Key, value: float) -> None:
-        """One sample."""
-        self.extend(kind, [key], [value])
-
     def extend(self, kind: MetricKind, keys: list[Key], values: list[float | None]) -> None:
         """Samples of ``kind``: ``values[i]`` for ``keys[i]``, where it is not None. The
         lists are not copied; the caller must not change them before the rows are appended."""

@@ -123,9 +123,8 @@ def test_rows_are_stored_as_the_samples_they_stand_for():
     by_rows, by_samples = MetricCache(), MetricCache()
     for tick in (100.0, 101.0, 102.5):
         rows = Rows(tick)
-        rows.add(POD_CPU, POD_CPU.key(pod_uid="a"), tick / 100)
-        rows.add(POD_CPU, POD_CPU.key(pod_uid="b"), tick / 50)
-        rows.add(PSI, PSI.key(container_id="c", psi_resource="cpu"), 1.5)
+        rows.extend(POD_CPU, [POD_CPU.key(pod_uid="a"), POD_CPU.key(pod_uid="b")], [tick / 100, tick / 50])
+        rows.extend(PSI, [PSI.key(container_id="c", psi_resource="cpu")], [1.5])
         assert len(rows) == 3
         by_rows.append_rows(rows)
         by_samples.append(
@@ -151,7 +150,7 @@ def test_rows_trim_to_the_retention_window():
     cache = MetricCache(retention_seconds=10)
     for tick in range(200):
         rows = Rows(1000.0 + tick)
-        rows.add(POD_CPU, ("a",), float(tick))
+        rows.extend(POD_CPU, [("a",)], [float(tick)])
         cache.append_rows(rows)
     result = cache.query(POD_CPU, 0, 1e9, pod_uid="a")
     assert result.timestamps[-1] == 1199.0
