@@ -4,10 +4,9 @@
  * "<kind> <path>" lines on stdin and prints the CPU milliseconds of each run.
  *
  * Kept files (kind i = integer, m = memory.stat keys, t = cpu.stat throttling keys,
- * p = PSI, u = memory.numa_stat) are opened once, then preaded from offset 0 on every run
- * and parsed with the project's own parsers (native/cgroupfs/src/parse.c), as the native
- * FileCache does; memory.numa_stat, which the koordlet parses in Python, by the
- * "N<node>=<pages>" fields of its hierarchical_total line.
+ * p = PSI, u = memory.numa_stat's total lines) are opened once, then preaded
+ * from offset 0 on every run and parsed with the project's own parsers
+ * (native/cgroupfs/src/parse.c), as the native FileCache does.
  *
  * Files the koordlet reopens every tick (kind s = /proc/stat, n = a meminfo) are opened
  * the way its one-shot reader does (the directory with O_DIRECTORY, the file with
@@ -32,6 +31,7 @@
 static const char *const MEMORY_KEYS[] = {"total_inactive_anon", "total_active_anon", "total_unevictable",
                                           "total_inactive_file", "total_active_file"};
 static const char *const THROTTLE_KEYS[] = {"nr_periods", "nr_throttled", "throttled_time"};
+static const char *const NUMA_KEYS[] = {"hierarchical_total=", "total="};
 
 static double cpu_ms(void)
 {
@@ -106,32 +106,6 @@ static int64_t parse_meminfo(const char *buf, size_t len)
     return sum;
 }
 
-/* Sum of the per-node fields of the hierarchical_total line of a v1 memory.numa_stat. */
-static int64_t parse_numa_stat(const char *buf, size_t len)
-{
-    static const char key[] = "hierarchical_total=";
-    int64_t sum = 0;
-    const char *p = buf, *end = buf + len;
-
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (eol == NULL)
-            eol = end;
-        if ((size_t)(eol - p) > sizeof(key) - 1 && memcmp(p, key, sizeof(key) - 1) == 0) {
-            for (const char *q = memchr(p, ' ', (size_t)(eol - p)); q != NULL && q < eol;
-                 q = memchr(q + 1, ' ', (size_t)(eol - q - 1))) {
-                const char *eq = memchr(q, '=', (size_t)(eol - q));
-                if (eq == NULL)
-                    break;
-                sum += strtoll(eq + 1, NULL, 10);
-            }
-            break;
-        }
-        p = eol + 1;
-    }
-    return sum;
-}
-
 static int64_t list_dir(const char *path)
 {
     DIR *dir = opendir(path);
@@ -200,8 +174,16 @@ int main(int argc, char **argv)
                 koord_parse_keys(buf, (size_t)len, MEMORY_KEYS, memory_lens, 5, values, present);
             else if (kinds[i] == 't')
                 koord_parse_keys(buf, (size_t)len, THROTTLE_KEYS, throttle_lens, 3, values, present);
-            else if (kinds[i] == 'u')
-                values[0] = parse_numa_stat(buf, (size_t)len);
+            else if (kinds[i] == 'u') {
+                int64_t pairs[2 * KOORD_MAX_NODES];
+                int count;
+
+                for (int k = 0; k < 2; k++) { /* both lines, as the koordlet asks for both */
+                    koord_parse_nodes(buf, (size_t)len, NUMA_KEYS[k], strlen(NUMA_KEYS[k]), KOORD_MAX_NODES, pairs,
+                                      &count);
+                    values[0] += count > 0 ? pairs[1] : 0;
+                }
+            }
             else if (kinds[i] == 's')
                 values[0] = parse_proc_stat(buf, (size_t)len);
             else
