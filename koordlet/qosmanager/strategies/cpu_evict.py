@@ -49,7 +49,6 @@ from koordinator.api.extension.constants import eviction_enabled
 from koordinator.api.extension.priority import PriorityClass, get_pod_priority_class_with_default
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.extension.resources import BATCH_CPU, MID_CPU
-from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
 from koordinator.api.types.slo import ResourceThresholdStrategy
 from koordlet.metriccache.kinds import (
     BE_REAL_LIMIT,
@@ -60,7 +59,13 @@ from koordlet.metriccache.kinds import (
 )
 from koordlet.qosmanager.framework import PROTECTED, Eviction, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
-from koordlet.qosmanager.strategies.memory_evict import allowed, priority_victim_key, take_victims
+from koordlet.qosmanager.strategies.memory_evict import (
+    allowed,
+    any_gate_enabled,
+    features_to_run,
+    priority_victim_key,
+    take_victims,
+)
 from koordlet.statesinformer.podmeta import PodMeta
 
 NAME = "CPUEvict"
@@ -189,9 +194,7 @@ class CPUEvict:
         self.cooldown = cooldown
 
     def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        if not any(snapshot.gates.enabled(f) for f in FEATURES):
-            return False, f"feature gates {', '.join(FEATURES)} are off"
-        return True, ""
+        return any_gate_enabled(snapshot, FEATURES)
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)
@@ -214,13 +217,7 @@ class CPUEvict:
             CPU_ALLOCATABLE_EVICT: self._allocatable,
             CPU_EVICT: self._usage,
         }
-        for feature in FEATURES:
-            if not snapshot.gates.enabled(feature):
-                continue
-            disabled, why = feature_disabled_by_node_slo(snapshot.node_slo, feature)
-            if disabled:
-                plan.note(f"{feature} disabled by NodeSLO: {why or 'enable=false'}")
-                continue
+        for feature in features_to_run(snapshot, plan, FEATURES):
             invalid = checks[feature](config)
             if invalid:
                 plan.note(f"{feature}: invalid config: {invalid}")

@@ -30,7 +30,7 @@ A pod already chosen by one feature counts towards the others. The runner waits
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.constants import eviction_enabled, eviction_policy, eviction_priority
@@ -55,6 +55,29 @@ REASON_USAGE = "evictPodByNodeMemoryUsage"
 REASON_ALLOCATABLE = "evictPodByNodeMemoryAllocatable"
 DEFAULT_THRESHOLD = 70
 DEFAULT_ALLOCATABLE_PRIORITY_THRESHOLD = 7999
+#: the features, in the order they run
+_RUNS = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
+
+
+def any_gate_enabled(snapshot: Snapshot, features: Iterable[str]) -> tuple[bool, str]:
+    """An eviction strategy runs when any of its features' gates is on."""
+    features = tuple(features)
+    if not any(snapshot.gates.enabled(f) for f in features):
+        return False, f"feature gates {', '.join(features)} are off"
+    return True, ""
+
+
+def features_to_run(snapshot: Snapshot, plan: Plan, features: Iterable[str]) -> Iterator[str]:
+    """Those of ``features`` whose gate is on and that the NodeSLO does not disable (those
+    it disables are noted in ``plan``), in order."""
+    for feature in features:
+        if not snapshot.gates.enabled(feature):
+            continue
+        disabled, why = feature_disabled_by_node_slo(snapshot.node_slo, feature)
+        if disabled:
+            plan.note(f"{feature} disabled by NodeSLO: {why or 'enable=false'}")
+            continue
+        yield feature
 
 
 def allowed(pod: PodMeta, feature: str) -> bool:
@@ -184,10 +207,7 @@ class MemoryEvict:
         self.cooldown = cooldown
 
     def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        features = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
-        if not any(snapshot.gates.enabled(f) for f in features):
-            return False, f"feature gates {', '.join(features)} are off"
-        return True, ""
+        return any_gate_enabled(snapshot, _RUNS)
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)
@@ -199,18 +219,13 @@ class MemoryEvict:
         window = 2 * snapshot.collect_interval
         pod_memory = snapshot.pod_memory(window)
         chosen: dict[str, Eviction] = {}
-        for feature, run in (
-            (BE_MEMORY_EVICT, self._be_memory),
-            (MEMORY_ALLOCATABLE_EVICT, self._allocatable),
-            (MEMORY_EVICT, self._memory),
-        ):
-            if not snapshot.gates.enabled(feature):
-                continue
-            disabled, why = feature_disabled_by_node_slo(snapshot.node_slo, feature)
-            if disabled:
-                plan.note(f"{feature} disabled by NodeSLO: {why or 'enable=false'}")
-                continue
-            run(snapshot, plan, capacity, pod_memory, chosen)
+        runs = {
+            BE_MEMORY_EVICT: self._be_memory,
+            MEMORY_ALLOCATABLE_EVICT: self._allocatable,
+            MEMORY_EVICT: self._memory,
+        }
+        for feature in features_to_run(snapshot, plan, _RUNS):
+            runs[feature](snapshot, plan, capacity, pod_memory, chosen)
         plan.evictions = list(chosen.values())
         return plan
 
