@@ -94,7 +94,10 @@ def list_of(items: Any) -> _List:
     return _List(items)
 
 
-def _type_name(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value, as error messages name it."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int | float):
@@ -103,13 +106,11 @@ def _type_name(value: Any) -> str:
         return "string"
     if isinstance(value, list):
         return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return "object"
 
 
 def _fail(path: str, expected: str, value: Any) -> ObjectError:
-    return ObjectError(f"{path or '<root>'}: cannot decode {_type_name(value)} as {expected}")
+    return ObjectError(f"{path or '<root>'}: cannot decode {json_type(value)} as {expected}")
 
 
 def _check(value: Any, spec: Any, path: str) -> None:
@@ -172,7 +173,7 @@ def ensure_map(owner: dict[str, Any], key: str) -> dict[str, Any]:
 def check(value: Any, spec: Any, what: str) -> dict[str, Any]:
     """Return ``value`` (a dict) when it fits ``spec``; else raise :class:`ObjectError`."""
     if not isinstance(value, dict):
-        raise ObjectError(f"cannot decode {what}: expected a JSON object, got {_type_name(value)}")
+        raise ObjectError(f"cannot decode {what}: expected a JSON object, got {json_type(value)}")
     try:
         _check(value, spec, "")
     except ObjectError as exc:

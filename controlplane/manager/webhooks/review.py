@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from controlplane.manager.webhooks.objects import json_type
+
 __all__ = [
     "ADMISSION_GROUP",
     "OPERATIONS",
@@ -153,7 +155,7 @@ def _string(request: Mapping[str, Any], key: str, api_version: str, uid: str) ->
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ReviewError(f"request.{key}: expected a string, got {_json_type(value)}", api_version, uid)
+        raise ReviewError(f"request.{key}: expected a string, got {json_type(value)}", api_version, uid)
     return value
 
 
@@ -164,7 +166,7 @@ def _group_version(
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ReviewError(f"request.{key}: expected an object, got {_json_type(value)}", api_version, uid)
+        raise ReviewError(f"request.{key}: expected an object, got {json_type(value)}", api_version, uid)
     out: dict[str, str] = {}
     for name in names:
         item = value.get(name)
@@ -172,7 +174,7 @@ def _group_version(
             continue
         if not isinstance(item, str):
             raise ReviewError(
-                f"request.{key}.{name}: expected a string, got {_json_type(item)}", api_version, uid
+                f"request.{key}.{name}: expected a string, got {json_type(item)}", api_version, uid
             )
         out[name] = item
     return out
@@ -183,22 +185,8 @@ def _raw_object(request: Mapping[str, Any], key: str, api_version: str, uid: str
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ReviewError(f"request.{key}: expected a JSON object, got {_json_type(value)}", api_version, uid)
+        raise ReviewError(f"request.{key}: expected a JSON object, got {json_type(value)}", api_version, uid)
     return value
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def decode_review(body: bytes) -> AdmissionRequest:
@@ -211,7 +199,7 @@ def decode_review(body: bytes) -> AdmissionRequest:
         raise ReviewError(f"couldn't decode the AdmissionReview: {exc}") from None
     if not isinstance(review, dict):
         raise ReviewError(
-            f"couldn't decode the AdmissionReview: expected a JSON object, got {_json_type(review)}"
+            f"couldn't decode the AdmissionReview: expected a JSON object, got {json_type(review)}"
         )
     api_version = review.get("apiVersion")
     kind = review.get("kind")
@@ -226,7 +214,7 @@ def decode_review(body: bytes) -> AdmissionRequest:
     if request is None:
         raise ReviewError("got an empty AdmissionRequest", api_version)
     if not isinstance(request, dict):
-        raise ReviewError(f"request: expected an object, got {_json_type(request)}", api_version)
+        raise ReviewError(f"request: expected an object, got {json_type(request)}", api_version)
     uid_value = request.get("uid")
     uid = uid_value if isinstance(uid_value, str) else ""
     uid = _string(request, "uid", api_version, uid)
@@ -241,11 +229,11 @@ def decode_review(body: bytes) -> AdmissionRequest:
     user_info = request.get("userInfo")
     if user_info is not None and not isinstance(user_info, dict):
         raise ReviewError(
-            f"request.userInfo: expected an object, got {_json_type(user_info)}", api_version, uid
+            f"request.userInfo: expected an object, got {json_type(user_info)}", api_version, uid
         )
     dry_run = request.get("dryRun")
     if dry_run is not None and not isinstance(dry_run, bool):
-        raise ReviewError(f"request.dryRun: expected a bool, got {_json_type(dry_run)}", api_version, uid)
+        raise ReviewError(f"request.dryRun: expected a bool, got {json_type(dry_run)}", api_version, uid)
     return AdmissionRequest(
         api_version=api_version,
         uid=uid,
