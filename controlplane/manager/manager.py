@@ -55,7 +55,7 @@ from controlplane.manager.webhooks.context import WebhookContext
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
 from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
 from controlplane.manager.webhooks.metrics import WebhookMetrics
-from controlplane.reactor import ReactorMetrics
+from controlplane.reactor import ReactorMetrics, cancel_and_wait
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
@@ -222,11 +222,7 @@ class Manager:
                     f"leader runnable {task.get_name()} stopped: {error or 'returned'}"
                 ) from error
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel_and_wait(tasks)
             self.slo_metrics.is_leader.set(0)
 
     async def _elect(self) -> None:
@@ -330,11 +326,7 @@ class Manager:
             with contextlib.suppress(Exception):
                 await site.stop()
         self._sites.clear()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         await self.factory.stop()
 

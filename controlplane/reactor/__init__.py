@@ -31,6 +31,7 @@ from controlplane.reactor.ratelimit import (
     RateLimiter,
     default_rate_limiter,
 )
+from controlplane.reactor.tasks import cancel_and_wait
 
 __all__ = [
     "BucketRateLimiter",
@@ -45,6 +46,7 @@ __all__ = [
     "Result",
     "TemporaryError",
     "WorkQueue",
+    "cancel_and_wait",
     "default_rate_limiter",
     "is_temporary",
 ]

@@ -17,7 +17,6 @@ already be writing) they are cancelled at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -33,6 +32,7 @@ from controlplane.reactor.metrics import (
 )
 from controlplane.reactor.queue import WorkQueue
 from controlplane.reactor.ratelimit import RateLimiter
+from controlplane.reactor.tasks import cancel_and_wait
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.events import WARNING, EventRecorder
 
@@ -154,11 +154,7 @@ class Controller:
                     len(pending),
                     self.drain_timeout,
                 )
-        for task in pending:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(tasks)  # the drained ones are done already
         await self.queue.close()
         log.info("controller %s: stopped", self.name)
 

@@ -14,7 +14,6 @@ cancelled at once. The caches are stopped last.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from controlplane.manager.controllers.nodemetric import NodeMetricController
 from controlplane.manager.controllers.noderesource.controller import NodeResourceController
 from controlplane.manager.controllers.nodeslo import NodeSLOController
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
-from controlplane.reactor import Controller, ReactorMetrics
+from controlplane.reactor import Controller, ReactorMetrics, cancel_and_wait
 from koordinator.api.sloconfig.config import CONFIG_NAME, CONFIG_NAMESPACE
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
@@ -162,10 +161,6 @@ class ControllerSet:
                 f"controller caches did not sync within {self.settings.cache_sync_timeout_s:.0f}s"
             ) from None
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await cancel_and_wait(tasks)
             self.started.clear()
             await factory.stop()
