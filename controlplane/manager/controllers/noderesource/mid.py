@@ -61,6 +61,18 @@ def _percent(value: int | None, default: int) -> float:
     return (default if value is None else value) / 100
 
 
+def _trace_threshold(
+    trace: Trace, cpu: int, memory: int, cpu_threshold: float, memory_threshold: float
+) -> None:
+    trace.values(
+        "mid.threshold",
+        cpu,
+        memory,
+        f"capacity x midCPUThresholdPercent {round(cpu_threshold * 100)}% / "
+        f"midMemoryThresholdPercent {round(memory_threshold * 100)}%",
+    )
+
+
 def calculate_mid(
     strategy: ColocationStrategy,
     node: NodeView,
@@ -91,13 +103,7 @@ def calculate_mid(
                 f"midStaticMemoryReservedPercent {strategy.mid_static_memory_reserved_percent or 0}% "
                 "(midReclaimMode static)",
             )
-            trace.values(
-                "mid.threshold",
-                cap_cpu,
-                cap_memory,
-                f"capacity x midCPUThresholdPercent {round(cpu_threshold * 100)}% / "
-                f"midMemoryThresholdPercent {round(memory_threshold * 100)}%",
-            )
+            _trace_threshold(trace, cap_cpu, cap_memory, cpu_threshold, memory_threshold)
             trace.values("mid.result", cpu, memory, "min(staticReserved, threshold)")
         return MidAllocatable(cpu, memory)
 
@@ -162,13 +168,7 @@ def calculate_mid(
             share_memory,
             f"unallocated x midUnallocatedPercent {round(unallocated_ratio * 100)}%",
         )
-        trace.values(
-            "mid.threshold",
-            cap_cpu,
-            cap_memory,
-            f"capacity x midCPUThresholdPercent {round(cpu_threshold * 100)}% / "
-            f"midMemoryThresholdPercent {round(memory_threshold * 100)}%",
-        )
+        _trace_threshold(trace, cap_cpu, cap_memory, cpu_threshold, memory_threshold)
         trace.values(
             "mid.result",
             cpu,
