@@ -58,11 +58,32 @@ async def test_parent_defaults_to_root_and_shared_weight_keys_follow_max():
     assert mutated["metadata"]["annotations"] == {SHARED_WEIGHT: '{"cpu":"2","memory":"8Gi"}'}
 
 
-async def test_unreadable_shared_weight_is_refused():
-    new = quota("solo", max={"cpu": "4"}, annotations={SHARED_WEIGHT: "[1]"})
-    response = await Admission().call(MUTATE, review(new))
-    assert response["status"]["code"] == 400
-    assert "shared-weight]'s value is invalid" in response["status"]["message"]
+@pytest.mark.parametrize(
+    ("new", "message"),
+    [
+        pytest.param(
+            quota("orphan", max={"cpu": "1"}, labels={PARENT: "nope"}),
+            "fill quota orphan failed, parent not exist",
+            id="unknown-parent",
+        ),
+        pytest.param(
+            quota("solo", max={"cpu": "4"}, annotations={SHARED_WEIGHT: "[1]"}),
+            "fillDefaultQuotaInfo unmarshal sharedWeight failed:"
+            f"quota.Annotation[{SHARED_WEIGHT}]'s value is invalid: expected a JSON object of quantities",
+            id="unreadable-shared-weight",
+        ),
+    ],
+)
+async def test_mutating_refusals(new, message):
+    response = await Admission(TREE).call(MUTATE, review(new))
+    assert response["allowed"] is False
+    assert response["status"] == refused(message)
+
+
+async def test_unknown_parent_with_a_tree_id_is_left_to_the_validating_webhook():
+    """Only a quota that would inherit the tree id needs its parent when defaults are filled."""
+    new = quota("orphan", max={"cpu": "1"}, labels={PARENT: "nope", TREE_ID: "t1"})
+    assert (await Admission(TREE).call(MUTATE, review(new)))["allowed"] is True
 
 
 @pytest.mark.parametrize(
@@ -94,8 +115,10 @@ async def test_unreadable_shared_weight_is_refused():
             id="min-key-not-in-max",
         ),
         pytest.param(
-            quota("m", max={"cpu": "1"}, min={"cpu": "2"}),
-            "resourceKey cpu of quota m min 2 > max 1",
+            # Upstream prints Go's %v of the lists, which shows each Quantity's internal struct
+            # ({{2 0} {<nil>}  DecimalSI}); the words are upstream's, the quantities readable.
+            quota("m", max={"cpu": "1", "memory": "2Gi"}, min={"cpu": "2", "memory": "1Gi"}),
+            "resourceKey cpu of quota m min :map[cpu:2 memory:1Gi] > max,map[cpu:1 memory:2Gi]",
             id="min-above-max",
         ),
         pytest.param(
@@ -145,8 +168,28 @@ async def test_unreadable_shared_weight_is_refused():
                 max={"cpu": "1"},
                 annotations={"quota.scheduling.koordinator.sh/namespaces": '["team-x"]'},
             ),
-            "namespace team-x is already bound to quota owner",
+            "AddQuota quota greedy's annotation namespace team-x is already bound to quota owner",
             id="namespace-already-bound",
+        ),
+        pytest.param(
+            quota(
+                "child-1",
+                max={"cpu": "1"},
+                min={"cpu": "2"},
+                annotations={"quota.scheduling.koordinator.sh/namespaces": '["team-x"]'},
+            ),
+            "AddQuota quota already exist:child-1",
+            id="name-checked-before-namespaces",
+        ),
+        pytest.param(
+            quota(
+                "greedy",
+                max={"cpu": "1"},
+                min={"cpu": "2"},
+                annotations={"quota.scheduling.koordinator.sh/namespaces": '["team-x"]'},
+            ),
+            "AddQuota quota greedy's annotation namespace team-x is already bound to quota owner",
+            id="namespaces-checked-before-own-values",
         ),
     ],
 )
@@ -238,19 +281,58 @@ async def test_update_invariants(old, new, pods, message):
         assert response["status"] == refused(message)
 
 
+NAMESPACES = "quota.scheduling.koordinator.sh/namespaces"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        pytest.param(
+            quota("mine", max={"cpu": "1"}),
+            quota("mine", max={"cpu": "1"}, annotations={NAMESPACES: '["team-x"]'}),
+            # "Updadte" is upstream's spelling.
+            "UpdadteQuota, quota mine update namespaces, but namespace team-x "
+            "is already bound to quota owner",
+            id="namespace-of-another-quota",
+        ),
+        pytest.param(
+            quota("mine", max={"cpu": "1"}, annotations={NAMESPACES: '["team-x"]'}),
+            quota("mine", max={"cpu": "2"}, annotations={NAMESPACES: '["team-x"]'}),
+            None,
+            id="namespace-shared-before-is-kept",
+        ),
+        pytest.param(
+            quota("ghost", max={"cpu": "1"}),
+            quota("ghost", max={"cpu": "2"}),
+            "UpdateQuota quota not exist in quotaInfoMap:ghost",
+            id="unknown-quota",
+        ),
+    ],
+)
+async def test_update_namespaces_and_unknown_quotas(old, new, message):
+    """A namespace two quotas came to share outside the webhook does not block later changes
+    of either (upstream refuses whichever its namespace map does not point to)."""
+    owner = quota("owner", max={"cpu": "1"}, annotations={NAMESPACES: '["team-x"]'})
+    objects = [owner] if old["metadata"]["name"] == "ghost" else [owner, old]
+    response = await Admission(objects).call(VALIDATE, review(new, operation="UPDATE", old=old))
+    assert response["allowed"] is (message is None)
+    if message:
+        assert response["status"] == refused(message)
+
+
 @pytest.mark.parametrize("name", ["koordinator-root-quota", "koordinator-system-quota"])
 async def test_protected_quotas_cannot_change(name):
     old = quota(name, namespace="koordinator-system", max={"cpu": "1"})
     new = quota(name, namespace="koordinator-system", max={"cpu": "2"})
     response = await Admission([old]).call(VALIDATE, review(new, operation="UPDATE", old=old))
-    assert response["status"] == refused(f"forbidden to modify quota {name}")
+    assert response["status"] == refused(f"invalid quota {name}")
 
 
 @pytest.mark.parametrize(
     ("name", "pods", "message"),
     [
         pytest.param("child-1", [], None, id="leaf"),
-        pytest.param("root-a", [], "delete quota failed, quotaroot-a has child quota", id="has-children"),
+        pytest.param("root-a", [], "delete quota failed, quota root-a has 1 child quotas", id="has-children"),
         pytest.param(
             "koordinator-default-quota",
             [],
@@ -269,8 +351,20 @@ async def test_protected_quotas_cannot_change(name):
                 .labels(**{"quota.scheduling.koordinator.sh/name": "child-1"})
                 .build(),
             ],
-            "delete quota failed, quota child-1 has 2 child pods: x/a, x/b",
+            "delete quota failed, quota child-1 has 2 child pods: a, b",
             id="has-pods",
+        ),
+        pytest.param(
+            "child-1",
+            [
+                make_pod(name)
+                .namespace(space)
+                .labels(**{"quota.scheduling.koordinator.sh/name": "child-1"})
+                .build()
+                for name, space in (("c", "x"), ("a", "y"), ("b", "x"))
+            ],
+            "delete quota failed, quota child-1 has 3 child pods: a, b, ...",
+            id="many-pods-shows-two",
         ),
     ],
 )

@@ -8,7 +8,9 @@ On CREATE (gate ``ElasticMutatingWebhook``), except for the root quota itself:
   present, resources of ``max`` it lacks are added with their ``max`` value and resources
   not in ``max`` are dropped.
 
-An unknown parent is left for the validating webhook to refuse with its message.
+A quota whose parent is neither the root nor a known quota, and that has no tree id, is
+refused (``fill quota <name> failed, parent not exist``); so is a ``shared-weight``
+annotation that does not parse. Both are answered with status code 400.
 """
 
 from __future__ import annotations
@@ -61,14 +63,17 @@ class ElasticQuotaMutatingHandler:
                 labels[LABEL_QUOTA_PARENT] = parent = ROOT_QUOTA_NAME
             if parent != ROOT_QUOTA_NAME and not labels.get(LABEL_QUOTA_TREE_ID):
                 parent_info = self.ctx.quotas.view().infos.get(parent)
-                if parent_info is not None and parent_info.tree_id:
+                if parent_info is None:
+                    step.reject()
+                    return errored(400, f"fill quota {meta.get('name', '')} failed, parent not exist")
+                if parent_info.tree_id:
                     labels[LABEL_QUOTA_TREE_ID] = parent_info.tree_id
             maximum = resourcelist.parse((quota.get("spec") or {}).get("max"))
             try:
                 weight = annotation_resources(quota, ANNOTATION_SHARED_WEIGHT)
             except QuotaError as exc:
                 step.reject()
-                return errored(400, f"{meta.get('name', '')} {exc}")
+                return errored(400, f"fillDefaultQuotaInfo unmarshal sharedWeight failed:{exc}")
             if weight is None:
                 weight = maximum
             else:

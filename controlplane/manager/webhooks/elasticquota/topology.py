@@ -71,6 +71,11 @@ def _names(keys: Iterable[str]) -> str:
     return "[" + " ".join(sorted(keys)) + "]"
 
 
+def _go_map(resources: Mapping[str, Quantity]) -> str:
+    """Go's ``%v`` of a map, keys sorted: ``map[cpu:2 memory:1Gi]``."""
+    return "map[" + " ".join(f"{name}:{resources[name]}" for name in sorted(resources)) + "]"
+
+
 def annotation_resources(quota: Mapping[str, Any], key: str) -> ResourceList | None:
     raw = annotations_of(quota).get(key)
     if not raw:
@@ -200,7 +205,9 @@ def validate_quota_self(quota: Mapping[str, Any]) -> str | None:
         if key not in info.max:
             return f"resourceKey {key} of quota {name} is included in min, which is not included in max"
         if info.max[key] < info.min[key]:
-            return f"resourceKey {key} of quota {name} min {info.min[key]} > max {info.max[key]}"
+            # Upstream prints both lists with %v, which shows each Quantity's internal struct
+            # ({{2 0} {<nil>}  DecimalSI}); the same words here, with the quantities readable.
+            return f"resourceKey {key} of quota {name} min :{_go_map(info.min)} > max,{_go_map(info.max)}"
     try:
         strict = get_string_list(annotations_of(quota), ANNOTATION_MAX_STRICT_CHECK_RESOURCE_KEYS) or []
         used = resourcelist.parse(((quota.get("status") or {}).get("used")), path="status.used")
@@ -368,8 +375,8 @@ def validate_delete(view: QuotaView, name: str) -> str | None:
         return f"can not delete quotaGroup :{name}"
     if name not in view.infos:
         return f"not found quota:{name}"
-    if view.children_of(name):
-        return f"delete quota failed, quota{name} has child quota"
+    if children := view.children_of(name):
+        return f"delete quota failed, quota {name} has {len(children)} child quotas"
     return None
 
 

@@ -39,7 +39,7 @@ from controlplane.manager.webhooks.elasticquota.topology import (
 )
 from controlplane.manager.webhooks.objects import ELASTIC_QUOTA, ObjectError, check
 from controlplane.manager.webhooks.review import AdmissionRequest, AdmissionResponse, allowed, errored
-from koordinator.api.extension.annotations import annotations_of, labels_of
+from koordinator.api.extension.annotations import AnnotationError, annotations_of, get_string_list, labels_of
 from koordinator.api.extension.quota import (
     ANNOTATION_NAMESPACES,
     LABEL_QUOTA_IS_PARENT,
@@ -69,15 +69,40 @@ def _fields(quota: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _namespace_conflict(view: QuotaView, info: QuotaInfo, old: QuotaInfo | None) -> str | None:
-    already = set(old.namespaces) if old is not None else set()
-    for namespace in info.namespaces:
-        if namespace in already:
+def _namespace_conflict(
+    view: QuotaView, name: str, namespaces: tuple[str, ...], old_namespaces: tuple[str, ...] | None
+) -> str | None:
+    """A namespace of the ``namespaces`` annotation that another quota already lists.
+
+    On UPDATE (``old_namespaces`` given) the namespaces the quota already listed are not
+    checked again: a namespace two quotas came to share outside this webhook does not block
+    every later change of either.
+    """
+    update = old_namespaces is not None
+    for namespace in namespaces:
+        if old_namespaces is not None and namespace in old_namespaces:
             continue
-        for name in sorted(view.infos):
-            if name != info.name and namespace in view.infos[name].namespaces:
-                return f"namespace {namespace} is already bound to quota {name}"
+        for other in sorted(view.infos):
+            if other != name and namespace in view.infos[other].namespaces:
+                if update:
+                    # "Updadte" is upstream's spelling; users grep for it.
+                    return (
+                        f"UpdadteQuota, quota {name} update namespaces, but namespace {namespace} "
+                        f"is already bound to quota {other}"
+                    )
+                return (
+                    f"AddQuota quota {name}'s annotation namespace {namespace} "
+                    f"is already bound to quota {other}"
+                )
     return None
+
+
+def _annotation_namespaces(quota: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ``namespaces`` annotation; one that does not parse is left to :class:`QuotaInfo` to report."""
+    try:
+        return tuple(get_string_list(annotations_of(quota), ANNOTATION_NAMESPACES) or ())
+    except AnnotationError:
+        return ()
 
 
 class ElasticQuotaValidatingHandler:
@@ -115,24 +140,25 @@ class ElasticQuotaValidatingHandler:
                 return None
         name = str((quota.get("metadata") or {}).get("name") or request.name)
         if old_quota is not None and name in (SYSTEM_QUOTA_NAME, ROOT_QUOTA_NAME):
-            return f"forbidden to modify quota {name}"
+            return f"invalid quota {name}"
         view = self.ctx.quotas.view()
         old_info = None
-        if old_quota is None:
-            if name in view.infos:
-                return f"AddQuota quota already exist:{name}"
-        else:
+        if old_quota is None and name in view.infos:
+            return f"AddQuota quota already exist:{name}"
+        namespaces = _annotation_namespaces(quota)
+        old_namespaces = _annotation_namespaces(old_quota) if old_quota is not None else None
+        if problem := _namespace_conflict(view, name, namespaces, old_namespaces):
+            return problem
+        if old_quota is not None:
             old_info = view.infos.get(name)
             if old_info is None:
-                return f"quota not exist in quotaInfoMap:{name}"
+                return f"UpdateQuota quota not exist in quotaInfoMap:{name}"
         if problem := validate_quota_self(quota):
             return problem
         try:
             info = QuotaInfo.from_quota(quota)
         except QuotaError as exc:
             return f"{name} {exc}"
-        if problem := _namespace_conflict(view, info, old_info):
-            return problem
         has_pods = False
         if old_info is not None and not old_info.is_parent and info.is_parent:
             has_pods = bool(await self._bound_pods(name, old_info.namespaces))
@@ -148,8 +174,8 @@ class ElasticQuotaValidatingHandler:
             self.ctx.quotas.admit(name, info)
         return problem
 
-    async def _bound_pods(self, name: str, namespaces: tuple[str, ...]) -> list[str]:
-        found: dict[str, None] = {}
+    async def _bound_pods(self, name: str, namespaces: tuple[str, ...]) -> list[tuple[str, str]]:
+        found: dict[tuple[str, str], None] = {}
         for pod in await self.ctx.cluster.pods(labels={LABEL_QUOTA_NAME: name}):
             found[_pod_key(pod)] = None
         for namespace in (name, *namespaces):
@@ -160,14 +186,18 @@ class ElasticQuotaValidatingHandler:
     async def _validate_delete(self, request: AdmissionRequest, name: str) -> str | None:
         if problem := validate_delete(self.ctx.quotas.view(), name):
             return problem
-        pods = sorted(_pod_key(pod) for pod in await self.ctx.cluster.pods(labels={LABEL_QUOTA_NAME: name}))
+        bound = await self.ctx.cluster.pods(labels={LABEL_QUOTA_NAME: name})
+        pods = sorted(pod_name for _, pod_name in map(_pod_key, bound))
         if pods:
-            return f"delete quota failed, quota {name} has {len(pods)} child pods: {', '.join(pods)}"
+            # Bare pod names, at most two and then "...", as upstream; sorted here (upstream
+            # shows the first two its cache happens to list).
+            shown = pods[:2] + (["..."] if len(pods) > 2 else [])
+            return f"delete quota failed, quota {name} has {len(pods)} child pods: {', '.join(shown)}"
         if not request.dry_run:
             self.ctx.quotas.admit(name, None)
         return None
 
 
-def _pod_key(pod: Mapping[str, Any]) -> str:
+def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
     meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
