@@ -290,13 +290,49 @@ async def test_pods_in_quotas(pod_namespace, labels, gate, message):
         assert response["status"] == refused(message)
 
 
-async def test_preemptible_label_is_immutable():
-    old = make_pod().labels(**{"quota.scheduling.koordinator.sh/preemptible": "true"}).build()
-    new = make_pod().labels(**{"quota.scheduling.koordinator.sh/preemptible": "false"}).build()
-    response = await Admission(QUOTAS).call(VALIDATE, review(new, operation="UPDATE", old=old))
-    assert response["status"] == refused(
-        'labels.quota.scheduling.koordinator.sh/preemptible: Invalid value: "false": field is immutable'
+PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
+IN_PARENT = {"quota.scheduling.koordinator.sh/name": "parent"}
+
+
+@pytest.mark.parametrize(
+    ("old_labels", "new_labels", "gate", "message"),
+    [
+        pytest.param(
+            {PREEMPTIBLE: "true"},
+            {PREEMPTIBLE: "false"},
+            "",
+            "Preemptible label is forbidden modify now.",
+            id="changed",
+        ),
+        pytest.param(
+            {}, {PREEMPTIBLE: "false"}, "", "Preemptible label is forbidden modify now.", id="added"
+        ),
+        pytest.param(
+            {PREEMPTIBLE: "true", **IN_PARENT},
+            {PREEMPTIBLE: "false", **IN_PARENT},
+            "",
+            "Preemptible label is forbidden modify now.",
+            id="reported-alone-before-the-parent-quota",
+        ),
+        pytest.param(
+            {PREEMPTIBLE: "true", **IN_PARENT},
+            {PREEMPTIBLE: "false", **IN_PARENT},
+            "SupportParentQuotaSubmitPod=true",
+            "Preemptible label is forbidden modify now.",
+            id="checked-whatever-the-gate",
+        ),
+        pytest.param({PREEMPTIBLE: "true"}, {PREEMPTIBLE: "true"}, "", None, id="unchanged"),
+    ],
+)
+async def test_preemptible_label_is_immutable(old_labels, new_labels, gate, message):
+    old = make_pod().namespace("other").label_map(old_labels).build()
+    new = make_pod().namespace("other").label_map(new_labels).build()
+    response = await Admission(QUOTAS, feature_gates=gate).call(
+        VALIDATE, review(new, operation="UPDATE", old=old)
     )
+    assert response["allowed"] is (message is None)
+    if message:
+        assert response["status"] == refused(message)
 
 
 @pytest.mark.parametrize(
