@@ -12,7 +12,6 @@ from tests.controlplane.manager.builders import Admission, config_map, make_pod,
 VALIDATE = "/validate-pod"
 
 REQUESTS = "pod.spec.containers[*].resources.requests"
-GPU_REQUESTS = "pod.spec.containers[0].resources.requests"
 BE_QOS_MESSAGE = "must specify koordinator QoS BE with koordinator colocation resources"
 
 
@@ -335,6 +334,11 @@ async def test_preemptible_label_is_immutable(old_labels, new_labels, gate, mess
         assert response["status"] == refused(message)
 
 
+GPU_SHARED = "koordinator.sh/gpu.shared"
+GPU_CORE = "koordinator.sh/gpu-core"
+GPU_RATIO = "koordinator.sh/gpu-memory-ratio"
+
+
 @pytest.mark.parametrize(
     ("requests", "message"),
     [
@@ -342,44 +346,55 @@ async def test_preemptible_label_is_immutable(old_labels, new_labels, gate, mess
         pytest.param({"koordinator.sh/gpu": "200"}, None, id="two-gpus"),
         pytest.param(
             {"koordinator.sh/gpu": "150"},
-            f'{GPU_REQUESTS}[koordinator.sh/gpu]: Invalid value: "150": '
-            "must be in (0, 100] or a multiple of 100",
+            f'{REQUESTS}: Invalid value: "150": the requested GPU must be percentage of 100',
             id="gpu-150",
         ),
         pytest.param(
-            {
-                "koordinator.sh/gpu": "100",
-                "koordinator.sh/gpu.shared": "1",
-                "koordinator.sh/gpu-memory-ratio": "100",
-            },
-            f"{GPU_REQUESTS}: Forbidden: "
-            "koordinator.sh/gpu and koordinator.sh/gpu.shared cannot be requested together",
-            id="gpu-and-shared",
+            {"koordinator.sh/gpu": "0"},
+            f'{REQUESTS}: Invalid value: "0": the requested GPU must be greater than zero',
+            id="gpu-zero",
         ),
         pytest.param(
-            {
-                "koordinator.sh/gpu.shared": "2",
-                "koordinator.sh/gpu-core": "100",
-                "koordinator.sh/gpu-memory-ratio": "200",
-            },
-            None,
-            id="shared-ok",
+            {"koordinator.sh/gpu": "150", GPU_SHARED: "1", GPU_RATIO: "101"},
+            f"{REQUESTS}: Forbidden: Forbidden declare GPU and GPU share at same time",
+            id="gpu-and-shared-reported-alone",
+        ),
+        pytest.param({GPU_SHARED: "2", GPU_CORE: "100", GPU_RATIO: "200"}, None, id="shared-ok"),
+        pytest.param(
+            {GPU_SHARED: "0", GPU_RATIO: "100"},
+            f'{REQUESTS}: Invalid value: "0": the requested GPU must be greater than zero',
+            id="shared-zero",
         ),
         pytest.param(
-            {"koordinator.sh/gpu.shared": "2", "koordinator.sh/gpu-core": "100"},
-            f'{GPU_REQUESTS}: Invalid value: "": exactly one of koordinator.sh/gpu-memory and '
-            "koordinator.sh/gpu-memory-ratio must be requested with koordinator.sh/gpu.shared",
+            {GPU_SHARED: "2", GPU_CORE: "100"},
+            f"{REQUESTS}: Forbidden: GPU memory and GPU memory ratio all is zero",
             id="shared-without-memory",
         ),
         pytest.param(
-            {
-                "koordinator.sh/gpu.shared": "2",
-                "koordinator.sh/gpu-core": "101",
-                "koordinator.sh/gpu-memory-ratio": "200",
-            },
-            f'{GPU_REQUESTS}[koordinator.sh/gpu-core]: Invalid value: "101": '
-            "must be a multiple of koordinator.sh/gpu.shared (2)",
+            {GPU_SHARED: "2", GPU_CORE: "100", GPU_RATIO: "0"},
+            f"{REQUESTS}: Forbidden: GPU memory and GPU memory ratio all is zero",
+            id="shared-with-zero-memory-ratio",
+        ),
+        pytest.param(
+            {GPU_SHARED: "1", "koordinator.sh/gpu-memory": "8Gi", GPU_RATIO: "100"},
+            f"{REQUESTS}: Forbidden: declare GPU memory and GPU memory ratio at same time",
+            id="shared-with-both-memories",
+        ),
+        pytest.param(
+            {GPU_SHARED: "2", GPU_CORE: "101", GPU_RATIO: "200"},
+            f'{REQUESTS}: Invalid value: "101": the requested gpuCore must multiple of shared',
             id="core-not-multiple",
+        ),
+        pytest.param(
+            {GPU_SHARED: "2", GPU_CORE: "101", GPU_RATIO: "201"},
+            f'[{REQUESTS}: Invalid value: "101": the requested gpuCore must multiple of shared, '
+            f'{REQUESTS}: Invalid value: "201": the requested gpuMemoryRatio must multiple of shared]',
+            id="core-and-ratio-not-multiple",
+        ),
+        pytest.param(
+            {GPU_SHARED: "2", "huawei.com/npu-core": "8"},
+            None,
+            id="npu-core-skips-memory-checks",
         ),
     ],
 )
