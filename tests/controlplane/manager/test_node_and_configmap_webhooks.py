@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.manager.webhooks.context import WebhookOptions
 from tests.controlplane.manager.builders import Admission, apply, config_map, node, patch_of, review
 
 RATIO = "node.koordinator.sh/resource-amplification-ratio"
@@ -89,7 +90,8 @@ THRESHOLDS = slo_config(
             "UPDATE",
             {"disk": "ssd"},
             {"disk": "ssd", "accel": "gpu"},
-            "node n1 would match more than one resource-threshold-config nodeStrategies: ssd, gpu",
+            '___{"reason":"ExistNodeConfict","message":{"config":"resource-threshold-config",'
+            '"strategies":["ssd","gpu"],"exampleNodes":["n1"]}}___',
             id="update-into-two-strategies",
         ),
         pytest.param("UPDATE", {}, {"disk": "ssd"}, None, id="update-into-one"),
@@ -108,56 +110,114 @@ async def test_node_labels_against_slo_config(operation, old_labels, new_labels,
 
 
 CM_GATES = "ConfigMapValidatingWebhook=true"
+CM = "koordinator-system/slo-controller-config"
+
+
+def overlapping(key: str, list_field: str = "nodeStrategies") -> dict[str, str]:
+    return slo_config(
+        **{
+            key: {
+                list_field: [
+                    {"name": "a", "nodeSelector": {"matchLabels": {"pool": "x"}}},
+                    {
+                        "name": "b",
+                        "nodeSelector": {
+                            "matchExpressions": [{"key": "pool", "operator": "In", "values": ["x", "y"]}]
+                        },
+                    },
+                ]
+            }
+        }
+    )
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
         pytest.param(THRESHOLDS, None, id="valid"),
-        pytest.param({"colocation-config": "{not json"}, "colocation-config: Invalid value", id="bad-json"),
+        pytest.param(
+            {"colocation-config": "{not json"},
+            '___{"reason":"ParseConfigFail","message":"Failed to parse colocation config in configmap '
+            f'{CM}, err: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"}}___',
+            id="bad-json",
+        ),
+        pytest.param(
+            {"system-config": "[1]"},
+            '___{"reason":"ParseConfigFail","message":"Failed to parse System config in configmap '
+            f'{CM}, err: cannot unmarshal list into a system-config object"}}___',
+            id="not-an-object",
+        ),
         pytest.param(
             slo_config(
                 **{"resource-threshold-config": {"clusterStrategy": {"cpuSuppressThresholdPercent": 150}}}
             ),
-            "resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent",
+            # Upstream keys the range errors by Go struct path with go-playground's English;
+            # the reason and format are upstream's, the keys and texts ours.
+            '___{"reason":"ConfigParamInvalid","message":{'
+            '"resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent":"Invalid value: 150: '
+            "resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent in body should be less "
+            'than or equal to 100"}}___',
             id="out-of-range",
         ),
         pytest.param(
             slo_config(**{"cpu-burst-config": {"nodeStrategies": [{"name": "x", "policy": "auto"}]}}),
-            "cpu-burst-config.nodeStrategies[0].nodeSelector: Required value",
+            '___{"reason":"ConfigParamInvalid","message":"nodeConfigs NodeSelector must not empty error! '
+            'configType: cpu-burst-config,nodeConfig name:x"}___',
             id="missing-node-selector",
         ),
         pytest.param(
             slo_config(
                 **{
-                    "system-config": {
-                        "nodeStrategies": [
-                            {"name": "a", "nodeSelector": {"matchLabels": {"pool": "x"}}},
-                            {
-                                "name": "b",
-                                "nodeSelector": {
-                                    "matchExpressions": [
-                                        {"key": "pool", "operator": "In", "values": ["x", "y"]}
-                                    ]
-                                },
-                            },
+                    "colocation-config": {
+                        "nodeConfigs": [
+                            {"name": "x", "nodeSelector": {"matchLabels": {}, "matchExpressions": []}}
                         ]
                     }
                 }
             ),
-            "system-config: nodeStrategies a and b have overlapping nodeSelectors",
+            '___{"reason":"ConfigParamInvalid","message":"nodeConfigs NodeSelector must not empty error! '
+            'configType: colocation-config,nodeConfig name:x"}___',
+            id="empty-node-selector",
+        ),
+        pytest.param(
+            slo_config(
+                **{
+                    "system-config": {
+                        "nodeStrategies": [{"name": "a", "nodeSelector": {"matchLabels": {"a b": "x"}}}]
+                    }
+                }
+            ),
+            '___{"reason":"ConfigParamInvalid","message":"failed to parse node selector '
+            '{\\"matchLabels\\":{\\"a b\\":\\"x\\"}},configType: system-config,nodeConfig name:a, '
+            "err: invalid label key 'a b': name part must be a qualified name\"}___",
+            id="malformed-node-selector",
+        ),
+        pytest.param(
+            overlapping("system-config"),
+            '___{"reason":"NodeStrategiesOverlap","message":{"config":"system-config","strategies":["a","b"]}}___',
             id="overlapping-selectors",
         ),
         pytest.param(
+            {**overlapping("colocation-config", "nodeConfigs"), **overlapping("resource-threshold-config")},
+            '___{"reason":"NodeStrategiesOverlap","message":{"config":"colocation-config","strategies":["a","b"]}}___',
+            id="first-key-in-upstream-order",
+        ),
+        pytest.param(
+            {**overlapping("system-config"), "cpu-burst-config": "{"},
+            '___{"reason":"NodeStrategiesOverlap","message":{"config":"system-config","strategies":["a","b"]}}___',
+            id="system-config-before-cpu-burst-config",
+        ),
+        pytest.param(
             THRESHOLDS,
-            "resource-threshold-config: node both is selected by more than one nodeStrategies: ssd, gpu",
+            '___{"reason":"ExistNodeConfict","message":{"config":"resource-threshold-config",'
+            '"strategies":["ssd","gpu"],"exampleNodes":["both"]}}___',
             id="existing-node-matched-twice",
         ),
     ],
 )
 async def test_slo_controller_config_validation(data, message, request):
     nodes = (
-        [node("both", {"disk": "ssd", "accel": "gpu"})]
+        [node("zz", {"disk": "ssd", "accel": "gpu"}), node("both", {"disk": "ssd", "accel": "gpu"})]
         if request.node.callspec.id == "existing-node-matched-twice"
         else []
     )
@@ -167,8 +227,7 @@ async def test_slo_controller_config_validation(data, message, request):
     )
     assert response["allowed"] is (message is None)
     if message:
-        assert response["status"]["code"] == 400
-        assert message in response["status"]["message"]
+        assert response["status"] == {"metadata": {}, "message": message, "code": 400}
 
 
 async def test_unchanged_keys_and_other_configmaps_are_not_checked():
@@ -183,14 +242,35 @@ async def test_unchanged_keys_and_other_configmaps_are_not_checked():
     assert (await admission.call("/validate-configmap", review(other)))["allowed"] is True
 
 
-async def test_names_are_required_with_the_flag():
-    from controlplane.manager.webhooks.context import WebhookOptions
-
-    data = slo_config(
-        **{"cpu-burst-config": {"nodeStrategies": [{"nodeSelector": {"matchLabels": {"a": "b"}}}]}}
-    )
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        pytest.param(
+            [None],
+            '___{"reason":"ConfigParamInvalid",'
+            '"message":"nodeConfig Name need! configType:cpu-burst-config"}___',
+            id="missing",
+        ),
+        pytest.param(
+            ["a", "a"],
+            # "confilict" and the trailing space are upstream's.
+            '___{"reason":"ConfigParamInvalid","message":"nodeConfig Name confilict, '
+            'configType:cpu-burst-config,nodeConfig Name:a! "}___',
+            id="duplicate",
+        ),
+        pytest.param(["a", "b"], None, id="unique"),
+    ],
+)
+async def test_names_are_checked_with_the_flag(names, message):
+    strategies = [
+        {"nodeSelector": {"matchLabels": {"pool": str(i)}}, **({"name": name} if name else {})}
+        for i, name in enumerate(names)
+    ]
+    data = slo_config(**{"cpu-burst-config": {"nodeStrategies": strategies}})
     admission = Admission(feature_gates=CM_GATES, options=WebhookOptions(node_strategy_name_need_check=True))
     response = await admission.call(
         "/validate-configmap", review(config_map("slo-controller-config", "koordinator-system", data))
     )
-    assert "cpu-burst-config.nodeStrategies[0].name: Required value" in response["status"]["message"]
+    assert response["allowed"] is (message is None)
+    if message:
+        assert response["status"] == {"metadata": {}, "message": message, "code": 400}

@@ -2,39 +2,29 @@
 
 Only ``<config-namespace>/slo-controller-config`` is checked (the webhook configuration
 also selects it by the ``koordinator.sh/configmap-type`` label). On CREATE and UPDATE,
-every key among ``colocation-config``, ``resource-threshold-config``,
-``resource-qos-config``, ``cpu-burst-config`` and ``system-config`` that is non-empty and
-changed must:
+each key among ``colocation-config``, ``resource-threshold-config``,
+``resource-qos-config``, ``system-config`` and ``cpu-burst-config`` that is non-empty and
+changed is checked in that order (see :mod:`.sloconfig`): it parses, its entries have
+non-empty valid ``nodeSelector`` s, its values are in range, its entries are named (with
+``--node-strategy-name-need-check``) and no two of their selectors overlap. Then, when
+one of those keys has several entries, no existing node may be selected by two entries
+of a key (nodes in name order).
 
-* be valid JSON of the right shape, within the documented ranges
-  (:func:`koordinator.api.sloconfig.config.validate_config_data`);
-* give every per-node entry a non-empty ``nodeSelector`` (and, with
-  ``--node-strategy-name-need-check``, a unique non-empty name);
-* have no two entries whose selectors can select the same node, and -- when it has more
-  than one entry -- no existing node matched by two entries.
-
-DELETE is allowed. Violations are refused with status code 400 listing every problem.
+DELETE is allowed. The first problem is refused with status code 400 and upstream's
+``___{"reason":...,"message":...}___`` text.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from controlplane.manager.webhooks import metrics
-from controlplane.manager.webhooks.configmap.sloconfig import (
-    CHECKED_KEYS,
-    entries_matching,
-    entry_label,
-    node_entries,
-    overlapping_entries,
-)
+from controlplane.manager.webhooks.configmap.sloconfig import CHECKED_KEYS, KeyCheck
 from controlplane.manager.webhooks.context import PluginStep, WebhookContext
-from controlplane.manager.webhooks.fielderrors import aggregate
 from controlplane.manager.webhooks.objects import CONFIG_MAP, ObjectError, check
 from controlplane.manager.webhooks.review import AdmissionRequest, AdmissionResponse, allowed, errored
-from koordinator.api.extension.annotations import labels_of
-from koordinator.api.sloconfig.config import validate_config_data
 
 __all__ = ["ConfigMapValidatingHandler", "validate_slo_config"]
 
@@ -46,33 +36,36 @@ Obj = dict[str, Any]
 
 
 def validate_slo_config(
-    data: dict[str, str], old_data: dict[str, str] | None, nodes: list[Obj], *, require_names: bool
-) -> list[str]:
-    changed = {
-        key: value
-        for key, value in data.items()
-        if key in CHECKED_KEYS and value and (old_data is None or old_data.get(key) != value)
-    }
-    if not changed:
-        return []
-    problems: list[str] = [str(e) for e in validate_config_data(changed, require_names=require_names)]
-    for key in changed:
-        entries = node_entries(changed, key)
-        for i, j in overlapping_entries(entries):
-            problems.append(
-                f"{key}: {CHECKED_KEYS[key]} {entry_label(entries[i], i)} and {entry_label(entries[j], j)} "
-                "have overlapping nodeSelectors"
-            )
-        if len(entries) > 1:
-            for node in nodes:
-                hits = entries_matching(entries, labels_of(node))
-                if len(hits) > 1:
-                    name = (node.get("metadata") or {}).get("name", "")
-                    labels = ", ".join(entry_label(entries[i], i) for i in hits)
-                    problems.append(
-                        f"{key}: node {name} is selected by more than one {CHECKED_KEYS[key]}: {labels}"
-                    )
-    return problems
+    data: Mapping[str, str],
+    old_data: Mapping[str, str] | None,
+    nodes: list[Obj],
+    *,
+    config_map: str,
+    require_names: bool,
+) -> str | None:
+    """The first problem of the changed keys, or ``None``; ``config_map`` is ``namespace/name``."""
+    checks: list[KeyCheck] = []
+    for key in CHECKED_KEYS:
+        text = data.get(key)
+        if not text or (old_data is not None and old_data.get(key) == text):
+            continue
+        parsed, problem = KeyCheck.parse(key, text, config_map)
+        if parsed is None:
+            return problem
+        if problem := parsed.values(text):
+            return problem
+        if require_names and (problem := parsed.names()):
+            return problem
+        if problem := parsed.overlap():
+            return problem
+        checks.append(parsed)
+    if not any(len(c.entries) > 1 for c in checks):
+        return None
+    for node in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name") or "")):
+        for parsed in checks:
+            if problem := parsed.node_conflict(node):
+                return problem
+    return None
 
 
 class ConfigMapValidatingHandler:
@@ -101,13 +94,14 @@ class ConfigMapValidatingHandler:
         if namespace != options.config_namespace or meta.get("name") != options.slo_config_name:
             return allowed()
         with PluginStep(self.ctx, metrics.VALIDATING, metrics.CONFIG_MAP, request.operation, NAME) as step:
-            problems = validate_slo_config(
-                dict(config_map.get("data") or {}),
-                dict((old or {}).get("data") or {}) if old is not None else None,
+            problem = validate_slo_config(
+                config_map.get("data") or {},
+                ((old or {}).get("data") or {}) if old is not None else None,
                 list(self.ctx.cluster.nodes()),
+                config_map=f"{namespace}/{meta.get('name')}",
                 require_names=options.node_strategy_name_need_check,
             )
-            if problems:
+            if problem:
                 step.reject()
-                return errored(400, aggregate(problems))
+                return errored(400, problem)
         return allowed()

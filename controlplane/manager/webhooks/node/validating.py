@@ -2,9 +2,12 @@
 
 The slo-controller gives a node the first matching per-node entry of each
 ``slo-controller-config`` key. When an UPDATE changes a node's labels so that two entries
-of one key would match it, the change is refused (400) rather than letting list order pick
-the node's strategy. A CREATE is only logged, as upstream does: nodes register themselves
-and must not be kept out of the cluster by a configuration conflict.
+of one key would select it, the change is refused (400) rather than letting list order
+pick the node's strategy, with upstream's text for the first such key
+(``___{"reason":"ExistNodeConfict","message":{"config":...,"strategies":[...],
+"exampleNodes":[...]}}___``). Keys that do not parse, or have a bad selector, are skipped.
+A CREATE is only logged, as upstream does: nodes register themselves and must not be
+kept out of the cluster by a configuration conflict.
 """
 
 from __future__ import annotations
@@ -12,14 +15,8 @@ from __future__ import annotations
 import logging
 
 from controlplane.manager.webhooks import metrics
-from controlplane.manager.webhooks.configmap.sloconfig import (
-    CHECKED_KEYS,
-    entries_matching,
-    entry_label,
-    node_entries,
-)
+from controlplane.manager.webhooks.configmap.sloconfig import CHECKED_KEYS, parsed_keys
 from controlplane.manager.webhooks.context import PluginStep, WebhookContext
-from controlplane.manager.webhooks.fielderrors import aggregate
 from controlplane.manager.webhooks.objects import NODE, ObjectError, check
 from controlplane.manager.webhooks.review import AdmissionRequest, AdmissionResponse, allowed, errored
 from koordinator.api.extension.annotations import labels_of
@@ -50,20 +47,16 @@ class NodeValidatingHandler:
             return allowed()
         options = self.ctx.options
         config = self.ctx.cluster.config_map(options.config_namespace, options.slo_config_name)
-        data = dict((config or {}).get("data") or {})
-        problems = []
+        data = (config or {}).get("data") or {}
+        source = f"{options.config_namespace}/{options.slo_config_name}"
+        problem = None
         with PluginStep(self.ctx, metrics.VALIDATING, metrics.NODE, request.operation, NAME) as step:
-            for key, field in CHECKED_KEYS.items():
-                entries = node_entries(data, key)
-                hits = entries_matching(entries, labels)
-                if len(hits) > 1:
-                    names = ", ".join(entry_label(entries[i], i) for i in hits)
-                    problems.append(
-                        f"node {request.name or ''} would match more than one {key} {field}: {names}"
-                    )
-            if problems and request.operation == "UPDATE":
+            for parsed in parsed_keys(data, source, CHECKED_KEYS):
+                if problem := parsed.node_conflict(node):
+                    break
+            if problem and request.operation == "UPDATE":
                 step.reject()
-                return errored(400, aggregate(problems))
-        for problem in problems:
-            log.warning("%s", problem)
+                return errored(400, problem)
+        if problem:
+            log.warning("node %s: config conflict for %s: %s", request.name, options.slo_config_name, problem)
         return allowed()
