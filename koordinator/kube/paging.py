@@ -1,12 +1,17 @@
 """Paginated LIST with the next request sent early.
 
-The apiserver writes a list's ``metadata`` (and so its ``continue`` token) before its
-``items``. :func:`pages` reads each page as a stream, requests the next page as soon as
-the token has arrived, and only then waits for the rest of the current page and decodes
-it. The apiserver encodes page N+1 while the client downloads and decodes page N, which
-is where an initial sync spends its time. If the token is not found early (a proxy that
-reorders, an unusually large header), the next page is requested once the current one is
-decoded, as plain pagination would.
+For built-in kinds the apiserver writes a list's ``metadata`` (and so its ``continue``
+token) before its ``items``. :func:`pages` reads each page as a stream, requests the next
+page as soon as the token has arrived, and only then waits for the rest of the current
+page and decodes it. The apiserver encodes page N+1 while the client downloads and decodes
+page N, which is where an initial sync spends its time.
+
+Custom resources are encoded from a map, keys sorted: ``apiVersion``, ``items``, ``kind``,
+``metadata`` -- the token comes *after* the items. A head whose ``items`` come before any
+list ``metadata`` therefore says nothing about the next page (it is not the last page just
+because no token precedes the items). Whenever the token is not known early (that order, a
+proxy that reorders, an unusually large header), the next page is requested once the
+current one is decoded, as plain pagination would.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 _ITEMS = b'"items":'
+_METADATA = b'"metadata":'
 _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
 _HEAD_LIMIT = 64 * 1024
 #: The token of the page that follows: a token, "" for none (last page), None for unknown.
@@ -34,11 +40,18 @@ Announcement = str | None
 
 
 def continue_from_head(head: bytes) -> tuple[bool, Announcement]:
-    """Whether the header of a list is complete in ``head``, and the continue token it holds."""
+    """Whether the header of a list is complete in ``head``, and the continue token it holds.
+
+    The token is ``""`` (last page) only when the list's ``metadata`` precedes its ``items``;
+    items first (custom resources) leave it unknown (``None``).
+    """
     end = head.find(_ITEMS)
     if end < 0:
         return (len(head) > _HEAD_LIMIT, None)
-    match = _CONTINUE.search(head, 0, end)
+    start = head.find(_METADATA, 0, end)
+    if start < 0:
+        return (True, None)
+    match = _CONTINUE.search(head, start, end)
     return (True, match.group(1).decode() if match else "")
 
 
@@ -98,7 +111,8 @@ async def pages(
             page = await task
             yield page
             token = (page.get("metadata") or {}).get("continue") or ""
-            if early is None and token:
+            if token and not early:
+                # not requested early: the decoded page decides, whatever its head suggested
                 follow(token)
             await asyncio.sleep(0)
     finally:

@@ -170,6 +170,15 @@ class Lister:
             else self.state.served(rtype, o)
             for o in page
         ]
+        if rtype.crd_name:
+            # custom resources are encoded from a map, keys sorted: the metadata (and the
+            # continue token) comes after the items, as the apiserver sends it
+            return {
+                "apiVersion": rtype.resource.api_version,
+                "items": rendered,
+                "kind": f"{rtype.kind}List",
+                "metadata": meta,
+            }
         return {
             "kind": f"{rtype.kind}List",
             "apiVersion": rtype.resource.api_version,

@@ -78,11 +78,16 @@ class InformerFactory:
             informer.start()
 
     async def wait_for_sync(self) -> None:
-        """The initial-sync barrier: every informer has delivered its first LIST.
+        """The initial-sync barrier: every informer has delivered a complete LIST to every consumer.
 
         Bound it with ``asyncio.timeout``; an informer that died raises its failure here.
         """
-        await asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
+        while True:
+            informers = list(self._informers.values())
+            await asyncio.gather(*(i.wait_synced() for i in informers))
+            # informers (or consumers) created while waiting are part of the barrier too
+            if len(self._informers) == len(informers) and all(i.has_synced for i in informers):
+                break
         if self.freeze_after_sync and not self._frozen:
             gcpause.freeze()
             self._frozen = True

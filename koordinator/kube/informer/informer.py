@@ -206,7 +206,8 @@ class Informer:
 
     @property
     def has_synced(self) -> bool:
-        return self._synced.is_set()
+        """Every consumer holds a complete LIST (a consumer added late waits for its relist)."""
+        return self._synced.is_set() and all(c.synced.is_set() for c in self._consumers)
 
     @property
     def running(self) -> bool:
@@ -230,22 +231,24 @@ class Informer:
         self._resync_tasks = []
 
     async def wait_synced(self) -> None:
-        """Wait for the first complete LIST to reach every consumer (bound it with ``asyncio.timeout``).
+        """Wait until every consumer holds a complete LIST (bound it with ``asyncio.timeout``).
 
-        Raises the informer loop's own failure if it died before syncing.
+        Consumers added while waiting are waited for too. Raises the informer loop's own
+        failure if it died before syncing.
         """
-        if self._synced.is_set():
-            return
-        if self._task is None:
-            raise RuntimeError(f"{self!r} was never started")
-        waiter = asyncio.ensure_future(self._synced.wait())
-        try:
-            await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if not self._synced.is_set():
-            self._task.result()
-            raise RuntimeError(f"{self!r} stopped before syncing")
+        while not self.has_synced:
+            if self._task is None:
+                raise RuntimeError(f"{self!r} was never started")
+            pending = next((c for c in self._consumers if not c.synced.is_set()), None)
+            event = pending.synced if pending is not None else self._synced
+            waiter = asyncio.ensure_future(event.wait())
+            try:
+                await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if not event.is_set():
+                self._task.result()
+                raise RuntimeError(f"{self!r} stopped before syncing")
 
     def _request_relist(self) -> None:
         self._relist_requested = True
@@ -351,7 +354,8 @@ class Informer:
                 consumer.delete(key, None)
         self.resource_version = resource_version
         self.relists += 1
-        for consumer in self._consumers:
+        # consumers added during this LIST saw only part of it: they wait for the relist they asked for
+        for consumer in (*established, *fresh):
             consumer.synced.set()
         self._synced.set()
 

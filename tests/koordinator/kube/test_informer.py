@@ -302,3 +302,47 @@ async def test_label_and_field_selected_informers(fake_server: FakeApiServer, fa
     async with asyncio.timeout(5):
         await factory.wait_for_sync()
     assert on_n1.store.keys() == ["ns/a"]
+
+
+async def test_a_late_consumer_counts_as_synced_only_once_filled(
+    fake_server: FakeApiServer, factory: InformerFactory
+):
+    seed(fake_server, "ns", 7)
+    informer = factory.informer(res.CONFIG_MAPS, namespace="ns")
+    Recorder().attach(informer)
+    factory.start()
+    async with asyncio.timeout(5):
+        await factory.wait_for_sync()
+    late = Recorder()
+    consumer = late.attach(informer)
+    assert not informer.has_synced, "a consumer that holds nothing yet is not synced"
+    async with asyncio.timeout(5):
+        await factory.wait_for_sync()
+    assert len(consumer.store.keys()) == 7
+    assert informer.has_synced
+
+
+async def test_the_sync_barrier_covers_informers_created_while_waiting(fake_server: FakeApiServer):
+    seed(fake_server, "ns", 5)
+    fake_server.create(res.PODS, pod("p0", "ns"))
+    client = fake_server.client()
+    made = InformerFactory(client, page_size=2, freeze_after_sync=False)
+    try:
+        first = made.informer(res.CONFIG_MAPS, namespace="ns").add_consumer(name="first")
+        made.start()
+        later: list[Consumer[Any]] = []
+
+        def add_pods_informer(_obj: Any) -> None:
+            if not later:  # a handler that wires another cache, as a controller may
+                later.append(made.informer(res.PODS, namespace="ns").add_consumer(name="later"))
+
+        first_informer = made.informer(res.CONFIG_MAPS, namespace="ns")
+        first_informer.add_consumer(name="wiring", on_add=add_pods_informer)
+        async with asyncio.timeout(5):
+            await made.wait_for_sync()
+        assert len(first.store.keys()) == 5
+        assert later
+        assert later[0].store.keys() == ["ns/p0"]
+    finally:
+        await made.stop()
+        await client.close()

@@ -7,7 +7,8 @@ import pytest
 from koordinator.kube import resources as res
 from koordinator.kube.fake import FakeApiServer, Fault
 from koordinator.kube.paging import continue_from_head
-from tests.koordinator.kube.builders import config_map
+from tests.koordinator.kube.builders import config_map, widget
+from tests.koordinator.kube.conftest import WIDGETS, Backend
 
 
 @pytest.mark.parametrize(
@@ -25,6 +26,12 @@ from tests.koordinator.kube.builders import config_map
             b'{"kind":"PodList","metadata":{"resourceVersion":"5","cont', (False, None), id="incomplete"
         ),
         pytest.param(b"x" * (64 * 1024 + 1), (True, None), id="no-header-in-sight"),
+        # custom resources: keys sorted, the list metadata (and its token) after the items
+        pytest.param(
+            b'{"apiVersion":"slo.koordinator.sh/v1alpha1","items":[{"metadata":{"name":"a"}',
+            (True, None),
+            id="custom-resource-items-first",
+        ),
     ],
 )
 def test_continue_from_head(head, result):
@@ -58,3 +65,18 @@ async def test_a_failing_later_page_stops_the_listing(fake_server: FakeApiServer
     async with fake_server.client(retry=RetryPolicy(attempts=1)) as client:
         with pytest.raises(BadRequestError):
             await client.list_all(res.CONFIG_MAPS, "ns", page_size=5)
+
+
+@pytest.mark.parametrize(
+    "prefetch", [pytest.param(True, id="pipelined"), pytest.param(False, id="sequential")]
+)
+async def test_custom_resource_pages_all_arrive(backend: Backend, prefetch):
+    """Custom resource lists carry their continue token after the items; every page still comes."""
+    for i in range(12):
+        await backend.client.create(WIDGETS, widget(f"w{i:02d}", backend.namespace, size=i))
+    pages = [
+        p async for p in backend.client.list_pages(WIDGETS, backend.namespace, page_size=5, prefetch=prefetch)
+    ]
+    names = [i["metadata"]["name"] for p in pages for i in p["items"]]
+    assert names == [f"w{i:02d}" for i in range(12)]
+    assert [len(p["items"]) for p in pages] == [5, 5, 2]

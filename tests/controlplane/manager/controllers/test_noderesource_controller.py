@@ -268,3 +268,21 @@ async def test_pods_changing_node_arrive_with_the_next_report(harness):
     # not reported yet: counts with its request 4 cores / 8Gi at the next NodeMetric update
     await report(harness, 60, "3")
     assert batch_of(harness) == (600, 28561532519 - 8 * GI)
+
+
+async def test_first_pass_covers_nodes_beyond_the_first_list_page():
+    """More NodeMetrics than one LIST page (500): every node gets batch resources in the first pass,
+    without waiting for its NodeMetric to change (the controller starts only on complete caches)."""
+    count = 510
+    seeded = [config_map({"enable": True})]
+    for i in range(count):
+        name = f"node-{i:04d}"
+        seeded += [node(name), node_metric(name)]
+    async with running(seeded, NOW) as started:
+        await started.settle("noderesource", at_least=count, within=60)
+        missing = [
+            n["metadata"]["name"]
+            for n in started.fake.list_objects(res.NODES)
+            if BATCH_CPU not in n["status"]["allocatable"]
+        ]
+        assert missing == []
