@@ -66,6 +66,16 @@ async def test_without_ratio_raw_allocatable_is_removed():
     ]
 
 
+@pytest.mark.parametrize("ratio", ['{"cpu":"x"}', "{"], ids=["not-a-number", "not-json"])
+async def test_unreadable_ratio_leaves_the_status_update_alone(ratio):
+    """Upstream refuses the update with 500 (blocking the kubelet's heartbeats); here it passes unchanged."""
+    new = amplified_node({RATIO: ratio}, {"cpu": "4", "memory": "8Gi"})
+    response = await Admission(feature_gates=NODE_GATES).call(
+        "/mutate-node-status", review(new, operation="UPDATE", old=new, sub_resource="status")
+    )
+    assert response == {"uid": response["uid"], "allowed": True, "status": {"metadata": {}, "code": 200}}
+
+
 def slo_config(**entries: Any) -> dict[str, str]:
     return {key: json.dumps(value) for key, value in entries.items()}
 

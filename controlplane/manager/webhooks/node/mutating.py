@@ -6,7 +6,9 @@ When the slo-controller puts ``node.koordinator.sh/resource-amplification-ratio`
 precision, rounded down) is written to ``status.allocatable`` on every status update. The
 raw value is refreshed when the kubelet reports a different allocatable than before or the
 annotation is missing. Without a ratio, a stale ``raw-allocatable`` is removed. A ratio
-annotation that cannot be read leaves the node untouched (logged).
+annotation that cannot be read leaves the node untouched (logged): upstream answers it
+with an error (500), which refuses every status update of the node, kubelet heartbeats
+included, until someone fixes the annotation.
 """
 
 from __future__ import annotations
