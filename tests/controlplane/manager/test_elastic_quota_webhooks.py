@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.manager.webhooks.context import ClusterError
 from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
 from tests.controlplane.manager.builders import Admission, apply, make_pod, patch_of, quota, review
 
@@ -376,6 +377,22 @@ async def test_delete_guards(name, pods, message):
     assert response["allowed"] is (message is None)
     if message:
         assert response["status"] == refused(message)
+
+
+async def test_delete_when_pods_cannot_be_listed():
+    """Upstream's words, but a 500: the cluster failed, not the request (upstream answers 400)."""
+    admission = Admission(TREE)
+
+    async def broken(namespace=None, labels=None):
+        raise ClusterError("pods is forbidden")
+
+    admission.cluster.pods = broken  # type: ignore[method-assign]
+    response = await admission.call(VALIDATE, review(None, operation="DELETE", old=TREE[1]))
+    assert response["status"] == {
+        "metadata": {},
+        "message": "failed list pods for quota child-1, err: pods is forbidden",
+        "code": 500,
+    }
 
 
 async def test_admitted_quota_counts_until_confirmed_and_expires():

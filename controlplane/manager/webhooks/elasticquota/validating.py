@@ -186,7 +186,11 @@ class ElasticQuotaValidatingHandler:
     async def _validate_delete(self, request: AdmissionRequest, name: str) -> str | None:
         if problem := validate_delete(self.ctx.quotas.view(), name):
             return problem
-        bound = await self.ctx.cluster.pods(labels={LABEL_QUOTA_NAME: name})
+        try:
+            bound = await self.ctx.cluster.pods(labels={LABEL_QUOTA_NAME: name})
+        except ClusterError as exc:
+            # Upstream's words; its status code is 400, here an internal failure is a 500.
+            raise ClusterError(f"failed list pods for quota {name}, err: {exc}") from None
         pods = sorted(pod_name for _, pod_name in map(_pod_key, bound))
         if pods:
             # Bare pod names, at most two and then "...", as upstream; sorted here (upstream
