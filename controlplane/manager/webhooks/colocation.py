@@ -25,6 +25,7 @@ Deliberate differences from upstream, each covered by a test:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,8 +135,22 @@ async def matching_profiles(
     return matched
 
 
+_INT_OR_STRING = "invalid value for IntOrString: "
+
+
+def _atoi(text: str) -> int:
+    """``strconv.Atoi`` on a 64-bit platform; raises ``ValueError`` with its reason."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not all("0" <= c <= "9" for c in digits):
+        raise ValueError("invalid syntax")
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError("value out of range")
+    return value
+
+
 def probability_percent(profile: Mapping[str, Any]) -> int:
-    """``intstr.GetScaledValueFromIntOrPercent(probability, 100, false)``; 100 when unset."""
+    """``intstr.GetScaledValueFromIntOrPercent(probability, 100, false)``, with its errors; 100 when unset."""
     value = (profile.get("spec") or {}).get("probability")
     if value is None:
         return 100
@@ -145,14 +160,21 @@ def probability_percent(profile: Mapping[str, Any]) -> int:
         return value
     if isinstance(value, str):
         if not value.endswith("%"):
-            raise ProfileError(
-                f"invalid value for IntOrString: invalid type: string is not a percentage ({value!r})"
-            )
+            raise ProfileError(f"{_INT_OR_STRING}invalid type: string is not a percentage")
         digits = value[:-1]
-        if not digits.isdigit():
-            raise ProfileError(f'invalid value "{value}": strconv.Atoi: parsing "{digits}": invalid syntax')
-        return int(digits)
+        try:
+            return _atoi(digits)
+        except ValueError as exc:
+            raise ProfileError(
+                f"{_INT_OR_STRING}invalid value {_go_quote(value)}: "
+                f"strconv.Atoi: parsing {_go_quote(digits)}: {exc}"
+            ) from None
     raise ProfileError(f"ClusterColocationProfile {_name(profile)}: invalid probability {value!r}")
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` of a string (for printable text: double quotes, backslash escapes)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def should_skip(profile: Mapping[str, Any], rand_intn: Callable[[int], int]) -> bool:

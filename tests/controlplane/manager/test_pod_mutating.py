@@ -175,12 +175,45 @@ async def test_probability_rule(probability, draw, applied, drawn):
     assert admission.draws == ([100] if drawn else [])
 
 
-async def test_bad_probability_is_an_internal_error():
+@pytest.mark.parametrize(
+    ("probability", "message"),
+    [
+        pytest.param(
+            "half",
+            "invalid value for IntOrString: invalid type: string is not a percentage",
+            id="not-a-percentage",
+        ),
+        pytest.param(
+            "a%",
+            'invalid value for IntOrString: invalid value "a%": strconv.Atoi: parsing "a": invalid syntax',
+            id="not-a-number",
+        ),
+        pytest.param(
+            "%",
+            'invalid value for IntOrString: invalid value "%": strconv.Atoi: parsing "": invalid syntax',
+            id="no-digits",
+        ),
+        pytest.param(
+            "99999999999999999999%",
+            'invalid value for IntOrString: invalid value "99999999999999999999%": '
+            'strconv.Atoi: parsing "99999999999999999999": value out of range',
+            id="out-of-range",
+        ),
+    ],
+)
+async def test_bad_probability_is_an_internal_error(probability, message):
     pod = make_pod().build()
-    response = await Admission([profile("p", probability="half")]).call(MUTATE, review(pod))
+    response = await Admission([profile("p", probability=probability)]).call(MUTATE, review(pod))
     assert response["allowed"] is False
-    assert response["status"]["code"] == 500
-    assert "is not a percentage" in response["status"]["message"]
+    assert response["status"] == {"metadata": {}, "message": message, "code": 500}
+
+
+async def test_signed_percent_parses_as_go_does():
+    """strconv.Atoi takes a sign: "+50%" is 50 and applies on a draw of 50."""
+    admission = Admission([profile("p", qosClass="BE", probability="+50%")], draw=50)
+    pod = make_pod().build()
+    labels = apply(pod, await admission.call(MUTATE, review(pod)))["metadata"].get("labels", {})
+    assert labels.get("koordinator.sh/qosClass") == "BE"
 
 
 async def test_missing_priority_class_is_refused_with_upstream_message():
