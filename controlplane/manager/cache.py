@@ -54,22 +54,29 @@ class InformerCluster:
         topology: QuotaTopology,
         *,
         config_namespace: str,
+        watch: bool = True,
     ) -> None:
+        """``watch=False`` registers no informer (no webhook is served): every read goes to the API."""
         self.client = client
         self.topology = topology
         self.config_namespace = config_namespace
-        pod_mutating = gates.enabled("PodMutatingWebhook")
-        reservation = gates.enabled("ReservationMutatingWebhook")
-        quotas = any(
-            gates.enabled(g)
-            for g in ("PodValidatingWebhook", "ElasticMutatingWebhook", "ElasticValidatingWebhook")
-        ) or (pod_mutating and gates.enabled("MultiQuotaTree"))
         self._namespaces: Consumer[Obj] | None = None
         self._priority_classes: Consumer[Obj] | None = None
         self._profiles: Consumer[Obj] | None = None
         self._quota_profiles: Consumer[Obj] | None = None
         self._nodes: Consumer[Obj] | None = None
         self._config_maps: Consumer[Obj] | None = None
+        if watch:
+            self._watch(factory, gates)
+
+    def _watch(self, factory: InformerFactory, gates: FeatureGates) -> None:
+        topology, config_namespace = self.topology, self.config_namespace
+        pod_mutating = gates.enabled("PodMutatingWebhook")
+        reservation = gates.enabled("ReservationMutatingWebhook")
+        quotas = any(
+            gates.enabled(g)
+            for g in ("PodValidatingWebhook", "ElasticMutatingWebhook", "ElasticValidatingWebhook")
+        ) or (pod_mutating and gates.enabled("MultiQuotaTree"))
         if pod_mutating:
             self._namespaces = factory.informer(res.NAMESPACES).add_consumer(name="webhook-namespaces")
         if pod_mutating or reservation:

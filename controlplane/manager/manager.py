@@ -9,6 +9,9 @@ Start-up order, chosen so no request meets a half-started server:
 5. background runnables: the certificate controller (publishes the ``caBundle``, then
    re-checks every minute and whenever the Secret or a webhook configuration changes)
    and any runnable added with :meth:`Manager.add_runnable`;
+
+   With the ``WebhookFramework`` gate off (upstream skips its whole webhook setup) steps 2-4
+   and the certificate controller are left out: no webhook cache, server or certificate.
 6. leader election on the ``koordinator-manager`` Lease: the controllers
    (:mod:`controlplane.manager.controllers`) and runnables added with
    :meth:`Manager.add_leader_runnable` run only while this replica leads. Webhooks serve
@@ -49,6 +52,7 @@ from controlplane.manager.certs import (
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.metrics import render as render_metrics
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
+from controlplane.manager.gates import report_gates
 from controlplane.manager.options import ManagerOptions
 from controlplane.manager.server import SiteSpec, health_app, metrics_app, start_site, webhook_app
 from controlplane.manager.webhooks.context import WebhookContext
@@ -69,12 +73,8 @@ log = logging.getLogger(__name__)
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 
 
-#: Manager gates whose behaviour this release does not have; enabling one is reported at start.
-UNIMPLEMENTED_GATES = {
-    "EnableQuotaAdmission": "pods are not evaluated against ElasticQuota admission limits",
-    "EnableQuotaAdmissionOnUpdate": "pods are not evaluated against ElasticQuota admission limits",
-    "ElasticQuotaEvaluationTransformPod": "there is no quota admission evaluation to transform pods for",
-}
+#: the gate under which the whole webhook setup runs
+WEBHOOK_FRAMEWORK = "WebhookFramework"
 
 
 class ManagerError(RuntimeError):
@@ -98,12 +98,14 @@ class Manager:
         self.reactor_metrics = ReactorMetrics(self.metrics.registry)
         self.topology = QuotaTopology(on_change=self._quota_changed)
         self.factory = InformerFactory(client, freeze_after_sync=False)
+        self.serves_webhooks = options.gates.enabled(WEBHOOK_FRAMEWORK)
         self.cluster = InformerCluster(
             client,
             self.factory,
             options.gates,
             self.topology,
             config_namespace=options.webhook.config_namespace,
+            watch=self.serves_webhooks,
         )
         self.ctx = WebhookContext(
             cluster=self.cluster,
@@ -138,8 +140,10 @@ class Manager:
             mutating_name=options.mutating_configuration,
             validating_name=options.validating_configuration,
         )
-        self._watch_certificate_inputs()
-        self._runnables: list[tuple[str, Runnable]] = [("webhook-certificates", self.certs.run)]
+        self._runnables: list[tuple[str, Runnable]] = []
+        if self.serves_webhooks:
+            self._watch_certificate_inputs()
+            self._runnables.append(("webhook-certificates", self.certs.run))
         self._leader_runnables: list[tuple[str, Runnable]] = []
         self.identity = options.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.controllers: ControllerSet | None = None
@@ -244,9 +248,7 @@ class Manager:
 
     async def start(self) -> None:
         options = self.options
-        for gate, consequence in UNIMPLEMENTED_GATES.items():
-            if options.gates.enabled(gate):
-                log.warning("feature gate %s is not implemented in this release: %s", gate, consequence)
+        report_gates(options.gates, log)
         for address, app in (
             (options.health_probe_addr, health_app(self.readiness)),
             (options.metrics_addr, metrics_app(self.metrics.registry, render_metrics)),
@@ -261,18 +263,12 @@ class Manager:
             raise ManagerError(
                 f"informer caches did not sync within {options.cache_sync_timeout_s:.0f}s"
             ) from None
-        await self.certs.prepare()
-        debug = self.topology.summary if options.gates.enabled("ElasticValidatingWebhook") else None
-        self.webhook_site = await start_site(
-            webhook_app(self.dispatcher, self.readiness, debug),
-            options.webhook_bind_host,
-            options.webhook_port,
-            self.tls.context,
-        )
-        self._sites.append(self.webhook_site)
-        if self.certs.target.port != self.webhook_site.port:
-            self.certs.target = replace(self.certs.target, port=self.webhook_site.port)
-        log.info("serving webhooks: %s", ", ".join(self.dispatcher.paths) or "none")
+        if self.serves_webhooks:
+            await self._serve_webhooks()
+        else:
+            log.info(
+                "feature gate %s is off: no webhook server and no webhook certificates", WEBHOOK_FRAMEWORK
+            )
         runnables = list(self._runnables)
         if self._leader_runnables:
             if options.leader_election:
@@ -302,6 +298,21 @@ class Manager:
                 runnables.append(("controllers", self._lead))
         for name, runnable in runnables:
             self._tasks.append(asyncio.create_task(runnable(), name=name))
+
+    async def _serve_webhooks(self) -> None:
+        options = self.options
+        await self.certs.prepare()
+        debug = self.topology.summary if options.gates.enabled("ElasticValidatingWebhook") else None
+        self.webhook_site = await start_site(
+            webhook_app(self.dispatcher, self.readiness, debug),
+            options.webhook_bind_host,
+            options.webhook_port,
+            self.tls.context,
+        )
+        self._sites.append(self.webhook_site)
+        if self.certs.target.port != self.webhook_site.port:
+            self.certs.target = replace(self.certs.target, port=self.webhook_site.port)
+        log.info("serving webhooks: %s", ", ".join(self.dispatcher.paths) or "none")
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -334,6 +345,8 @@ class Manager:
         """``""`` when ready, else why not."""
         if not all(informer.has_synced for informer in self.factory.informers):
             return "informer caches are not synced"
+        if not self.serves_webhooks:
+            return ""
         if self.webhook_site is None:
             return "webhook server is not started"
         host = self.options.webhook_bind_host

@@ -289,6 +289,25 @@ async def test_pods_in_quotas(pod_namespace, labels, gate, message):
         assert response["status"] == refused(message)
 
 
+@pytest.mark.parametrize(
+    ("gate", "message"),
+    [
+        pytest.param(
+            "", "pod can not be linked to a parentQuotaGroup,quota:team-p, pod:pod-1", id="by-namespace"
+        ),
+        pytest.param("DisableDefaultQuota=true", None, id="label-only-with-DisableDefaultQuota"),
+    ],
+)
+async def test_a_pods_namespace_names_its_quota_unless_default_quota_is_disabled(gate, message):
+    quotas = [quota("team-p", namespace="team-p", max={"cpu": "10"}, labels={IS_PARENT_LABEL: "true"})]
+    pod = make_pod().namespace("team-p").build()
+    response = await Admission(quotas, feature_gates=gate).call(VALIDATE, review(pod))
+    assert response["allowed"] is (message is None)
+    if message:
+        assert response["status"] == refused(message)
+
+
+IS_PARENT_LABEL = "quota.scheduling.koordinator.sh/is-parent"
 PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
 IN_PARENT = {"quota.scheduling.koordinator.sh/name": "parent"}
 

@@ -2,9 +2,10 @@
 
 A pod's quota is its ``quota.scheduling.koordinator.sh/name`` label, else the quota named
 like its namespace (in that namespace), else a quota whose ``namespaces`` annotation lists
-the namespace; unknown names fall back to ``koordinator-default-quota``, which accepts any
-pod. On UPDATE the ``quota.scheduling.koordinator.sh/preemptible`` label may not change
-(checked first, and alone); pods may not join a parent quota (``is-parent: "true"``)
+the namespace (not with ``DisableDefaultQuota``: then only the label names a quota);
+unknown names fall back to ``koordinator-default-quota``, which accepts any pod. On UPDATE
+the ``quota.scheduling.koordinator.sh/preemptible`` label may not change (checked first,
+and alone); pods may not join a parent quota (``is-parent: "true"``)
 unless ``SupportParentQuotaSubmitPod`` is on. Messages are upstream's.
 """
 
@@ -31,7 +32,7 @@ def validate_pod_quota(ctx: WebhookContext, pod: Obj, old: Obj | None, namespace
     if ctx.enabled("SupportParentQuotaSubmitPod"):
         return []
     view = ctx.quotas.view()
-    name = view.quota_name_for_pod(pod, namespace)
+    name = view.quota_name_for_pod(pod, namespace, by_namespace=not ctx.enabled("DisableDefaultQuota"))
     if name == DEFAULT_QUOTA_NAME:
         return []
     info = view.infos.get(name)

@@ -168,9 +168,14 @@ class QuotaView:
                 return name
         return None
 
-    def quota_name_for_pod(self, pod: Mapping[str, Any], namespace: str) -> str:
-        """Label, else the namespace's quota; unknown names fall back to the default quota."""
-        name = labels_of(pod).get(LABEL_QUOTA_NAME) or self.quota_for_namespace(namespace) or ""
+    def quota_name_for_pod(self, pod: Mapping[str, Any], namespace: str, *, by_namespace: bool = True) -> str:
+        """Label, else (``by_namespace``) the namespace's quota; unknown names fall back to the default quota.
+
+        ``by_namespace=False`` is upstream's ``DisableDefaultQuota``: only the label names a quota.
+        """
+        name = labels_of(pod).get(LABEL_QUOTA_NAME) or ""
+        if not name and by_namespace:
+            name = self.quota_for_namespace(namespace) or ""
         return name if name in self.infos else DEFAULT_QUOTA_NAME
 
 

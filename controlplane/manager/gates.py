@@ -1,0 +1,78 @@
+"""What koord-manager does with each control-plane feature gate it accepts.
+
+koord-manager, koord-scheduler and koord-descheduler share one gate registry, as upstream,
+so the manager accepts every control-plane gate. Each one falls in exactly one group
+(``tests/controlplane/manager/test_manager_gates.py`` checks it against the code):
+
+* read by the manager's code: the gate changes what the manager does;
+* :data:`NOT_BUILT`: a manager gate whose behaviour this release lacks -- enabling it is
+  reported at start with what is missing, never silently ignored;
+* :data:`OTHER_COMPONENTS`: a gate another component reads; setting it away from its
+  default is reported at start as having no effect on the manager.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from koordinator.api.features import FeatureGates
+
+__all__ = ["NOT_BUILT", "OTHER_COMPONENTS", "report_gates"]
+
+SCHEDULER = "koord-scheduler"
+DESCHEDULER = "koord-descheduler"
+
+#: manager gates whose behaviour this release does not have -> what is missing
+NOT_BUILT: Mapping[str, str] = {
+    "EnableQuotaAdmission": "pods are not evaluated against ElasticQuota admission limits",
+    "EnableQuotaAdmissionOnUpdate": "pods are not evaluated against ElasticQuota admission limits",
+    "ElasticQuotaEvaluationTransformPod": "there is no quota admission evaluation to transform pods for",
+    "ColocationProfileController": (
+        "the colocationprofile controller is not built: profiles reach pods through the webhook only"
+    ),
+    "EnableSyncGPUSharedResource": "the slo-controller does not write device resources to nodes",
+}
+
+#: gates of the shared registry that another component reads -> that component
+OTHER_COMPONENTS: Mapping[str, str] = {
+    # the ElasticQuota scheduling plug-in
+    "ElasticQuotaIgnorePodOverhead": SCHEDULER,
+    "ElasticQuotaIgnoreTerminatingPod": SCHEDULER,
+    "ElasticQuotaImmediateIgnoreTerminatingPod": SCHEDULER,
+    "DevicePluginAdaption": SCHEDULER,
+    # informer transformers of the scheduler
+    "PriorityTransformer": SCHEDULER,
+    "PreemptionPolicyTransformer": SCHEDULER,
+    "ReplaceResourcesTransformer": SCHEDULER,
+    # reservation, gang and framework gates
+    "LazyReservationRestore": SCHEDULER,
+    "OmitNodeLabelsForReservation": SCHEDULER,
+    "SkipReservationFitsNode": SCHEDULER,
+    "CleanExpiredReservationAllocated": SCHEDULER,
+    "GangPendingPodsConditionPatch": SCHEDULER,
+    "EnableInlineBatchSchedule": SCHEDULER,
+    "EnableBatchScheduleNodeSnapshot": SCHEDULER,
+    "ResizePod": SCHEDULER,
+    "DynamicSchedulerCheck": SCHEDULER,
+    "CrossSchedulerNomination": SCHEDULER,
+    "SkipFilterWithNominatedPods": SCHEDULER,
+    "SyncBarrier": SCHEDULER,
+    "DisablePVCReservation": DESCHEDULER,
+}
+
+
+def report_gates(gates: FeatureGates, log: logging.Logger) -> None:
+    """Log every enabled gate the manager cannot honour and every other component's gate that was set."""
+    for gate, consequence in NOT_BUILT.items():
+        if gates.enabled(gate):
+            log.warning("feature gate %s is not implemented in this release: %s", gate, consequence)
+    for gate, component in OTHER_COMPONENTS.items():
+        value = gates.enabled(gate)
+        if value != gates.known[gate].default:
+            log.info(
+                "feature gate %s=%s has no effect on koord-manager (%s reads it)",
+                gate,
+                str(value).lower(),
+                component,
+            )
