@@ -3,14 +3,18 @@
 Each binary builds its parser with :func:`component_parser`, which adds ``-v``/``--v``
 (klog verbosity), ``--feature-gates`` checked against the component's gate table and
 ``--version``. Every usage error prints exactly one line on stderr and exits 2, so an
-init container or a systemd unit shows the real cause instead of a usage dump.
+init container or a systemd unit shows the real cause instead of a usage dump. Daemons
+stop cleanly on the first SIGTERM or SIGINT (:func:`stop_on_signals`) and at once on a
+second.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -137,3 +141,19 @@ def parse_component_args(parser: argparse.ArgumentParser, argv: Sequence[str] | 
 def environ_flag(name: str) -> bool:
     """True when an environment switch is set to a true-ish value (``1``, ``true``, ``yes``)."""
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def stop_on_signals(request_stop: Callable[[], None]) -> None:
+    """SIGTERM or SIGINT asks for a clean stop; a second one ends the process at once."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def first(signum: signal.Signals) -> None:
+        logging.getLogger(__name__).info("%s received: stopping (send it again to exit at once)", signum.name)
+        for other in signals:
+            loop.remove_signal_handler(other)
+            signal.signal(other, signal.SIG_DFL)
+        request_stop()
+
+    for signum in signals:
+        loop.add_signal_handler(signum, first, signum)

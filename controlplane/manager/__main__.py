@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -25,10 +24,12 @@ from controlplane.manager.explain import run as run_explain
 from controlplane.manager.options import OptionsError, add_manager_flags, options_from_args
 from koordinator import __version__
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGateError, FeatureGates
-from koordinator.cli import component_parser, fail, parse_component_args
+from koordinator.cli import component_parser, fail, parse_component_args, stop_on_signals
 
 PROG = "koord-manager"
 EXIT_FAILED = 1
+#: the longest a clean stop may take (in-flight requests and reconciles drain within it)
+STOP_TIMEOUT_S = 10.0
 
 log = logging.getLogger(PROG)
 
@@ -126,17 +127,18 @@ def _serve(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         async with ApiClient(config, qps=options.kube_api_qps, burst=options.kube_api_burst) as client:
             manager = Manager(options, client)
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, manager.request_stop)
+            stop_on_signals(manager.request_stop)
             try:
-                await manager.start()
-                await manager.wait()
+                await manager.run()
             except ManagerError as exc:
                 log.error("%s", exc)
                 return EXIT_FAILED
             finally:
-                await manager.stop()
+                try:
+                    async with asyncio.timeout(STOP_TIMEOUT_S):
+                        await manager.stop()
+                except TimeoutError:
+                    log.warning("stopping took longer than %.0fs; exiting anyway", STOP_TIMEOUT_S)
         log.info("koord-manager stopped")
         return 0
 

@@ -30,18 +30,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
+import ssl
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from controlplane.manager.cache import InformerCluster
 from controlplane.manager.certs import (
     CertController,
+    CertError,
     CertStore,
     ClientConfigTarget,
     DirectoryCertStore,
@@ -63,6 +67,7 @@ from controlplane.reactor import ReactorMetrics, cancel_and_wait
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
+from koordinator.kube.errors import NotFoundError
 from koordinator.kube.informer import InformerFactory
 from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
 
@@ -79,6 +84,17 @@ WEBHOOK_FRAMEWORK = "WebhookFramework"
 
 class ManagerError(RuntimeError):
     """The manager could not start, or a runnable failed."""
+
+
+async def _listen(
+    app: web.Application, host: str, port: int, ssl_context: ssl.SSLContext | None = None, *, flag: str
+) -> SiteSpec:
+    """:func:`start_site`, with a socket that cannot be bound told in one line naming the flag to change."""
+    try:
+        return await start_site(app, host, port, ssl_context)
+    except OSError as exc:
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise ManagerError(f"cannot listen on {host or '*'}:{port}: {reason} (set {flag})") from None
 
 
 class Manager:
@@ -249,12 +265,12 @@ class Manager:
     async def start(self) -> None:
         options = self.options
         report_gates(options.gates, log)
-        for address, app in (
-            (options.health_probe_addr, health_app(self.readiness)),
-            (options.metrics_addr, metrics_app(self.metrics.registry, render_metrics)),
+        for address, app, flag in (
+            (options.health_probe_addr, health_app(self.readiness), "--health-probe-addr"),
+            (options.metrics_addr, metrics_app(self.metrics.registry, render_metrics), "--metrics-addr"),
         ):
             if address is not None:
-                self._sites.append(await start_site(app, *address))
+                self._sites.append(await _listen(app, *address, flag=flag))
         self.factory.start()
         try:
             async with asyncio.timeout(options.cache_sync_timeout_s):
@@ -301,13 +317,20 @@ class Manager:
 
     async def _serve_webhooks(self) -> None:
         options = self.options
-        await self.certs.prepare()
+        try:
+            await self.certs.prepare()
+        except CertError as exc:
+            hint = ""
+            if isinstance(exc.__cause__, NotFoundError) and "namespaces" in str(exc.__cause__):
+                hint = " (create it, or name the manager's namespace with --webhook-namespace/POD_NAMESPACE)"
+            raise ManagerError(f"webhook certificates: {exc}{hint}") from None
         debug = self.topology.summary if options.gates.enabled("ElasticValidatingWebhook") else None
-        self.webhook_site = await start_site(
+        self.webhook_site = await _listen(
             webhook_app(self.dispatcher, self.readiness, debug),
             options.webhook_bind_host,
             options.webhook_port,
             self.tls.context,
+            flag="--webhook-port/WEBHOOK_PORT",
         )
         self._sites.append(self.webhook_site)
         if self.certs.target.port != self.webhook_site.port:
@@ -316,6 +339,22 @@ class Manager:
 
     def request_stop(self) -> None:
         self._stopping.set()
+
+    async def run(self) -> None:
+        """:meth:`start`, then :meth:`wait`. A stop requested while starting (caches still syncing,
+        an apiserver out of reach) abandons the start at once instead of waiting for its timeouts."""
+        starting = asyncio.create_task(self.start(), name="manager-start")
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not starting.done():
+            log.info("stop requested while starting")
+            await cancel_and_wait([starting])
+            return
+        starting.result()
+        await self.wait()
 
     async def wait(self) -> None:
         """Until :meth:`request_stop`; raises :class:`ManagerError` when a runnable ends or fails."""

@@ -35,6 +35,8 @@ from koordinator.kube.resources import LEASES
 from koordinator.kube.timeutil import format_micro_time
 
 log = logging.getLogger(__name__)
+#: the longest a release on cancellation may take (an apiserver out of reach must not delay a stop)
+RELEASE_TIMEOUT_S = 2.0
 
 Obj = dict[str, Any]
 
@@ -305,7 +307,8 @@ class LeaderElector:
         now_wall = format_micro_time(self.clock.time())
         record = LeaderElectionRecord("", 1, now_wall, now_wall, self.observed_record.leader_transitions)
         try:
-            async with asyncio.timeout(self.config.renew_deadline):
+            # a release only saves the next leader the wait for expiry: it must not hold up a stop
+            async with asyncio.timeout(min(self.config.renew_deadline, RELEASE_TIMEOUT_S)):
                 await self._release(record)
         except (ApiError, ApiConnectionError, TimeoutError) as exc:
             log.warning("leader election %s: release failed: %s", self.config.name, exc)
