@@ -42,10 +42,9 @@ waits ``--cpu-evict-cool-time-seconds`` (20 s) after an eviction before planning
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from koordinator.api.extension.constants import eviction_enabled
 from koordinator.api.extension.priority import PriorityClass, get_pod_priority_class_with_default
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.extension.resources import BATCH_CPU, MID_CPU
@@ -57,11 +56,13 @@ from koordlet.metriccache.kinds import (
     NODE_BE,
     NODE_CPU_USAGE,
 )
-from koordlet.qosmanager.framework import PROTECTED, Eviction, Plan, Snapshot
+from koordlet.qosmanager.framework import Eviction, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
 from koordlet.qosmanager.strategies.memory_evict import (
+    ConfigCheck,
     allowed,
     any_gate_enabled,
+    enabled_victims,
     features_to_run,
     priority_victim_key,
     take_victims,
@@ -72,7 +73,6 @@ NAME = "CPUEvict"
 BE_CPU_EVICT = "BECPUEvict"
 CPU_ALLOCATABLE_EVICT = "CPUAllocatableEvict"
 CPU_EVICT = "CPUEvict"
-FEATURES = (BE_CPU_EVICT, CPU_ALLOCATABLE_EVICT, CPU_EVICT)
 REASON_SATISFACTION = "evictPodByBECPUSatisfaction"
 REASON_USAGE = "evictPodByNodeCPUUsage"
 REASON_ALLOCATABLE = "evictPodByNodeCPUAllocatable"
@@ -85,11 +85,6 @@ MIN_ALLOCATABLE_BATCH_MILLI = 1
 PRIORITY_MID_MAX = 7999
 #: the extended CPU resource of each priority class that has one
 CLASS_CPU = {PriorityClass.BATCH: BATCH_CPU, PriorityClass.MID: MID_CPU}
-
-
-def _evictable(victims: Iterable[PodMeta]) -> list[PodMeta]:
-    """The candidates CPU evictions may take: never an LSE, LSR or LS pod."""
-    return [v for v in victims if v.qos not in PROTECTED]
 
 
 def _milli(node: Mapping[str, object] | None, section: str, name: str) -> int | None:
@@ -201,51 +196,18 @@ class CPUEvict:
         capacity = _milli(snapshot.node, "capacity", "cpu") or 0
         if capacity <= 0:
             return plan.note("node CPU capacity unknown")
-        config = snapshot.node_slo.resource_used_threshold_with_be
-        if config is None:
-            return plan.note("no resourceUsedThresholdWithBE in the NodeSLO")
         window = 2 * snapshot.collect_interval
         usage = snapshot.pod_cpu(window)
         chosen: dict[str, Eviction] = {}
-        checks: dict[str, Callable[[ResourceThresholdStrategy], str | None]] = {
-            BE_CPU_EVICT: satisfaction_config_error,
-            CPU_ALLOCATABLE_EVICT: allocatable_config_error,
-            CPU_EVICT: usage_threshold_config_error,
-        }
         runs = {
             BE_CPU_EVICT: self._be_satisfaction,
             CPU_ALLOCATABLE_EVICT: self._allocatable,
             CPU_EVICT: self._usage,
         }
-        for feature in features_to_run(snapshot, plan, FEATURES):
-            invalid = checks[feature](config)
-            if invalid:
-                plan.note(f"{feature}: invalid config: {invalid}")
-                continue
+        for feature, config in features_to_run(snapshot, plan, FEATURES):
             runs[feature](snapshot, plan, config, capacity, usage, chosen)
         plan.evictions = list(chosen.values())
         return plan
-
-    # --- choosing victims ----------------------------------------------------------------------
-
-    def _enabled_victims(
-        self,
-        snapshot: Snapshot,
-        feature: str,
-        priority_limit: int,
-        usage: Mapping[str, float],
-    ) -> list[PodMeta]:
-        """Active, eviction-enabled pods up to ``priority_limit`` with a CPU sample, that their
-        eviction policy lets ``feature`` evict."""
-        return [
-            p
-            for p in snapshot.pods
-            if podspec.is_active(p)
-            and allowed(p, feature)
-            and (podspec.spec_priority(p) or 0) <= priority_limit
-            and eviction_enabled(p.labels)
-            and p.uid in usage
-        ]
 
     # --- BECPUEvict ------------------------------------------------------------------------------
 
@@ -342,7 +304,7 @@ class CPUEvict:
             BE_CPU_EVICT,
             REASON_SATISFACTION,
             {BATCH_CPU: release},
-            _evictable(victims),
+            victims,
             lambda p: (BATCH_CPU, requests.get(p.uid, 0)),
             chosen,
             why,
@@ -381,7 +343,7 @@ class CPUEvict:
                 release[resource] = amount - low / 100 * allocatable
         if not release:
             return
-        victims = self._enabled_victims(snapshot, CPU_ALLOCATABLE_EVICT, limit, usage)
+        victims = enabled_victims(snapshot, CPU_ALLOCATABLE_EVICT, limit, usage)
         by_priority = priority_victim_key(usage)
         victims.sort(key=lambda p: (*by_priority(p)[:-1], -class_cpu_request(p)[1]))
         why = "requests exceed " + ", ".join(
@@ -392,7 +354,7 @@ class CPUEvict:
             CPU_ALLOCATABLE_EVICT,
             REASON_ALLOCATABLE,
             release,
-            _evictable(victims),
+            victims,
             class_cpu_request,
             chosen,
             why,
@@ -424,7 +386,7 @@ class CPUEvict:
         if percent < threshold:
             return
         release = capacity * (percent - lower) // 100
-        victims = self._enabled_victims(snapshot, CPU_EVICT, limit, usage)
+        victims = enabled_victims(snapshot, CPU_EVICT, limit, usage)
         victims.sort(key=priority_victim_key(usage))
         why = f"node CPU usage {percent}% >= {threshold}%, releasing {release}m to reach {lower}%"
         take_victims(
@@ -432,8 +394,16 @@ class CPUEvict:
             CPU_EVICT,
             REASON_USAGE,
             {"cpu": release},
-            _evictable(victims),
+            victims,
             lambda p: ("cpu", int(usage.get(p.uid, 0.0) * 1000)),
             chosen,
             why,
         )
+
+
+#: the features, in the order they run, with what refuses their configuration
+FEATURES: dict[str, ConfigCheck] = {
+    BE_CPU_EVICT: satisfaction_config_error,
+    CPU_ALLOCATABLE_EVICT: allocatable_config_error,
+    CPU_EVICT: usage_threshold_config_error,
+}

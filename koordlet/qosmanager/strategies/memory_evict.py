@@ -13,24 +13,30 @@ MemoryAllocatableEvict and MemoryEvict).
   mid-memory of koord-mid pods, memory otherwise) of pods up to
   ``allocatableEvictPriorityThreshold`` above ``memoryAllocatableEvictThresholdPercent``
   of allocatable; releases down to the lower percent, crediting each victim's request.
-* **MemoryEvict**: like BEMemoryEvict over pods labelled
-  ``koordinator.sh/eviction-enabled=true`` with priority up to
-  ``evictEnabledPriorityThreshold``, ordered by ``koordinator.sh/eviction-priority``,
-  ``spec.priority``, ``koordinator.sh/priority``, then larger use.
+* **MemoryEvict** (needs ``evictEnabledPriorityThreshold``): like BEMemoryEvict over
+  active pods labelled ``koordinator.sh/eviction-enabled=true`` with priority up to
+  ``evictEnabledPriorityThreshold`` and a recent memory sample (a pod without one is not a
+  candidate), ordered by ``koordinator.sh/eviction-priority``, ``spec.priority``,
+  ``koordinator.sh/priority``, then larger use.
+
+BEMemoryEvict and MemoryEvict need ``memoryEvictLowerPercent`` (default threshold - 2)
+below ``memoryEvictThresholdPercent``; a feature whose configuration is refused plans
+nothing and says why in a note, as upstream (which logs it).
 
 Upstream bug fixed here: upstream's MemoryEvict multiplies each victim's memory use by
 1000 (copied from the CPU variant, where usage is in cores), so the first victim always
 "releases" enough and the usage may stay above the threshold. Victims here release their
 memory use in bytes, and enough of them are chosen to reach the lower percent.
 
-A pod already chosen by one feature counts towards the others. The runner waits
+A pod already chosen by one feature counts towards the others. LSE, LSR and LS pods are
+never victims (the evictor refuses them): the next candidate is taken instead. The runner waits
 ``--memory-evict-cool-time-seconds`` (4 s) after an eviction before planning again.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.constants import eviction_enabled, eviction_policy, eviction_priority
@@ -42,8 +48,9 @@ from koordinator.api.extension.priority import (
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.extension.resources import BATCH_MEMORY, MID_MEMORY
 from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
+from koordinator.api.types.slo import ResourceThresholdStrategy
 from koordlet.metriccache.kinds import NODE_MEMORY_USAGE
-from koordlet.qosmanager.framework import Eviction, Plan, Snapshot
+from koordlet.qosmanager.framework import PROTECTED, Eviction, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
 from koordlet.statesinformer.podmeta import PodMeta
 
@@ -53,31 +60,83 @@ MEMORY_ALLOCATABLE_EVICT = "MemoryAllocatableEvict"
 MEMORY_EVICT = "MemoryEvict"
 REASON_USAGE = "evictPodByNodeMemoryUsage"
 REASON_ALLOCATABLE = "evictPodByNodeMemoryAllocatable"
-DEFAULT_THRESHOLD = 70
 DEFAULT_ALLOCATABLE_PRIORITY_THRESHOLD = 7999
-#: the features, in the order they run
-_RUNS = (BE_MEMORY_EVICT, MEMORY_ALLOCATABLE_EVICT, MEMORY_EVICT)
+RELEASE_BUFFER_PERCENT = 2
+
+#: what refuses a feature's configuration: the reason, or None when it may run
+ConfigCheck = Callable[[ResourceThresholdStrategy], str | None]
 
 
-def any_gate_enabled(snapshot: Snapshot, features: Iterable[str]) -> tuple[bool, str]:
+def any_gate_enabled(snapshot: Snapshot, features: Mapping[str, ConfigCheck]) -> tuple[bool, str]:
     """An eviction strategy runs when any of its features' gates is on."""
-    features = tuple(features)
     if not any(snapshot.gates.enabled(f) for f in features):
         return False, f"feature gates {', '.join(features)} are off"
     return True, ""
 
 
-def features_to_run(snapshot: Snapshot, plan: Plan, features: Iterable[str]) -> Iterator[str]:
-    """Those of ``features`` whose gate is on and that the NodeSLO does not disable (those
-    it disables are noted in ``plan``), in order."""
-    for feature in features:
+def features_to_run(
+    snapshot: Snapshot, plan: Plan, features: Mapping[str, ConfigCheck]
+) -> Iterator[tuple[str, ResourceThresholdStrategy]]:
+    """(feature, its configuration) for those of ``features`` (in order) whose gate is on,
+    that the NodeSLO does not disable and whose configuration their check accepts; the
+    others, but those with the gate off, are noted in ``plan`` with the reason."""
+    config = snapshot.node_slo.resource_used_threshold_with_be
+    for feature, check in features.items():
         if not snapshot.gates.enabled(feature):
             continue
         disabled, why = feature_disabled_by_node_slo(snapshot.node_slo, feature)
         if disabled:
             plan.note(f"{feature} disabled by NodeSLO: {why or 'enable=false'}")
             continue
-        yield feature
+        invalid = "no resourceUsedThresholdWithBE in the NodeSLO" if config is None else check(config)
+        if invalid:
+            plan.note(f"{feature}: invalid config: {invalid}")
+            continue
+        assert config is not None
+        yield feature, config
+
+
+def usage_threshold_error(config: ResourceThresholdStrategy) -> str | None:
+    """BEMemoryEvict's configuration (upstream's check): a threshold, and a lower percent
+    (default threshold - 2) under it."""
+    threshold = config.memory_evict_threshold_percent
+    if threshold is None:
+        return "memoryEvictThresholdPercent not set"
+    lower = memory_lower_percent(config, threshold)
+    if lower >= threshold:
+        return f"memoryEvictLowerPercent {lower} is not below memoryEvictThresholdPercent {threshold}"
+    return None
+
+
+def enabled_usage_threshold_error(config: ResourceThresholdStrategy) -> str | None:
+    """MemoryEvict's configuration: BEMemoryEvict's, and ``evictEnabledPriorityThreshold``."""
+    invalid = usage_threshold_error(config)
+    if invalid is None and config.evict_enabled_priority_threshold is None:
+        return "evictEnabledPriorityThreshold not set"
+    return invalid
+
+
+def memory_lower_percent(config: ResourceThresholdStrategy, threshold: int) -> int:
+    lower = config.memory_evict_lower_percent
+    return lower if lower is not None else threshold - RELEASE_BUFFER_PERCENT
+
+
+def enabled_victims(
+    snapshot: Snapshot, feature: str, priority_limit: int, usage: Mapping[str, float]
+) -> list[PodMeta]:
+    """Upstream's candidates of the eviction-enabled features: active pods labelled
+    ``koordinator.sh/eviction-enabled=true``, with ``spec.priority`` (0 when unset) up to
+    ``priority_limit``, a recent sample in ``usage``, and an eviction policy that lets
+    ``feature`` evict them."""
+    return [
+        p
+        for p in snapshot.pods
+        if podspec.is_active(p)
+        and allowed(p, feature)
+        and (podspec.spec_priority(p) or 0) <= priority_limit
+        and eviction_enabled(p.labels)
+        and p.uid in usage
+    ]
 
 
 def allowed(pod: PodMeta, feature: str) -> bool:
@@ -101,8 +160,11 @@ def take_victims(
 ) -> None:
     """Choose ``victims`` in order until every resource in ``release`` is released (``credit``
     says what evicting a pod releases, of which resource); pods already chosen by another
-    feature count first. What the candidates cannot release is noted in the plan."""
+    feature count first. An LSE, LSR or LS pod is passed over (the evictor never evicts
+    those) and the next candidate taken. What the candidates cannot release, and the
+    protected pods passed over, are noted in the plan."""
     released = dict.fromkeys(release, 0.0)
+    passed_over: list[str] = []
     for pod in victims:
         if pod.uid in chosen:
             resource, amount = credit(pod)
@@ -120,8 +182,13 @@ def take_victims(
         resource, amount = credit(pod)
         if resource not in short():
             continue
+        if pod.qos in PROTECTED:
+            passed_over.append(f"{pod.key} ({pod.qos})")
+            continue
         chosen[pod.uid] = Eviction(pod, feature, reason, f"{why}; koordlet feature {feature}")
         released[resource] += amount
+    if passed_over:
+        plan.note(f"{feature}: passed over {', '.join(passed_over)}: LSE, LSR and LS pods are never evicted")
     for resource in short():
         plan.note(
             f"{feature}: candidates release {released[resource]:.0f} of the "
@@ -207,7 +274,7 @@ class MemoryEvict:
         self.cooldown = cooldown
 
     def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
-        return any_gate_enabled(snapshot, _RUNS)
+        return any_gate_enabled(snapshot, _CHECKS)
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)
@@ -224,20 +291,18 @@ class MemoryEvict:
             MEMORY_ALLOCATABLE_EVICT: self._allocatable,
             MEMORY_EVICT: self._memory,
         }
-        for feature in features_to_run(snapshot, plan, _RUNS):
-            runs[feature](snapshot, plan, capacity, pod_memory, chosen)
+        for feature, config in features_to_run(snapshot, plan, _CHECKS):
+            runs[feature](snapshot, plan, config, capacity, pod_memory, chosen)
         plan.evictions = list(chosen.values())
         return plan
 
     def _pressure(
-        self, snapshot: Snapshot, plan: Plan, feature: str, capacity: int
+        self, snapshot: Snapshot, plan: Plan, config: ResourceThresholdStrategy, feature: str, capacity: int
     ) -> tuple[float, str] | None:
         """(bytes to release, why) when node memory is at or above the eviction threshold."""
-        threshold = snapshot.node_slo.resource_used_threshold_with_be
-        assert threshold is not None
-        high = threshold.memory_evict_threshold_percent or DEFAULT_THRESHOLD
-        low = threshold.memory_evict_lower_percent
-        low = low if low is not None else high - 2
+        high = config.memory_evict_threshold_percent
+        assert high is not None
+        low = memory_lower_percent(config, high)
         window = 2 * snapshot.collect_interval
         used = snapshot.metrics.last(NODE_MEMORY_USAGE, snapshot.now - window, snapshot.now)
         if used is None:
@@ -256,11 +321,12 @@ class MemoryEvict:
         self,
         snapshot: Snapshot,
         plan: Plan,
+        config: ResourceThresholdStrategy,
         capacity: int,
         usage: Mapping[str, float],
         chosen: dict[str, Eviction],
     ) -> None:
-        pressure = self._pressure(snapshot, plan, BE_MEMORY_EVICT, capacity)
+        pressure = self._pressure(snapshot, plan, config, BE_MEMORY_EVICT, capacity)
         if pressure is None:
             return
         release, why = pressure
@@ -277,12 +343,11 @@ class MemoryEvict:
         self,
         snapshot: Snapshot,
         plan: Plan,
+        threshold: ResourceThresholdStrategy,
         capacity: int,
         usage: Mapping[str, float],
         chosen: dict[str, Eviction],
     ) -> None:
-        threshold = snapshot.node_slo.resource_used_threshold_with_be
-        assert threshold is not None
         high = threshold.memory_allocatable_evict_threshold_percent
         if high is None:
             return
@@ -317,25 +382,28 @@ class MemoryEvict:
         self,
         snapshot: Snapshot,
         plan: Plan,
+        config: ResourceThresholdStrategy,
         capacity: int,
         usage: Mapping[str, float],
         chosen: dict[str, Eviction],
     ) -> None:
-        pressure = self._pressure(snapshot, plan, MEMORY_EVICT, capacity)
+        pressure = self._pressure(snapshot, plan, config, MEMORY_EVICT, capacity)
         if pressure is None:
             return
         release, why = pressure
-        threshold = snapshot.node_slo.resource_used_threshold_with_be
-        assert threshold is not None
-        limit = threshold.evict_enabled_priority_threshold
-        victims = [
-            p
-            for p in snapshot.pods
-            if eviction_enabled(p.labels)
-            and (limit is None or (podspec.spec_priority(p) or 0) <= limit)
-            and allowed(p, MEMORY_EVICT)
-        ]
+        limit = config.evict_enabled_priority_threshold
+        assert limit is not None
+        victims = enabled_victims(snapshot, MEMORY_EVICT, limit, usage)
         victims.sort(key=priority_victim_key(usage))
         # fixed: credit each victim its memory use in bytes (upstream multiplies by 1000)
         credit = _memory_credit(usage)
         take_victims(plan, MEMORY_EVICT, REASON_USAGE, {_BYTES: release}, victims, credit, chosen, why)
+
+
+#: the features, in the order they run, with what refuses their configuration;
+#: MemoryAllocatableEvict checks its own (an unset threshold turns it off)
+_CHECKS: dict[str, ConfigCheck] = {
+    BE_MEMORY_EVICT: usage_threshold_error,
+    MEMORY_ALLOCATABLE_EVICT: lambda _config: None,
+    MEMORY_EVICT: enabled_usage_threshold_error,
+}

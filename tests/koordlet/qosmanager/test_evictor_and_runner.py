@@ -6,21 +6,25 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
+from koordinator.api.extension.constants import LABEL_POD_EVICT_ENABLE
 from koordinator.kube import resources as res
 from koordinator.kube.errors import NotFoundError
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.fake import FakeApiServer
 from koordlet.executor import ResourceUpdateExecutor
+from koordlet.metriccache import kinds
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.evictor import Evictor
 from koordlet.qosmanager.framework import Eviction, Plan, QoSManager, Snapshot
+from koordlet.qosmanager.strategies.memory_evict import MemoryEvict
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
 from tests.fakes.pods import make_pod
-from tests.koordlet.qosmanager.conftest import snapshot
+from tests.koordlet.qosmanager.conftest import NOW, snapshot
 
 LAYOUT = KubepodsLayout.default(CgroupDriver.SYSTEMD)
 
@@ -175,3 +179,44 @@ async def test_runner_cooldown_and_failure_isolation(fake_host_v1):
     manager.start()
     await asyncio.sleep(0.05)
     await manager.stop()
+
+
+async def test_memory_evict_asks_the_evictor_only_for_pods_it_evicts(fake_host_v1):
+    """An eviction-enabled LS pod comes first in MemoryEvict's order, but the evictor never
+    evicts LS pods: the strategy takes the BE pod instead, and the evictor refuses nothing."""
+    async with FakeApiServer() as fake:
+        web = make_pod("web").qos("LS").label(LABEL_POD_EVICT_ENABLE, "true").priority(10).build()
+        batch = make_pod("batch").qos("BE").label(LABEL_POD_EVICT_ENABLE, "true").priority(100).build()
+        web, batch = _create_running(fake, web), _create_running(fake, batch)
+        gi = 1 << 30
+        samples = [
+            kinds.NODE_MEMORY_USAGE.sample(12 * gi, NOW - 0.5),  # 75 % of 16Gi
+            kinds.POD_MEMORY_USAGE.sample(4 * gi, NOW - 0.5, pod_uid=web["metadata"]["uid"]),
+            kinds.POD_MEMORY_USAGE.sample(2 * gi, NOW - 0.5, pod_uid=batch["metadata"]["uid"]),
+        ]
+        current = snapshot(
+            fake_host_v1,
+            pods=[web, batch],
+            samples=samples,
+            slo={"resourceUsedThresholdWithBE": {"enable": True, "evictEnabledPriorityThreshold": 1000}},
+            gates={"MemoryEvict": True},
+            topology=False,
+        )
+        async with fake.client() as client:
+            metrics = KoordletMetrics(CollectorRegistry(), "node-1")
+            evictor = Evictor(client, metrics)
+            strategy = MemoryEvict()
+            manager = QoSManager(
+                [strategy],
+                lambda: current,
+                ResourceUpdateExecutor(CgroupFS.detect(fake_host_v1.paths)),
+                evictor,
+                metrics,
+            )
+            plan = await manager.run_once(strategy)
+            assert plan is not None
+            assert [e.pod.key for e in plan.evictions] == ["default/batch"]
+            assert evictor.refused == []
+            with pytest.raises(NotFoundError):
+                await client.get(res.PODS, "batch", "default")
+            assert (await client.get(res.PODS, "web", "default"))["metadata"]["name"] == "web"

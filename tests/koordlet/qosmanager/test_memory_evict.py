@@ -83,7 +83,13 @@ def test_below_the_threshold_nothing_happens(fake_host):
 
 def test_lower_percent(fake_host):
     pods = [_be("be-a").build(), _be("be-b").build()]
-    slo = {"resourceUsedThresholdWithBE": {"enable": True, "memoryEvictLowerPercent": 74}}
+    slo = {
+        "resourceUsedThresholdWithBE": {
+            "enable": True,
+            "memoryEvictThresholdPercent": 75,
+            "memoryEvictLowerPercent": 74,
+        }
+    }
     # release 16Gi * 1% = 163.84Mi: the biggest BE pod is enough
     plan = _plan(fake_host, pods, 12 * GI, {"be-a": 100 * MI, "be-b": 200 * MI}, slo=slo)
     assert _victims(plan) == ["be-b"]
@@ -122,25 +128,96 @@ def test_missing_node_usage(fake_host):
     assert any("no node memory usage" in n for n in plan.notes)
 
 
+def _enabled(name: str, qos: str = "BE", priority: int = 100) -> PodBuilder:
+    return make_pod(name).qos(qos).label(LABEL_POD_EVICT_ENABLE, "true").priority(priority)
+
+
+MEMORY_EVICT = {"resourceUsedThresholdWithBE": {"enable": True, "evictEnabledPriorityThreshold": 1000}}
+
+
 def test_memory_evict_credits_bytes_not_bytes_times_1000(fake_host):
     """Upstream's MemoryEvict multiplies each victim's usage by 1000, so one victim always
     'releases' enough; here two are needed to release 1.12Gi."""
     pods = [
-        make_pod("a").kube_qos("Burstable").label(LABEL_POD_EVICT_ENABLE, "true").priority(100).build(),
-        make_pod("b").kube_qos("Burstable").label(LABEL_POD_EVICT_ENABLE, "true").priority(100).build(),
-        make_pod("c").kube_qos("Burstable").priority(100).build(),  # not eviction-enabled
+        _enabled("a").build(),
+        _enabled("b").build(),
+        make_pod("c").qos("BE").priority(100).build(),  # not eviction-enabled
     ]
-    slo = {"resourceUsedThresholdWithBE": {"enable": True, "evictEnabledPriorityThreshold": 1000}}
     plan = _plan(
         fake_host,
         pods,
         12 * GI,
         {"a": 600 * MI, "b": 700 * MI, "c": 4 * GI},
-        slo=slo,
+        slo=MEMORY_EVICT,
         gates={"MemoryEvict": True},
     )
     assert _victims(plan) == ["b", "a"]
     assert {e.feature for e in plan.evictions} == {"MemoryEvict"}
+
+
+def test_memory_evict_without_a_priority_threshold_evicts_nothing(fake_host):
+    """Upstream refuses MemoryEvict without evictEnabledPriorityThreshold (as CPUEvict)."""
+    pods = [_enabled("a", priority=9500).build(), _enabled("b").build()]
+    plan = _plan(
+        fake_host,
+        pods,
+        15 * GI,
+        {"a": 4 * GI, "b": 4 * GI},
+        slo=ENABLED,
+        gates={"MemoryEvict": True},
+    )
+    assert plan.evictions == []
+    assert plan.notes == ["MemoryEvict: invalid config: evictEnabledPriorityThreshold not set"]
+
+
+@pytest.mark.parametrize("gate", ["BEMemoryEvict", "MemoryEvict"])
+def test_a_lower_percent_not_below_the_threshold_evicts_nothing(fake_host, gate):
+    pods = [_enabled("a").build()]
+    slo = {
+        "resourceUsedThresholdWithBE": {
+            **MEMORY_EVICT["resourceUsedThresholdWithBE"],
+            "memoryEvictThresholdPercent": 70,
+            "memoryEvictLowerPercent": 72,
+        }
+    }
+    plan = _plan(fake_host, pods, 15 * GI, {"a": 4 * GI}, slo=slo, gates={gate: True})
+    assert plan.evictions == []
+    assert plan.notes == [
+        f"{gate}: invalid config: memoryEvictLowerPercent 72 is not below memoryEvictThresholdPercent 70"
+    ]
+
+
+def test_memory_evict_skips_pods_without_a_usage_sample(fake_host):
+    """Upstream leaves a pod without a memory sample out of MemoryEvict's candidates; it is
+    neither counted as using nothing nor evicted to make up the release."""
+    pods = [_enabled("a").build(), _enabled("quiet").build()]
+    plan = _plan(fake_host, pods, 12 * GI, {"a": 600 * MI}, slo=MEMORY_EVICT, gates={"MemoryEvict": True})
+    assert _victims(plan) == ["a"]
+    assert plan.notes == ["MemoryEvict: candidates release 629145600 of the 1202590843 bytes needed"]
+
+
+def test_memory_evict_skips_inactive_pods(fake_host):
+    pods = [_enabled("done").phase("Succeeded").build(), _enabled("a").build()]
+    plan = _plan(
+        fake_host, pods, 12 * GI, {"done": 4 * GI, "a": 2 * GI}, slo=MEMORY_EVICT, gates={"MemoryEvict": True}
+    )
+    assert _victims(plan) == ["a"]
+
+
+def test_protected_pods_are_passed_over_for_the_next_candidate(fake_host):
+    """The evictor never evicts LS, LSR or LSE pods: the plan takes the next candidate
+    instead of counting their memory as released."""
+    pods = [
+        _enabled("web", qos="LS", priority=10).build(),  # first in MemoryEvict's order
+        _enabled("db", qos="LSR", priority=10).build(),
+        _enabled("batch").build(),
+    ]
+    usage = {"web": 4 * GI, "db": 4 * GI, "batch": 2 * GI}
+    plan = _plan(fake_host, pods, 12 * GI, usage, slo=MEMORY_EVICT, gates={"MemoryEvict": True})
+    assert _victims(plan) == ["batch"]
+    assert plan.notes == [
+        "MemoryEvict: passed over default/web (LS), default/db (LSR): LSE, LSR and LS pods are never evicted"
+    ]
 
 
 def test_memory_allocatable_evict(fake_host):
