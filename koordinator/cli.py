@@ -157,3 +157,21 @@ def stop_on_signals(request_stop: Callable[[], None]) -> None:
 
     for signum in signals:
         loop.add_signal_handler(signum, first, signum)
+
+
+def tolerate_closed_stdout(command: Callable[[], int]) -> int:
+    """Run a command whose output may be cut short by its reader (``explain-node | head``).
+
+    A reader that went away is not an error of the command: the rest of the output is
+    dropped silently (no ``BrokenPipeError`` traceback) and the command's status kept.
+    """
+    try:
+        status = command()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the interpreter flushes stdout once more at exit: point it at /dev/null first
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
+    return status

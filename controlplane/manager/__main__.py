@@ -24,7 +24,13 @@ from controlplane.manager.explain import run as run_explain
 from controlplane.manager.options import OptionsError, add_manager_flags, options_from_args
 from koordinator import __version__
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGateError, FeatureGates
-from koordinator.cli import component_parser, fail, parse_component_args, stop_on_signals
+from koordinator.cli import (
+    component_parser,
+    fail,
+    parse_component_args,
+    stop_on_signals,
+    tolerate_closed_stdout,
+)
 
 PROG = "koord-manager"
 EXIT_FAILED = 1
@@ -61,7 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="cluster objects (YAML stream); repeatable",
     )
     admit.add_argument(
-        "--path", default=None, help="webhook path (default: the mutating webhook of the object's kind)"
+        "--path",
+        default=None,
+        help="call this webhook only (default: the apiserver's chain for the object: mutating, then "
+        "validating on the result)",
     )
     admit.add_argument(
         "--random", type=int, default=None, metavar="N", help="profile probability draw (0-99)"
@@ -145,34 +154,42 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
+def _explain(args: argparse.Namespace) -> int:
+    try:
+        return run_explain(
+            args.name,
+            from_files=args.from_files,
+            node_file=args.node,
+            node_metric_file=args.node_metric,
+            pods_file=args.pods,
+            config_file=args.config,
+            now=args.now,
+            kubeconfig=args.kubeconfig,
+            config_namespace=args.config_namespace,
+            config_name=args.slo_config_name,
+            output=args.output,
+            out=sys.stdout,
+            err=sys.stderr,
+        )
+    except ExplainError as exc:
+        fail(f"{PROG} explain-node", str(exc))
+
+
+def _admit(args: argparse.Namespace) -> int:
+    try:
+        return run_admit(
+            args.review, args.objects, args.path, args.feature_gates, args.random, args.output, sys.stdout
+        )
+    except AdmitError as exc:
+        fail(f"{PROG} admit", str(exc))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_component_args(build_parser(), argv)
     if args.command == "explain-node":
-        try:
-            return run_explain(
-                args.name,
-                from_files=args.from_files,
-                node_file=args.node,
-                node_metric_file=args.node_metric,
-                pods_file=args.pods,
-                config_file=args.config,
-                now=args.now,
-                kubeconfig=args.kubeconfig,
-                config_namespace=args.config_namespace,
-                config_name=args.slo_config_name,
-                output=args.output,
-                out=sys.stdout,
-                err=sys.stderr,
-            )
-        except ExplainError as exc:
-            fail(f"{PROG} explain-node", str(exc))
+        return tolerate_closed_stdout(lambda: _explain(args))
     if args.command == "admit":
-        try:
-            return run_admit(
-                args.review, args.objects, args.path, args.feature_gates, args.random, args.output, sys.stdout
-            )
-        except AdmitError as exc:
-            fail(f"{PROG} admit", str(exc))
+        return tolerate_closed_stdout(lambda: _admit(args))
     return _serve(args)
 
 

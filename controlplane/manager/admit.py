@@ -1,21 +1,25 @@
-"""``koord-manager admit``: run the admission chain offline, exactly as the server would.
+"""``koord-manager admit``: run the admission chain offline, exactly as the apiserver would.
 
 For checking ClusterColocationProfiles and quota trees in CI, and for tests::
 
-    koord-manager admit --objects cluster.yaml --review pod.yaml --path /mutate-pod --random 42
+    koord-manager admit --objects cluster.yaml --review pod.yaml --random 42
 
 * ``--objects FILE`` (repeatable): YAML streams of the cluster objects the webhooks read
   (Namespaces, PriorityClasses, ClusterColocationProfiles, ElasticQuotas,
   ElasticQuotaProfiles, Nodes, ConfigMaps, Pods); ``-`` reads stdin.
 * ``--review FILE``: an AdmissionReview (JSON or YAML), or a bare object, which is
   wrapped in a ``v1`` review as a CREATE in its namespace.
-* ``--path``: the webhook to call; default: the mutating webhook of the object's kind
-  (``/mutate-pod`` for pods).
+* ``--path``: call this one webhook only. By default the whole chain the apiserver runs
+  for the object's kind and operation: the mutating webhooks, each on the previous one's
+  result, then the validating webhooks on the final object (``/mutate-pod`` then
+  ``/validate-pod`` for a pod CREATE). Webhooks whose gate is off are left out, as their
+  configuration would be; the first refusal ends the chain.
 * ``--random N``: the number the ClusterColocationProfile probability draw returns
   (0-99), for reproducible runs; without it the draw is random, as in the server.
 * ``--output text|json|yaml``: ``json``/``yaml`` print ``{"review": <the AdmissionReview
-  with its response>, "object": <the object after the patch, or null>}``; ``text`` prints
-  the decision and the patched object.
+  with the deciding response: the refusal, else the last webhook's>, "object": <the object
+  after every patch, or null when refused>, "steps": [{"path", "response"}, ...]}``;
+  ``text`` prints each webhook's decision and the patched object.
 
 The same :class:`AdmissionDispatcher` and handlers as the server answer the review. The
 exit status is 0 when the request is allowed, 1 when it is refused, 2 for usage errors.
@@ -40,25 +44,34 @@ from controlplane.manager.webhooks.dispatch import AdmissionDispatcher, UnknownP
 from koordinator.api.features import FeatureGates
 from koordinator.kube.patches import PatchError, json_patch
 
-__all__ = ["AdmitError", "admit", "load_objects", "review_for"]
+__all__ = ["AdmitError", "admit", "chain_for", "dispatcher_for", "load_objects", "review_for"]
 
 Obj = dict[str, Any]
 
 EXIT_ALLOWED = 0
 EXIT_REFUSED = 1
 
-#: kind -> (resource plural, group, version, default path)
-KINDS: dict[str, tuple[str, str, str, str]] = {
-    "Pod": ("pods", "", "v1", "/mutate-pod"),
-    "Node": ("nodes", "", "v1", "/validate-node"),
-    "ConfigMap": ("configmaps", "", "v1", "/validate-configmap"),
+QUOTA_GROUP = "scheduling.sigs.k8s.io"
+#: kind -> (resource plural, group, version)
+KINDS: dict[str, tuple[str, str, str]] = {
+    "Pod": ("pods", "", "v1"),
+    "Node": ("nodes", "", "v1"),
+    "ConfigMap": ("configmaps", "", "v1"),
+    "ElasticQuota": ("elasticquotas", QUOTA_GROUP, "v1alpha1"),
+    "Reservation": ("reservations", "scheduling.koordinator.sh", "v1alpha1"),
+}
+CREATE, UPDATE, DELETE = "CREATE", "UPDATE", "DELETE"
+#: kind -> the webhooks the apiserver calls for it, in order (mutating first), with the
+#: operations each is registered for (upstream's webhook configurations)
+CHAINS: dict[str, tuple[tuple[str, frozenset[str]], ...]] = {
+    "Pod": (("/mutate-pod", frozenset({CREATE})), ("/validate-pod", frozenset({CREATE, UPDATE}))),
+    "Node": (("/validate-node", frozenset({CREATE, UPDATE})),),
+    "ConfigMap": (("/validate-configmap", frozenset({CREATE, UPDATE, DELETE})),),
     "ElasticQuota": (
-        "elasticquotas",
-        "scheduling.sigs.k8s.io",
-        "v1alpha1",
-        "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota",
+        ("/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota", frozenset({CREATE})),
+        ("/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota", frozenset({CREATE, UPDATE, DELETE})),
     ),
-    "Reservation": ("reservations", "scheduling.koordinator.sh", "v1alpha1", "/mutate-reservation"),
+    "Reservation": (("/mutate-reservation", frozenset({CREATE})),),
 }
 
 
@@ -96,19 +109,19 @@ def load_objects(paths: Sequence[str], stdin: TextIO | None = None) -> StaticClu
 
 
 def review_for(document: Mapping[str, Any]) -> tuple[Obj, str | None]:
-    """The AdmissionReview to send and the default path for it (``None`` when unknown)."""
+    """The AdmissionReview to send and the kind of object it carries (``None`` when unknown)."""
     if document.get("kind") == "AdmissionReview":
         request = document.get("request")
         kinds = request.get("kind") if isinstance(request, dict) else None
         kind = kinds.get("kind") if isinstance(kinds, dict) else None
-        return dict(document), KINDS.get(str(kind), (None, None, None, None))[3]
+        return dict(document), str(kind) if kind in CHAINS else None
     kind = document.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         raise AdmitError(
             f"cannot wrap a {kind or 'kind-less'} object in a review; give an AdmissionReview or one of "
             f"{', '.join(sorted(KINDS))}"
         )
-    plural, group, version, path = KINDS[kind]
+    plural, group, version = KINDS[kind]
     meta = document.get("metadata") or {}
     namespace = meta.get("namespace", "") if isinstance(meta, dict) else ""
     name = meta.get("name", "") if isinstance(meta, dict) else ""
@@ -127,7 +140,14 @@ def review_for(document: Mapping[str, Any]) -> tuple[Obj, str | None]:
             "dryRun": True,
         },
     }
-    return review, path
+    return review, kind
+
+
+def chain_for(review: Mapping[str, Any], kind: str, served: Sequence[str]) -> list[str]:
+    """The served webhooks the apiserver would call for this review, in order."""
+    request = review.get("request")
+    operation = request.get("operation") if isinstance(request, dict) else None
+    return [path for path, operations in CHAINS[kind] if operation in operations and path in served]
 
 
 def _fixed_draw(value: int) -> Any:
@@ -137,40 +157,52 @@ def _fixed_draw(value: int) -> Any:
     return draw
 
 
-async def admit(
-    review: Mapping[str, Any],
-    path: str,
+def dispatcher_for(
     cluster: StaticCluster,
     gates: FeatureGates,
     *,
     random_value: int | None = None,
     options: WebhookOptions | None = None,
-) -> dict[str, Any]:
-    """``{"review": ..., "object": ...}`` for one review."""
+) -> AdmissionDispatcher:
+    """The server's dispatcher over a static cluster (and a fixed probability draw, if given)."""
     ctx = WebhookContext(cluster=cluster, gates=gates, options=options or WebhookOptions())
     quota_topology_of(cluster, ctx.quotas)
     if random_value is not None:
         ctx.rand_intn = _fixed_draw(random_value)
-    dispatcher = AdmissionDispatcher(ctx)
-    try:
-        answered = await dispatcher.admit(path, review)
-    except UnknownPathError:
-        served = ", ".join(dispatcher.paths)
-        raise AdmitError(
-            f"no webhook is served at {path} with these feature gates (served: {served})"
-        ) from None
-    response = answered["response"]
+    return AdmissionDispatcher(ctx)
+
+
+async def admit(dispatcher: AdmissionDispatcher, review: Mapping[str, Any], paths: Sequence[str]) -> Obj:
+    """``{"review": ..., "object": ..., "steps": [...]}`` for one review sent along ``paths``.
+
+    Each webhook sees the object as the previous ones patched it; the first refusal ends the chain.
+    """
     request = review.get("request") if isinstance(review.get("request"), dict) else None
-    original = request.get("object") if request is not None else None
-    patched: Any = None
-    if response.get("allowed") and original is not None:
-        patch = response.get("patch")
-        operations = orjson.loads(base64.b64decode(patch)) if patch else []
+    current = request.get("object") if request is not None else None
+    steps: list[Obj] = []
+    sent: Obj = dict(review)
+    response: Obj = {}
+    for path in paths:
+        if request is not None and steps:
+            sent = {**dict(review), "request": {**request, "object": current}}
         try:
-            patched = json_patch(original, operations)
-        except PatchError as exc:
-            raise AdmitError(f"the webhook's patch does not apply to the object: {exc}") from exc
-    return {"review": {**dict(review), "response": response}, "object": patched}
+            answered = await dispatcher.admit(path, sent)
+        except UnknownPathError:
+            served = ", ".join(dispatcher.paths)
+            raise AdmitError(
+                f"no webhook is served at {path} with these feature gates (served: {served})"
+            ) from None
+        response = answered["response"]
+        steps.append({"path": path, "response": response})
+        if not response.get("allowed"):
+            return {"review": {**sent, "response": response}, "object": None, "steps": steps}
+        patch = response.get("patch")
+        if patch and current is not None:
+            try:
+                current = json_patch(current, orjson.loads(base64.b64decode(patch)))
+            except PatchError as exc:
+                raise AdmitError(f"the patch of {path} does not apply to the object: {exc}") from exc
+    return {"review": {**sent, "response": response}, "object": current, "steps": steps}
 
 
 def run(
@@ -189,25 +221,42 @@ def run(
     documents = _load_documents(_read(review_path, stdin), review_path)
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise AdmitError(f"{review_path}: expected exactly one AdmissionReview or object")
-    review, default_path = review_for(documents[0])
-    target = path or default_path
-    if not target:
-        raise AdmitError("cannot tell which webhook to call; give --path")
+    review, kind = review_for(documents[0])
     cluster = load_objects(object_paths, stdin)
-    result = asyncio.run(admit(review, target, cluster, gates, random_value=random_value))
+    dispatcher = dispatcher_for(cluster, gates, random_value=random_value)
+    if path:
+        paths = [path]
+    elif kind is None:
+        raise AdmitError("cannot tell which webhooks to call; give --path")
+    else:
+        paths = chain_for(review, kind, dispatcher.paths)
+        if not paths:
+            operation = (review.get("request") or {}).get("operation")
+            registered = [p for p, operations in CHAINS[kind] if operation in operations]
+            if not registered:
+                raise AdmitError(
+                    f"the apiserver calls no webhook of this project for {operation} of a {kind}"
+                )
+            raise AdmitError(
+                f"none of {', '.join(registered)} is served with these feature gates "
+                f"(served: {', '.join(dispatcher.paths)})"
+            )
+    result = asyncio.run(admit(dispatcher, review, paths))
     response = result["review"]["response"]
     if output == "json":
         out.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif output == "yaml":
         out.write(yaml.safe_dump(result, sort_keys=False))
     else:
-        status = response.get("status") or {}
-        decision = "allowed" if response.get("allowed") else "refused"
-        out.write(f"{target}: {decision} (code {status.get('code')})\n")
-        if status.get("message"):
-            out.write(f"message: {status['message']}\n")
-        for warning in response.get("warnings") or ():
-            out.write(f"warning: {warning}\n")
+        for step in result["steps"]:
+            answer = step["response"]
+            status = answer.get("status") or {}
+            decision = "allowed" if answer.get("allowed") else "refused"
+            out.write(f"{step['path']}: {decision} (code {status.get('code')})\n")
+            if status.get("message"):
+                out.write(f"message: {status['message']}\n")
+            for warning in answer.get("warnings") or ():
+                out.write(f"warning: {warning}\n")
         if result["object"] is not None:
             out.write("---\n" + yaml.safe_dump(result["object"], sort_keys=False))
     return EXIT_ALLOWED if response.get("allowed") else EXIT_REFUSED

@@ -325,7 +325,7 @@ def test_admit_prints_the_patched_object(capsys):
     out = capsys.readouterr().out
     assert code == 0
     header, document = out.split("---\n")
-    assert header == "/mutate-pod: allowed (code 200)\n"
+    assert header == "/mutate-pod: allowed (code 200)\n/validate-pod: allowed (code 200)\n"
     pod = yaml.safe_load(document)
     assert pod["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {
@@ -333,6 +333,23 @@ def test_admit_prints_the_patched_object(capsys):
         "kubernetes.io/batch-memory": "3Gi",
     }
     assert pod["spec"]["terminationGracePeriodSeconds"] == 30
+
+
+def test_admit_runs_the_apiservers_chain_by_default(capsys):
+    """Mutating, then validating on the mutated object: a pod the validating webhook refuses is refused."""
+    argv = ["admit", "--review", str(DATA / "reviews" / "lsr-fractional-cpu.yaml"), "--output", "json"]
+    code = koord_manager([*argv, "--objects", str(CLUSTER), "--random", "10"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert [(s["path"], s["response"]["allowed"]) for s in result["steps"]] == [
+        ("/mutate-pod", True),
+        ("/validate-pod", False),
+    ]
+    assert result["review"]["response"]["status"]["message"].endswith(
+        "the requested CPUs of LSR Pod must be integer"
+    )
+    assert result["object"] is None
+    assert koord_manager([*argv, "--path", "/mutate-pod"]) == 0, "--path runs that webhook alone"
 
 
 def test_admit_wraps_a_bare_object_and_respects_the_draw(tmp_path, capsys):

@@ -6,6 +6,9 @@ import asyncio
 import copy
 import io
 import json
+import os
+import subprocess
+import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -17,7 +20,7 @@ import yaml
 from controlplane.manager.__main__ import main as koord_manager
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.golden import CASES, NODE
-from tests.controlplane.manager.controllers.harness import seed, started_fake
+from tests.controlplane.manager.controllers.harness import ROOT, seed, started_fake
 from tests.controlplane.manager.controllers.objects import config_map
 from tests.controlplane.manager.controllers.test_golden_formulas import write_inputs
 
@@ -176,3 +179,24 @@ def test_pods_of_other_nodes_and_list_files_are_handled(tmp_path):
         "kubernetes.io/batch-cpu": "4600",
         "kubernetes.io/batch-memory": "28561532519",
     }
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
+    """``koord-manager explain-node ... | head -1``: the rest of the output is dropped quietly."""
+    argv = write_inputs(DEFAULTS, tmp_path)
+    argv[argv.index("--output") + 1] = "text"
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before the first line is written
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "controlplane.manager", *argv],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=ROOT,
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (0, "")
