@@ -36,6 +36,24 @@ async def test_amplification_stores_raw_allocatable_and_multiplies():
     ]
 
 
+@pytest.mark.parametrize(
+    ("ratio", "operation", "cpu"),
+    [
+        pytest.param('{"cpu":0.5}', "UPDATE", "4", id="ratio-below-1-never-shrinks"),
+        pytest.param('{"cpu":1}', "UPDATE", "4", id="ratio-1-is-skipped"),
+        pytest.param('{"cpu":2}', "CREATE", "4", id="create-passes-unchanged"),
+        pytest.param('{"cpu":2}', "UPDATE", "8", id="update-amplifies"),
+    ],
+)
+async def test_amplification_only_grows_nodes_on_update(ratio, operation, cpu):
+    new = amplified_node({RATIO: ratio}, {"cpu": "4", "memory": "8Gi"})
+    old = new if operation == "UPDATE" else None
+    response = await Admission(feature_gates=NODE_GATES).call(
+        "/mutate-node-status", review(new, operation=operation, old=old, sub_resource="status")
+    )
+    assert apply(new, response)["status"]["allocatable"]["cpu"] == cpu
+
+
 async def test_amplification_keeps_raw_until_the_kubelet_changes_allocatable():
     annotations = {RATIO: '{"cpu":2}', RAW: '{"cpu":"4","memory":"8Gi"}'}
     old = amplified_node(annotations, {"cpu": "8", "memory": "8Gi"})

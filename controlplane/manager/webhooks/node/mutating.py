@@ -3,9 +3,11 @@
 When the slo-controller puts ``node.koordinator.sh/resource-amplification-ratio`` (e.g.
 ``{"cpu":1.5}``) on a node, the kubelet's ``cpu``/``memory`` allocatable is kept in
 ``node.koordinator.sh/raw-allocatable`` and the amplified value (raw x ratio, milli
-precision, rounded down) is written to ``status.allocatable`` on every status update. The
-raw value is refreshed when the kubelet reports a different allocatable than before or the
-annotation is missing. Without a ratio, a stale ``raw-allocatable`` is removed. A ratio
+precision, rounded down) is written to ``status.allocatable`` on every status UPDATE
+(CREATE passes unchanged, as upstream). Ratios of 1 or less are skipped: amplification
+never shrinks a node. The raw value is refreshed when the kubelet reports a different
+allocatable than before or the annotation is missing. Without a ratio, a stale
+``raw-allocatable`` is removed. A ratio
 annotation that cannot be read leaves the node untouched (logged): upstream answers it
 with an error (500), which refuses every status update of the node, kubelet heartbeats
 included, until someone fixes the annotation.
@@ -80,7 +82,7 @@ def amplify_node(node: Obj, old: Obj | None) -> None:
         meta["annotations"] = annotations
     allocatable = ensure_map(ensure_map(node, "status"), "allocatable")
     for name, ratio in ratios.items():
-        if name in raw:
+        if name in raw and ratio > 1:
             allocatable[name] = str(amplify(raw[name], ratio))
 
 
@@ -91,7 +93,7 @@ class NodeMutatingHandler:
     async def handle(self, request: AdmissionRequest) -> AdmissionResponse:
         if request.resource_name != "nodes" or request.sub_resource != "status":
             return allowed()
-        if request.operation not in ("CREATE", "UPDATE"):
+        if request.operation != "UPDATE":
             return allowed()
         try:
             original = check(request.object, NODE, "node")
