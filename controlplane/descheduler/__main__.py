@@ -15,7 +15,8 @@ PROG = "koord-descheduler"
 def main(argv: Sequence[str] | None = None) -> int:
     parser = component_parser(
         PROG,
-        "Descheduler: LowNodeLoad balancing and PodMigrationJob-based migration.",
+        "Koordinator's descheduler. Not built in this release: the command accepts its common flags "
+        "and exits 2; neither LowNodeLoad nor PodMigrationJob migration exists yet.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )

@@ -15,8 +15,9 @@ PROG = "koord-scheduler"
 def main(argv: Sequence[str] | None = None) -> int:
     parser = component_parser(
         PROG,
-        "Scheduler with Koordinator's plug-ins: LoadAware, NodeNUMAResource, Reservation, "
-        "ElasticQuota, Coscheduling, DeviceShare.",
+        "Koordinator's scheduler. Not built in this release: the command accepts its common flags "
+        "and exits 2; no scheduling plug-in (LoadAware, NodeNUMAResource, Reservation, ElasticQuota, "
+        "Coscheduling, DeviceShare) exists yet.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )

@@ -15,7 +15,8 @@ PROG = "koord-device-daemon"
 def main(argv: Sequence[str] | None = None) -> int:
     parser = component_parser(
         PROG,
-        "Detects accelerators (NPU, MLU, XPU, ...) and writes device-info JSON for the koordlet.",
+        "Koordinator's device daemon (accelerator detection for the koordlet). Not built in this "
+        "release: the command accepts its flags and exits 2.",
         KOORDLET_FEATURES,
         f"{PROG} {__version__}",
     )

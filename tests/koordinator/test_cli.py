@@ -57,6 +57,8 @@ def test_unbuilt_component_says_so_in_one_line(name):
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "not built yet" in result.stderr
+    help_text = " ".join(run(script(name), "--help").stdout.split())
+    assert "Not built in this release" in help_text, "--help must not advertise what does not exist"
 
 
 def test_koordlet_version_names_the_backend():
