@@ -10,7 +10,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.koord-installed
 NATIVE := $(shell find native -type f \( -name '*.pyx' -o -name '*.py' -o -name '*.c' -o -name '*.h' \) -not -name '_*.c' 2>/dev/null)
 
-.PHONY: run test bench lint crds chart install clean
+.PHONY: run test bench lint crds install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
