@@ -11,26 +11,33 @@
 
 then runs until SIGTERM/SIGINT and stops in reverse order. ``--standalone`` swaps the
 apiserver and the kubelet for this machine's own cgroup tree and description.
+
+What keeps the agent from starting (the ``--addr`` port taken, a kubeconfig that is
+missing, not YAML or without a current context) is an :class:`AgentStartError`: one line
+in the log, exit status 1, no traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
+import os
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
 from koordinator.kube.client import ApiClient
-from koordinator.kube.config import FileToken, load_config
+from koordinator.kube.config import ClusterConfig, ConfigError, FileToken, load_config
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer import InformerFactory
 from koordlet.executor import ResourceUpdateExecutor
@@ -63,6 +70,64 @@ log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 KIND_BY_NAME: dict[str, MetricKind] = {k.name: k for k in vars(kinds).values() if isinstance(k, MetricKind)}
+EXIT_START_FAILED = 1
+
+
+class AgentStartError(RuntimeError):
+    """The agent cannot start; the message is one line saying why and what to change."""
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _check_kubeconfig(path: str) -> None:
+    """The named kubeconfig exists, is YAML and has a current context (the loader's own
+    errors for these are a bare "No configuration found", a YAML traceback and a key name)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise AgentStartError(f"kubeconfig {path}: no such file (--kubeconfig names it)") from None
+    except OSError as exc:
+        raise AgentStartError(f"kubeconfig {path}: cannot read it: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise AgentStartError(f"kubeconfig {path} is not valid YAML: {where}{_one_line(problem)}") from None
+    if not isinstance(data, dict):
+        raise AgentStartError(
+            f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, users, "
+            "contexts and current-context)"
+        )
+    if not data.get("current-context"):
+        raise AgentStartError(
+            f"kubeconfig {path} has no current-context (choose one with "
+            f"`kubectl --kubeconfig {path} config use-context NAME`)"
+        )
+
+
+def cluster_config(kubeconfig: str | None) -> ClusterConfig:
+    """The apiserver's address and credentials: the kubeconfig when named, else in-cluster
+    credentials in a pod, else the default kubeconfig; an :class:`AgentStartError` when
+    they cannot be loaded."""
+    if kubeconfig is not None:
+        _check_kubeconfig(kubeconfig)
+    try:
+        return load_config(kubeconfig)
+    except ConfigError as exc:
+        context = ""
+        if kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            context = " (no --kubeconfig given and not running in a pod)"
+        raise AgentStartError(f"cannot load cluster credentials{context}: {_one_line(exc)}") from None
+    except yaml.YAMLError as exc:
+        raise AgentStartError(
+            f"cannot load cluster credentials: the kubeconfig is not valid YAML: {_one_line(exc)}"
+        ) from None
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise AgentStartError(
+            f"cannot load cluster credentials: malformed kubeconfig: {_one_line(exc)}"
+        ) from None
 
 
 @dataclass
@@ -174,7 +239,14 @@ class Agent:
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
         self._site = web.TCPSite(self._web, self.config.host or None, self.config.port)
-        await self._site.start()
+        try:
+            await self._site.start()
+        except OSError as exc:
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            address = f"{self.config.host or '*'}:{self.config.port}"
+            raise AgentStartError(
+                f"cannot listen on {address} for /metrics and /healthz: {reason} (choose another with --addr)"
+            ) from None
         server = self._site._server
         sockets = getattr(server, "sockets", None) or []
         return int(sockets[0].getsockname()[1]) if sockets else self.config.port
@@ -197,7 +269,7 @@ class Agent:
             )
         if self.client is None:
             self.client = ApiClient(
-                load_config(self.config.kubeconfig),
+                cluster_config(self.config.kubeconfig),
                 qps=self.config.kube_api_qps,
                 burst=self.config.kube_api_burst,
             )
@@ -229,9 +301,9 @@ class Agent:
             layout.root,
             how,
         )
-        self.port = await self.start_http()
-        self.states = states = self._build_states()
         try:
+            self.port = await self.start_http()
+            self.states = states = self._build_states()
             await states.start()
             log.info("waiting for the states informer to sync")
             await _until(states.wait_synced(), stop)
@@ -411,7 +483,8 @@ def freeze_startup_heap() -> None:
 
 
 def run_agent(config: AgentConfig) -> int:
-    """Run until SIGTERM or SIGINT; returns the process exit status."""
+    """Run until SIGTERM or SIGINT; returns the process exit status (1, with one line
+    logged, when the agent cannot start)."""
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -422,5 +495,9 @@ def run_agent(config: AgentConfig) -> int:
         freeze_startup_heap()
         await agent.run(stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except AgentStartError as exc:
+        log.error("%s", exc)
+        return EXIT_START_FAILED
     return 0

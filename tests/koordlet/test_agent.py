@@ -140,3 +140,78 @@ def test_bad_flag_values_exit_2_in_one_line(argv, capsys):
         main(argv)
     assert exit_info.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def _koordlet(
+    host: FakeHost, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``koordlet`` as a user starts it, on a fake host; stops it if it ever starts."""
+    roots = [
+        f"--cgroup-root-dir={host.paths.cgroup_root}",
+        f"--proc-root-dir={host.paths.proc_root}",
+        f"--sys-root-dir={host.paths.sys_root}",
+    ]
+    base = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST")}
+    return subprocess.run(
+        [sys.executable, "-m", "koordlet", *roots, *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("E")]
+
+
+def test_a_port_in_use_is_one_line_naming_the_address_and_the_flag(tmp_path):
+    host = FakeHost(tmp_path, "v1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _koordlet(host, "--standalone", f"--addr=127.0.0.1:{port}")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    [line] = _error_lines(done.stderr)
+    assert line.endswith(
+        f"cannot listen on 127.0.0.1:{port} for /metrics and /healthz: address already in use "
+        "(choose another with --addr)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(None, "kubeconfig {path}: no such file (--kubeconfig names it)", id="missing-file"),
+        pytest.param(
+            "clusters: [\n  {name: a\n",
+            "kubeconfig {path} is not valid YAML: line 3, column 1: expected ',' or '}}', "
+            "but got '<stream end>'",
+            id="malformed-yaml",
+        ),
+        pytest.param("- a\n- b\n", "kubeconfig {path} is not a kubeconfig", id="not-a-mapping"),
+        pytest.param(
+            "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n",
+            "kubeconfig {path} has no current-context",
+            id="no-current-context",
+        ),
+        pytest.param(
+            "apiVersion: v1\nkind: Config\ncurrent-context: gone\nclusters: []\nusers: []\ncontexts: []\n",
+            "cannot load cluster credentials: cannot load kubeconfig {path}: Invalid kube-config file. "
+            "Expected object with name gone in {path}/contexts list",
+            id="unknown-context",
+        ),
+    ],
+)
+def test_a_bad_kubeconfig_is_one_line(tmp_path, content, message):
+    host = FakeHost(tmp_path / "host", "v1")
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    done = _koordlet(host, f"--kubeconfig={path}", "--addr=127.0.0.1:0", env={"NODE_NAME": "node-1"})
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    [line] = _error_lines(done.stderr)
+    assert message.format(path=path) in line
