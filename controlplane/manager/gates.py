@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from koordinator.api.features import FeatureGates
+from koordinator.api.features import FeatureGates, report_unhonoured_gates
 
 __all__ = ["NOT_BUILT", "OTHER_COMPONENTS", "report_gates"]
 
@@ -64,15 +64,4 @@ OTHER_COMPONENTS: Mapping[str, str] = {
 
 def report_gates(gates: FeatureGates, log: logging.Logger) -> None:
     """Log every enabled gate the manager cannot honour and every other component's gate that was set."""
-    for gate, consequence in NOT_BUILT.items():
-        if gates.enabled(gate):
-            log.warning("feature gate %s is not implemented in this release: %s", gate, consequence)
-    for gate, component in OTHER_COMPONENTS.items():
-        value = gates.enabled(gate)
-        if value != gates.known[gate].default:
-            log.info(
-                "feature gate %s=%s has no effect on koord-manager (%s reads it)",
-                gate,
-                str(value).lower(),
-                component,
-            )
+    report_unhonoured_gates(gates, "koord-manager", NOT_BUILT, log, OTHER_COMPONENTS)

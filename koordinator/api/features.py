@@ -10,6 +10,7 @@ accepts the ``--feature-gates`` syntax: ``Name=true|false,...`` plus ``AllAlpha`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -240,3 +241,31 @@ def parse_overrides(text: str) -> dict[str, bool]:
 
 def _items(text: str) -> Iterable[str]:
     return (s.strip() for s in text.split(",") if s.strip())
+
+
+def report_unhonoured_gates(
+    gates: FeatureGates,
+    component: str,
+    not_built: Mapping[str, str],
+    log: logging.Logger,
+    elsewhere: Mapping[str, str] | None = None,
+) -> None:
+    """Log what a component will not do about the gates it accepts.
+
+    ``not_built``: gate -> what is missing while it is enabled (a warning each).
+    ``elsewhere``: gate -> the component that reads it; set away from its default, it is
+    reported (info) as having no effect on ``component``.
+    """
+    for gate, consequence in not_built.items():
+        if gates.enabled(gate):
+            log.warning("feature gate %s is not implemented in this release: %s", gate, consequence)
+    for gate, reader in (elsewhere or {}).items():
+        value = gates.enabled(gate)
+        if value != gates.known[gate].default:
+            log.info(
+                "feature gate %s=%s has no effect on %s (%s reads it)",
+                gate,
+                str(value).lower(),
+                component,
+                reader,
+            )
