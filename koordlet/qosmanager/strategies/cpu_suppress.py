@@ -15,6 +15,13 @@ NUMA nodes and sockets — or a CFS quota (policy ``cfsQuota``) of ``suppress * 
 10 % of the node per round. The other mechanism is reset. With the NodeSLO switch off
 (``resourceUsedThresholdWithBE.enable``), both are reset: quota unlimited, full cpuset.
 
+The CPUs BE pods may ever use leave out the node's reserved CPUs
+(``node.koordinator.sh/reservation`` ``reservedCPUs``), the exclusive system-QoS CPUs
+(``node.koordinator.sh/system-qos-resource``) and the CPUs LSE pods are pinned to
+(``scheduling.koordinator.sh/resource-status``); the full cpuset a reset writes is those
+CPUs, as upstream's. As upstream, a pool (LSR or LS CPUs) with fewer CPUs than its share
+gives none, and an empty choice writes no cpuset (a note says why).
+
 A cpuset shrinks in a leveled update (the union first, parents to children, then the new
 set, children to parents), which is the only order the kernel accepts; with the kubelet's
 static CPU policy, pod-level cgroups keep the full set and only containers are narrowed.
@@ -24,7 +31,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from koordinator.api.cpuset import cpus_or_empty, format_cpuset
 from koordinator.api.extension.annotations import AnnotationError
@@ -52,15 +60,57 @@ QUOTA_DEADBAND_RATIO = 0.01
 QUOTA_GROWTH_RATIO = 0.1
 
 
-def select_cpus(count: int, processors: Iterable[Processor]) -> list[int]:
+@dataclass(frozen=True)
+class PinnedCPUs:
+    """The CPUs BE pods never get (reserved, exclusive system QoS), and those LSR and LSE
+    pods are pinned to."""
+
+    excluded: frozenset[int]
+    lsr: frozenset[int]
+    lse: frozenset[int]
+
+
+def pinned_cpus(snapshot: Snapshot, plan: Plan) -> PinnedCPUs:
+    """Read from the Node's annotations and the pods' resource status (malformed ones are
+    ignored, with a note for the Node's)."""
+    node = snapshot.node or {}
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    excluded: set[int] = set()
+    try:
+        reservation = get_node_reservation(annotations)
+        if reservation is not None:
+            excluded |= cpus_or_empty(reservation.reserved_cpus)
+        system = get_system_qos_resource(annotations)
+        if system is not None and system.cpuset_exclusive is not False:
+            excluded |= cpus_or_empty(system.cpuset)
+    except (AnnotationError, ValueError):
+        plan.note("node CPU annotations ignored (malformed)")
+    lsr: set[int] = set()
+    lse: set[int] = set()
+    for pod in snapshot.pods:
+        try:
+            pinned = cpus_or_empty(get_resource_status(pod.annotations).cpuset)
+        except (AnnotationError, ValueError):
+            continue
+        if pod.qos is QoSClass.LSR:
+            lsr |= pinned
+        elif pod.qos is QoSClass.LSE:
+            lse |= pinned
+    return PinnedCPUs(frozenset(excluded), frozenset(lsr), frozenset(lse))
+
+
+def select_cpus(count: int, processors: Sequence[Processor]) -> list[int]:
     """``count`` CPUs for the BE tier: hyper-thread pairs first, round-robin over
-    (NUMA node, socket) buckets (largest first), then single CPUs the same way."""
+    (NUMA node, socket) buckets (largest first), then single CPUs the same way; none at
+    all when ``processors`` has fewer than ``count`` CPUs (upstream's rule)."""
+    if count > len(processors):
+        return []
     buckets: dict[tuple[int, int], list[Processor]] = {}
     for p in processors:
         buckets.setdefault((p.node, p.socket), []).append(p)
     ordered = [sorted(b, key=lambda p: (p.core, p.cpu)) for b in buckets.values()]
     ordered.sort(key=lambda b: (-len(b), b[0].cpu))
-    need = min(count, sum(len(b) for b in ordered))
+    need = count
     used: set[int] = set()
     chosen: list[int] = []
     progress = True
@@ -101,11 +151,13 @@ class CPUSuppress(GatedStrategy):
     def _be_dir(self, snapshot: Snapshot) -> str:
         return snapshot.host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
 
-    def _full_cpuset(self, snapshot: Snapshot) -> str:
+    def _full_cpuset(self, snapshot: Snapshot, pinned: PinnedCPUs) -> str:
+        """Every CPU BE pods may use: the root cgroup's (else the topology's), less the
+        reserved, exclusive system-QoS and LSE-pinned ones; empty when unknown."""
         root = cpus_or_empty(snapshot.cgroups.read(CPUSET_CPUS, ""))
         if not root and snapshot.host.cpu_info is not None:
             root = set(snapshot.host.cpu_info.topology.cpus())
-        return format_cpuset(root)
+        return format_cpuset(root - pinned.excluded - pinned.lse)
 
     def suppress_milli(self, snapshot: Snapshot, plan: Plan) -> int | None:
         """The CPU (milli-cores) the BE tier may use, or None when inputs are missing."""
@@ -164,23 +216,16 @@ class CPUSuppress(GatedStrategy):
 
     # --- plans -------------------------------------------------------------------------------
 
-    def _cpuset_levels(
-        self, snapshot: Snapshot, cpuset: str, static_policy: bool
-    ) -> list[list[CgroupUpdate]]:
+    def _cpuset_levels(self, snapshot: Snapshot, top: str, containers: str) -> list[list[CgroupUpdate]]:
+        """The BE directory and its pods get ``top`` and the containers ``containers`` (an
+        empty value leaves that level out)."""
         be = self._be_dir(snapshot)
-        pods = snapshot.cgroups.at_depth(Subsystem.CPUSET, be, 1)
-        containers = snapshot.cgroups.at_depth(Subsystem.CPUSET, be, 2)
-        if static_policy:
-            full = self._full_cpuset(snapshot)
-            return [
-                [CgroupUpdate(CPUSET_CPUS, be, full, NAME)],
-                [CgroupUpdate(CPUSET_CPUS, p, full, NAME) for p in pods],
-                [CgroupUpdate(CPUSET_CPUS, c, cpuset, NAME) for c in containers],
-            ]
+        pods = snapshot.cgroups.at_depth(Subsystem.CPUSET, be, 1) if top else []
+        below = snapshot.cgroups.at_depth(Subsystem.CPUSET, be, 2) if containers else []
         return [
-            [CgroupUpdate(CPUSET_CPUS, be, cpuset, NAME)],
-            [CgroupUpdate(CPUSET_CPUS, p, cpuset, NAME) for p in pods],
-            [CgroupUpdate(CPUSET_CPUS, c, cpuset, NAME) for c in containers],
+            [CgroupUpdate(CPUSET_CPUS, be, top, NAME)] if top else [],
+            [CgroupUpdate(CPUSET_CPUS, p, top, NAME) for p in pods],
+            [CgroupUpdate(CPUSET_CPUS, c, containers, NAME) for c in below],
         ]
 
     def recover(self, snapshot: Snapshot, plan: Plan, *, quota: bool = True, cpuset: bool = True) -> Plan:
@@ -188,7 +233,11 @@ class CPUSuppress(GatedStrategy):
         if quota:
             plan.updates.append(CgroupUpdate(CPU_CFS_QUOTA, be, -1, NAME))
         if cpuset:
-            plan.leveled.append(self._cpuset_levels(snapshot, self._full_cpuset(snapshot), False))
+            full = self._full_cpuset(snapshot, pinned_cpus(snapshot, plan))
+            if full:
+                plan.leveled.append(self._cpuset_levels(snapshot, full, full))
+            else:
+                plan.note("no CPU left for BE pods: their cpuset is not reset")
         return plan
 
     def plan(self, snapshot: Snapshot) -> Plan:
@@ -214,33 +263,11 @@ class CPUSuppress(GatedStrategy):
         if info is None:
             plan.note("CPU topology not collected yet")
             return
-        node = snapshot.node or {}
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
-        excluded: set[int] = set()
-        try:
-            reservation = get_node_reservation(annotations)
-            if reservation is not None:
-                excluded |= cpus_or_empty(reservation.reserved_cpus)
-            system = get_system_qos_resource(annotations)
-            if system is not None and system.cpuset_exclusive is not False:
-                excluded |= cpus_or_empty(system.cpuset)
-        except (AnnotationError, ValueError):
-            plan.note("node CPU annotations ignored (malformed)")
-        lsr_pinned: set[int] = set()
-        lse_pinned: set[int] = set()
-        for pod in snapshot.pods:
-            try:
-                pinned = cpus_or_empty(get_resource_status(pod.annotations).cpuset)
-            except (AnnotationError, ValueError):
-                continue
-            if pod.qos is QoSClass.LSR:
-                lsr_pinned |= pinned
-            elif pod.qos is QoSClass.LSE:
-                lse_pinned |= pinned
+        pinned = pinned_cpus(snapshot, plan)
         processors = list(info.topology.processors)
-        candidates = [p for p in processors if p.cpu not in excluded]
-        lsr = [p for p in candidates if p.cpu in lsr_pinned]
-        ls = [p for p in candidates if p.cpu not in lsr_pinned and p.cpu not in lse_pinned]
+        candidates = [p for p in processors if p.cpu not in pinned.excluded]
+        lsr = [p for p in candidates if p.cpu in pinned.lsr]
+        ls = [p for p in candidates if p.cpu not in pinned.lsr and p.cpu not in pinned.lse]
         if not lsr and not ls:
             plan.note("no CPU left for BE pods to share")
             return
@@ -251,10 +278,30 @@ class CPUSuppress(GatedStrategy):
             plan.note(f"BE cpuset grows by at most {limit - len(old)} CPUs a round")
             need = limit
         n_lsr = need * len(lsr) // (len(lsr) + len(ls))
-        chosen = select_cpus(n_lsr, lsr) + select_cpus(need - n_lsr, ls)
+        chosen: list[int] = []
+        for pool, count, cpus in (("LSR", n_lsr, lsr), ("LS", need - n_lsr, ls)):
+            if count <= 0:
+                continue
+            picked = select_cpus(count, cpus)
+            if not picked:
+                plan.note(
+                    f"the {pool} pool has {len(cpus)} CPUs for BE pods, "
+                    f"fewer than the {count} asked: none taken"
+                )
+            chosen += picked
+        static = snapshot.host.kubelet_cpu_policy == "static"
+        # with the kubelet's static policy the BE and pod directories keep the full set
+        full = self._full_cpuset(snapshot, pinned) if static else ""
+        if not chosen:
+            plan.note("no CPU chosen for BE pods: their cpuset is left as it is")
+            if full:
+                plan.leveled.append(self._cpuset_levels(snapshot, full, ""))
+            return
         cpuset = format_cpuset(chosen)
         plan.leveled.append(
-            self._cpuset_levels(snapshot, cpuset, snapshot.host.kubelet_cpu_policy == "static")
+            self._cpuset_levels(snapshot, full, cpuset)
+            if static
+            else self._cpuset_levels(snapshot, cpuset, cpuset)
         )
         plan.gauges.append(("be_suppress_cpu_cores", ("cpuset",), float(len(chosen))))
 

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from koordinator.api.extension.node import ANNOTATION_NODE_RESERVATION
 from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
+from koordinator.api.extension.topology import ANNOTATION_NODE_SYSTEM_QOS_RESOURCE
 from koordinator.api.kubeqos import KubeQOSClass
 from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor
 from koordlet.metriccache import Sample, kinds
@@ -226,4 +228,67 @@ def test_selection_spreads_pairs_over_numa_nodes(fake_host_v1):
     # node 0: cores 0,1 (cpus 0,4 / 1,5); node 1: cores 2,3 (cpus 2,6 / 3,7)
     assert sorted(select_cpus(4, topology.processors)) == [0, 2, 4, 6]
     assert sorted(select_cpus(3, topology.processors)) == [0, 1, 4]  # a pair, then round-robin singles
-    assert len(select_cpus(20, topology.processors)) == 8
+    assert select_cpus(8, topology.processors) != []
+    assert select_cpus(9, topology.processors) == []  # fewer CPUs than asked: none (upstream)
+
+
+def _reserving(cpus: str) -> dict[str, Any]:
+    """The node, with ``cpus`` reserved by the node.koordinator.sh/reservation annotation."""
+    return node(**{ANNOTATION_NODE_RESERVATION: f'{{"reservedCPUs": "{cpus}"}}'})
+
+
+@pytest.mark.parametrize("kubelet_cpu_policy", ["none", "static"])
+def test_a_pool_smaller_than_asked_gives_no_cpu_and_no_empty_cpuset(host, kubelet_cpu_policy):
+    """Only cpu0 is left for BE pods but at least two are asked: upstream selects none and
+    writes no cpuset (an empty cpuset.cpus would leave BE tasks nowhere to run)."""
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    container = host.container_dir("BestEffort", make_pod("batch").uid, BE_CID)
+    host.set("cpuset.cpus", be, "0-7")
+    host.set("cpuset.cpus", container, "2-3")
+    plan = CPUSuppress().plan(
+        _snapshot(host, node_obj=_reserving("1-7"), kubelet_cpu_policy=kubelet_cpu_policy)
+    )
+    executor = ResourceUpdateExecutor(CgroupFS.detect(host.paths))
+    for batch in plan.leveled:
+        executor.leveled(batch)
+    assert host.get("cpuset.cpus", container) == "2-3"  # the containers keep their cpuset
+    written = [u.value for batch in plan.leveled for level in batch for u in level]
+    assert "" not in written
+    if kubelet_cpu_policy == "none":
+        assert plan.leveled == []
+    else:  # the BE and pod directories keep the full set; the containers are left alone
+        assert [[u.value for u in level] for level in plan.leveled[0]] == [["0"], ["0"], []]
+    assert not any(g[0] == "be_suppress_cpu_cores" for g in plan.gauges)
+    assert "the LS pool has 1 CPUs for BE pods, fewer than the 2 asked: none taken" in plan.notes
+
+
+FULL_SET_CASES = {
+    "slo-switch-off": {"resourceUsedThresholdWithBE": {"enable": False}},
+    "cfs-quota-policy": {
+        "resourceUsedThresholdWithBE": {
+            **ENABLED["resourceUsedThresholdWithBE"],
+            "cpuSuppressPolicy": "cfsQuota",
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("slo", list(FULL_SET_CASES.values()), ids=list(FULL_SET_CASES))
+def test_the_full_cpuset_leaves_out_reserved_system_and_lse_cpus(host, slo):
+    annotations = {
+        ANNOTATION_NODE_RESERVATION: '{"reservedCPUs": "0"}',
+        ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: '{"cpuset": "3", "cpusetExclusive": true}',
+    }
+    lse = make_pod("latency").qos("LSE").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"1,5"}').build()
+    pods, samples = _pods(host, lse)
+    plan = CPUSuppress().plan(
+        snapshot(host, pods=pods, samples=samples, slo=slo, node_obj=node(**annotations))
+    )
+    assert plan.leveled == [_levels(host, "2,4,6-7")]
+
+
+def test_a_shared_system_qos_cpuset_stays_in_the_full_set(host):
+    annotations = {ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: '{"cpuset": "3", "cpusetExclusive": false}'}
+    slo = FULL_SET_CASES["slo-switch-off"]
+    plan = CPUSuppress().plan(_snapshot(host, slo=slo, node_obj=node(**annotations)))
+    assert plan.leveled == [_levels(host, "0-7")]
