@@ -120,6 +120,7 @@ def _gates(text: str) -> FeatureGates:
 
 def _serve(args: argparse.Namespace) -> int:
     from controlplane.manager.manager import Manager, ManagerError
+    from controlplane.manager.server import settle_after_start
     from koordinator.kube.client import ApiClient
     from koordinator.kube.config import ConfigError, load_config
 
@@ -135,7 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
             log.error("cannot load cluster credentials: %s", exc)
             return EXIT_FAILED
         async with ApiClient(config, qps=options.kube_api_qps, burst=options.kube_api_burst) as client:
-            manager = Manager(options, client)
+            manager = Manager(options, client, settle=settle_after_start)
             stop_on_signals(manager.request_stop)
             try:
                 await manager.run()

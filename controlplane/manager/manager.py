@@ -3,7 +3,9 @@
 Start-up order, chosen so no request meets a half-started server:
 
 1. health and metrics servers (liveness answers while the rest starts);
-2. the informers the enabled webhooks read, up to their initial sync;
+2. the informers the enabled webhooks read, up to their initial sync; then ``settle`` (the
+   process's garbage-collector tuning, :func:`controlplane.manager.server.settle_after_start`,
+   passed by the ``koord-manager`` command) over the start-up heap;
 3. the serving certificate (created or renewed in the Secret) loaded into the TLS context;
 4. the webhook server on ``--webhook-port``;
 5. background runnables: the certificate controller (publishes the ``caBundle``, then
@@ -105,10 +107,12 @@ class Manager:
         *,
         registry: CollectorRegistry | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        settle: Callable[[], None] | None = None,
     ) -> None:
         self.options = options
         self.client = client
         self.clock = clock
+        self.settle = settle
         self.metrics = WebhookMetrics(registry)
         self.slo_metrics = SLOControllerMetrics(self.metrics.registry)
         self.reactor_metrics = ReactorMetrics(self.metrics.registry)
@@ -279,6 +283,8 @@ class Manager:
             raise ManagerError(
                 f"informer caches did not sync within {options.cache_sync_timeout_s:.0f}s"
             ) from None
+        if self.settle is not None:
+            self.settle()
         if self.serves_webhooks:
             await self._serve_webhooks()
         else:
