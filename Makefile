@@ -1,7 +1,8 @@
 # The README's commands. Each target installs what it needs into .venv first.
 #   make run    install, print the node probe, then run the standalone koordlet (127.0.0.1:9316)
 #   make test   install test dependencies, provision every test tier, run the whole suite
-#   make bench  run the benchmark harness (JSON results in benchmarks/out/)
+#   make bench  run the benchmark harness (JSON results in benchmarks/out/; webhook_admission builds
+#               its load generator, vegeta, with hack/vegeta.sh)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -28,7 +29,8 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@bin="$$(bash hack/envtest.sh)" || { echo "make test: hack/envtest.sh failed; the envtest tier will be skipped" >&2; bin=; }; \
-	KOORD_ENVTEST_BIN="$$bin" $(PY) -m pytest $(PYTEST_ARGS)
+	vegeta="$$(bash hack/vegeta.sh)" || { echo "make test: hack/vegeta.sh failed; the webhook_admission smoke run will fail" >&2; vegeta=; }; \
+	KOORD_ENVTEST_BIN="$$bin" KOORD_VEGETA="$$vegeta" $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

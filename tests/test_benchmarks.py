@@ -25,3 +25,12 @@ def test_benchmark_smoke(name, tmp_path):
     assert data["results"], "a benchmark must report at least one figure"
     assert all(UNIT_SUFFIX.search(k) for k in (*data["results"], *data["ratios"]))
     assert result.headline
+
+
+@pytest.mark.perf
+def test_webhook_benchmark_refuses_to_run_without_its_load_generator(monkeypatch):
+    from benchmarks import webhook_admission
+
+    monkeypatch.setenv("KOORD_VEGETA", "/nonexistent/vegeta")
+    with pytest.raises(RuntimeError, match="KOORD_VEGETA=/nonexistent/vegeta is not an executable"):
+        webhook_admission.run(quick=True)
