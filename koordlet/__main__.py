@@ -321,7 +321,9 @@ def run_plan(args: argparse.Namespace) -> int:
         scenario = Scenario.parse(text)
         result = plan_scenario(scenario, host_paths(args), strategies(), args.strategy)
     except ScenarioError as err:
-        fail(PROG, f"scenario {args.scenario}: {err}")
+        for problem in err.problems[:-1]:
+            sys.stderr.write(f"{PROG}: error: scenario {args.scenario}: {' '.join(problem.split())}\n")
+        fail(PROG, f"scenario {args.scenario}: {err.problems[-1]}")
     if args.output == "json":
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
     else:

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 EVICT_SUCCESS = "EvictPodSuccess"
 EVICT_FAIL = "EvictPodFail"
 REMEMBER_SECONDS = 300.0
+#: evictions asked at once, and per second after that, on one node
+DEFAULT_BURST = 5
+DEFAULT_QPS = 1.0
 
 
 class Evictor:
@@ -40,8 +43,8 @@ class Evictor:
         metrics: KoordletMetrics,
         recorder: EventRecorder | None = None,
         *,
-        qps: float = 1.0,
-        burst: int = 5,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client

@@ -7,35 +7,15 @@ printed: the files that would be written with their values (rendered for this ho
 cgroup version, leveled batches in the order the executor would finish them) and the pods
 that would be evicted, with the reason. Nothing is written and nothing is evicted.
 
-Scenario keys::
-
-    now: 1700000000            # optional, seconds
-    collectInterval: 1         # optional, seconds
-    featureGates: "BEMemoryEvict=true,CPUBurst=false"
-    node: {...}                # a Node (status.capacity/allocatable, annotations)
-    nodeSLO: {...}             # a NodeSLO spec, merged onto the defaults
-    pods: [...]                # Pods as the kubelet reports them
-    kubeletCPUPolicy: none     # or static
-    usage:
-      node: {cpu: 3.5, memory: 12Gi}       # cores, bytes (quantities accepted)
-      pods: {default/web: {cpu: 0.5, memory: 1Gi}}
-      hostApplications: {nginx: {cpu: 0.2}}
+The scenario's format (every key, its type and default) is in ``docs/plan-scenario.md``
+and checked by :mod:`koordlet.qosmanager.scenario_format`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
-from koordinator.api.features import KOORDLET_FEATURES, FeatureGateError, FeatureGates
-from koordinator.api.model import ModelError
-from koordinator.api.quantity import Quantity, QuantityError
-from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
-from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.executor import (
     CgroupUpdate,
     FileUpdate,
@@ -45,77 +25,16 @@ from koordlet.executor import (
     Update,
 )
 from koordlet.metriccache import MetricCache, Sample, kinds
+from koordlet.qosmanager.evictor import DEFAULT_BURST, DEFAULT_QPS
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, Plan, Snapshot, Strategy
+from koordlet.qosmanager.scenario_format import Scenario, ScenarioError
 from koordlet.statesinformer.podmeta import pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.errors import HostError
 from koordlet.system.paths import HostPaths
 from koordlet.system.topology import NodeCPUInfo, read_cpu_basic_info, read_cpu_topology
 
-
-class ScenarioError(ValueError):
-    """A scenario that does not describe a situation (named field, reason)."""
-
-
-def _number(value: Any, where: str, *, cpu: bool) -> float:
-    if isinstance(value, bool):
-        raise ScenarioError(f"{where}: expected a number, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    try:
-        quantity = Quantity.parse(str(value))
-    except QuantityError as err:
-        raise ScenarioError(f"{where}: {err}") from None
-    return quantity.milli_value() / 1000 if cpu else float(quantity.value())
-
-
-def _mapping(data: Any, where: str) -> Mapping[str, Any]:
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise ScenarioError(f"{where}: expected a mapping")
-    return data
-
-
-@dataclass
-class Scenario:
-    node: Mapping[str, Any]
-    node_slo: NodeSLOSpec
-    pods: list[Mapping[str, Any]]
-    gates: FeatureGates
-    now: float
-    collect_interval: float = 1.0
-    kubelet_cpu_policy: str = "none"
-    usage: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, text: str) -> Scenario:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise ScenarioError(f"not YAML: {err}") from None
-        data = _mapping(data, "scenario")
-        try:
-            gates = FeatureGates.parse(KOORDLET_FEATURES, str(data.get("featureGates") or ""))
-        except FeatureGateError as err:
-            raise ScenarioError(f"featureGates: {err}") from None
-        try:
-            spec = NodeSLOSpec.from_dict(dict(_mapping(data.get("nodeSLO"), "nodeSLO")), path="nodeSLO")
-        except ModelError as err:
-            raise ScenarioError(str(err)) from None
-        pods = data.get("pods") or []
-        if not isinstance(pods, list) or not all(isinstance(p, Mapping) for p in pods):
-            raise ScenarioError("pods: expected a list of Pod objects")
-        return cls(
-            node=_mapping(data.get("node"), "node"),
-            node_slo=merge_node_slo_spec(spec),
-            pods=list(pods),
-            gates=gates,
-            now=float(data.get("now") or time.time()),
-            collect_interval=float(data.get("collectInterval") or 1.0),
-            kubelet_cpu_policy=str(data.get("kubeletCPUPolicy") or "none"),
-            usage=_mapping(data.get("usage"), "usage"),
-        )
+__all__ = ["Scenario", "ScenarioError", "as_table", "build_snapshot", "describe", "plan_scenario"]
 
 
 def build_snapshot(scenario: Scenario, paths: HostPaths) -> Snapshot:
@@ -123,30 +42,21 @@ def build_snapshot(scenario: Scenario, paths: HostPaths) -> Snapshot:
     metas = [m for m in (pod_meta(p, cgroups.layout) for p in scenario.pods) if m is not None]
     by_key = {m.key: m for m in metas}
     now = scenario.now
+    usage = scenario.usage
     samples: list[Sample] = []
-    node = _mapping(scenario.usage.get("node"), "usage.node")
-    if "cpu" in node:
-        samples.append(kinds.NODE_CPU_USAGE.sample(_number(node["cpu"], "usage.node.cpu", cpu=True), now))
-    if "memory" in node:
-        samples.append(
-            kinds.NODE_MEMORY_USAGE.sample(_number(node["memory"], "usage.node.memory", cpu=False), now)
-        )
-    for key, values in _mapping(scenario.usage.get("pods"), "usage.pods").items():
-        meta = by_key.get(str(key))
-        if meta is None:
-            raise ScenarioError(f"usage.pods.{key}: no such pod in pods (use namespace/name)")
-        values = _mapping(values, f"usage.pods.{key}")
+    if usage.node_cpu is not None:
+        samples.append(kinds.NODE_CPU_USAGE.sample(usage.node_cpu, now))
+    if usage.node_memory is not None:
+        samples.append(kinds.NODE_MEMORY_USAGE.sample(usage.node_memory, now))
+    for key, values in usage.pods.items():
+        uid = by_key[key].uid
         if "cpu" in values:
-            cpu = _number(values["cpu"], f"usage.pods.{key}.cpu", cpu=True)
-            samples.append(kinds.POD_CPU_USAGE.sample(cpu, now, pod_uid=meta.uid))
+            samples.append(kinds.POD_CPU_USAGE.sample(values["cpu"], now, pod_uid=uid))
         if "memory" in values:
-            memory = _number(values["memory"], f"usage.pods.{key}.memory", cpu=False)
-            samples.append(kinds.POD_MEMORY_USAGE.sample(memory, now, pod_uid=meta.uid))
-    for name, values in _mapping(scenario.usage.get("hostApplications"), "usage.hostApplications").items():
-        values = _mapping(values, f"usage.hostApplications.{name}")
+            samples.append(kinds.POD_MEMORY_USAGE.sample(values["memory"], now, pod_uid=uid))
+    for name, values in usage.host_applications.items():
         if "cpu" in values:
-            cpu = _number(values["cpu"], f"usage.hostApplications.{name}.cpu", cpu=True)
-            samples.append(kinds.HOST_APPLICATION_CPU_USAGE.sample(cpu, now, host_app_name=str(name)))
+            samples.append(kinds.HOST_APPLICATION_CPU_USAGE.sample(values["cpu"], now, host_app_name=name))
     cache = MetricCache()
     cache.append(samples)
     try:
@@ -188,18 +98,27 @@ def _render(update: Update, cgroups: CgroupFS) -> dict[str, str]:
 
 
 def describe(plan: Plan, cgroups: CgroupFS) -> dict[str, Any]:
-    """A plan as data: writes in execution order, evictions, notes."""
+    """A plan as data: writes in execution order, evictions, notes. Evictions are those the
+    evictor would ask for (it never evicts LSE, LSR or LS pods, and strategies pass those
+    over); more than it asks for at once are noted."""
     writes = [_render(u, cgroups) for u in plan.updates]
     for batch in plan.leveled:
         for level in reversed(batch):  # what each file ends with, children first
             writes += [_render(u, cgroups) for u in level]
+    notes = list(plan.notes)
+    later = [e.pod.key for e in plan.evictions[DEFAULT_BURST:]]
+    if later:
+        notes.append(
+            f"the evictor asks for at most {DEFAULT_BURST} evictions at once, then {DEFAULT_QPS:g} a second: "
+            f"{', '.join(later)} would wait"
+        )
     return {
         "writes": writes,
         "evictions": [
             {"pod": e.pod.key, "feature": e.feature, "reason": e.reason, "message": e.message}
             for e in plan.evictions
         ],
-        "notes": list(plan.notes),
+        "notes": notes,
     }
 
 
