@@ -1,11 +1,18 @@
-"""The ``koordlet`` command: the node agent, and ``koordlet probe`` to inspect a node.
+"""The ``koordlet`` command: the node agent, ``koordlet probe`` to inspect a node and
+``koordlet plan`` to see what the QoS strategies would do.
 
 * ``koordlet`` runs the agent for the node named by ``NODE_NAME`` (required, as upstream),
   talking to the apiserver (in-cluster credentials or ``--kubeconfig``) and the kubelet;
 * ``koordlet --standalone`` runs it with neither: this machine's cgroups and metrics,
   served on 127.0.0.1:9316 unless ``--addr`` says otherwise;
 * ``koordlet probe`` prints what this node supports (cgroup versions, driver, PSI,
-  resctrl, perf, QoS knobs, runtime sockets, GPUs, RDMA).
+  resctrl, perf, QoS knobs, runtime sockets, GPUs, RDMA);
+* ``koordlet plan`` plans the QoS strategies once against a scenario file and the host
+  tree, and prints the writes and evictions (a dry run; the format is in
+  ``docs/plan-scenario.md``; a scenario with problems is one line per problem, exit 2).
+
+Usage errors are one line and exit status 2; an agent that cannot start (its port taken,
+a bad kubeconfig) logs one line and exits with status 1.
 
 Flags keep upstream's names and defaults; durations are Go durations (``10s``, ``1m``),
 booleans accept ``--flag``, ``--flag=true`` and ``--flag=false``.
