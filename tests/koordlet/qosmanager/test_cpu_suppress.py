@@ -262,7 +262,7 @@ def test_a_pool_smaller_than_asked_gives_no_cpu_and_no_empty_cpuset(host, kubele
     assert "the LS pool has 1 CPUs for BE pods, fewer than the 2 asked: none taken" in plan.notes
 
 
-FULL_SET_CASES = {
+FULL_SET_CASES: dict[str, dict[str, Any]] = {
     "slo-switch-off": {"resourceUsedThresholdWithBE": {"enable": False}},
     "cfs-quota-policy": {
         "resourceUsedThresholdWithBE": {
