@@ -24,7 +24,6 @@ import errno
 import gc
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +35,13 @@ from prometheus_client import CollectorRegistry
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
+from koordinator.cli import stop_on_signals
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig, ConfigError, FileToken, load_config
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer import InformerFactory
 from koordlet.executor import ResourceUpdateExecutor
+from koordlet.gates import report_gates
 from koordlet.metriccache import AggregateResult, KVStore, MetricCache, MetricKind, kinds
 from koordlet.metrics import KoordletMetrics, render_async
 from koordlet.metricsadvisor.framework import (
@@ -292,6 +293,7 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         config = self.config
         self.metrics.start_time.labels(config.node_name).set(time.time())
+        report_gates(config.gates, log)
         layout, how = self.cgroups.kubepods
         log.info(
             "koordlet on %s: cgroup v%d, %s driver, kubepods %s (%s)",
@@ -488,9 +490,7 @@ def run_agent(config: AgentConfig) -> int:
 
     async def main() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop_on_signals(stop.set)
         agent = Agent(config)
         freeze_startup_heap()
         await agent.run(stop)

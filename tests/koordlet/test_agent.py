@@ -215,3 +215,78 @@ def test_a_bad_kubeconfig_is_one_line(tmp_path, content, message):
     assert "Traceback" not in done.stderr
     [line] = _error_lines(done.stderr)
     assert message.format(path=path) in line
+
+
+def _node_host(root) -> FakeHost:
+    host = FakeHost(root, "v1")
+    host.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)
+    host.set_meminfo(MemTotal=8_000_000, MemFree=2_000_000, MemAvailable=5_000_000)
+    host.set_proc_stat([100, 0, 100, 1000, 0, 0, 0, 0], {0: [50, 0, 50, 500, 0, 0, 0, 0]})
+    return host
+
+
+def _launch(
+    host: FakeHost, log_path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    roots = [
+        f"--cgroup-root-dir={host.paths.cgroup_root}",
+        f"--proc-root-dir={host.paths.proc_root}",
+        f"--sys-root-dir={host.paths.sys_root}",
+    ]
+    base = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST")}
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "koordlet", *roots, *args], env={**base, **(env or {})}, stderr=log
+        )
+
+
+def _until_logged(proc: subprocess.Popen[bytes], log_path, text: str, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while text not in log_path.read_text():
+        assert proc.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_waiting_for_an_unreachable_apiserver_stops_the_agent(tmp_path, signum):
+    host = _node_host(tmp_path / "host")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{_free_port()}'}}}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    log_path = tmp_path / "stderr.log"
+    proc = _launch(
+        host,
+        log_path,
+        f"--kubeconfig={kubeconfig}",
+        "--addr=127.0.0.1:0",
+        f"--kubelet-read-only-port={_free_port()}",
+        env={"NODE_NAME": "node-1"},
+    )
+    try:
+        _until_logged(proc, log_path, "waiting for the states informer to sync")
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == 0, log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in log_path.read_text()
+
+
+def test_a_signal_while_running_stops_the_agent(tmp_path):
+    host = _node_host(tmp_path / "host")
+    log_path = tmp_path / "stderr.log"
+    proc = _launch(host, log_path, "--standalone", "--addr=127.0.0.1:0")
+    try:
+        _until_logged(proc, log_path, "koordlet is running")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "SIGTERM received: stopping" in log_path.read_text()
