@@ -5,7 +5,10 @@ parsed and validated on its own (:func:`koordinator.api.sloconfig.parse_config`)
 
 * a key that is absent, or a ConfigMap that does not exist, means upstream's defaults;
 * a key that fails to parse or validate keeps its last good value, and the failure is
-  logged and told to the user as a Warning Event on the ConfigMap;
+  logged and told to the user as a Warning Event on the ConfigMap, one per key, with
+  upstream's reasons (``ColocationCfgUnmarshalFailed`` for ``colocation-config``,
+  ``SLOCfgUnmarshalFailed`` for the others) and messages (``failed to unmarshal ThresholdCfg,
+  err: ...``);
 * ``colocation-config`` must also merge with the defaults into a valid cluster strategy.
   Until it has been good once (a manager started while it is broken) the colocation
   config is *unavailable*: the noderesource and nodemetric controllers then leave nodes
@@ -29,6 +32,7 @@ from koordinator.api.sloconfig.config import (
     CONFIG_KEYS,
     SLOControllerConfig,
     cluster_colocation_strategy,
+    invalid_key_event,
     parse_config,
 )
 from koordinator.kube import resources as res
@@ -40,7 +44,6 @@ __all__ = ["ParsedConfig", "SLOConfigCache", "parse_slo_config"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-REASON_INVALID = "SLOControllerConfigInvalid"
 
 
 @dataclass
@@ -175,10 +178,9 @@ class SLOConfigCache:
                 ", ".join(sorted(parsed.errors)),
                 message,
             )
-            if configmap is not None and self.recorder is not None:
-                self._record(
-                    configmap, f"kept the last good value of {', '.join(sorted(parsed.errors))}: {message}"
-                )
+            if configmap is not None:
+                for key, errors in sorted(parsed.errors.items()):
+                    self._record(configmap, *invalid_key_event(key, errors))
         if changed or first:
             log.info(
                 "ConfigMap %s/%s: effective config changed (%s)",
@@ -194,7 +196,7 @@ class SLOConfigCache:
                     log.exception("slo-controller-config listener failed")
         return changed
 
-    def _record(self, configmap: Obj, message: str) -> None:
+    def _record(self, configmap: Obj, reason: str, message: str) -> None:
         """Write the Warning Event in the background (handlers run synchronously on the loop)."""
         recorder = self.recorder
         if recorder is None:
@@ -203,8 +205,6 @@ class SLOConfigCache:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        task = loop.create_task(
-            recorder.record(configmap, WARNING, REASON_INVALID, message, kind="ConfigMap")
-        )
+        task = loop.create_task(recorder.record(configmap, WARNING, reason, message, kind="ConfigMap"))
         self._background.add(task)
         task.add_done_callback(self._background.discard)

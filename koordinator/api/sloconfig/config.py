@@ -38,7 +38,7 @@ from koordinator.api.model import Model, ModelError
 from koordinator.api.openapi import model_schema
 from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.api.schema.errors import FieldError
-from koordinator.api.schema.structural import prune, validate
+from koordinator.api.schema.structural import NO_FIELD, prune, validate
 from koordinator.api.selectors import SelectorError, label_selector_matches, validate_label_selector
 from koordinator.api.sloconfig.merge import merge
 from koordinator.api.sloconfig.nodeslo import (
@@ -80,6 +80,8 @@ __all__ = [
     "CPU_BURST_CONFIG_KEY",
     "CPU_NORMALIZATION_CONFIG_KEY",
     "HOST_APPLICATION_CONFIG_KEY",
+    "REASON_COLOCATION_INVALID",
+    "REASON_SLO_INVALID",
     "RESOURCE_AMPLIFICATION_CONFIG_KEY",
     "RESOURCE_QOS_CONFIG_KEY",
     "RESOURCE_THRESHOLD_CONFIG_KEY",
@@ -92,6 +94,7 @@ __all__ = [
     "default_colocation_strategy",
     "default_node_metric_collect_policy",
     "host_applications_for_node",
+    "invalid_key_event",
     "node_metric_spec_for_node",
     "node_slo_spec_for_node",
     "parse_config",
@@ -266,7 +269,9 @@ def _parse_key(key: str, text: str, require_names: bool) -> tuple[Model | None, 
     if not isinstance(data, dict):
         return None, [FieldError.invalid(key, text, "must be a JSON object")]
     schema = model_schema(model)
-    errors = validate(prune(data, schema), schema, path=key)
+    # the apiserver's "rules were not checked" note belongs to no field (and to no key): a
+    # ConfigMap key has no CEL rules, and the note would otherwise be blamed on another key
+    errors = [e for e in validate(prune(data, schema), schema, path=key) if e.field != NO_FIELD]
     errors += _extra_checks(key, data, require_names)
     if errors:
         return None, errors
@@ -487,3 +492,24 @@ def node_metric_spec_for_node(
             or policy.node_memory_collect_policy,
         )
     return NodeMetricSpec(metric_collect_policy=policy)
+
+
+#: upstream's Event reasons for a key that fails: colocation-config, and every NodeSLO key
+REASON_COLOCATION_INVALID = "ColocationCfgUnmarshalFailed"
+REASON_SLO_INVALID = "SLOCfgUnmarshalFailed"
+#: how upstream's Event messages name the keys (``failed to unmarshal ThresholdCfg, err: ...``)
+_EVENT_NAMES = {
+    COLOCATION_CONFIG_KEY: "colocation config",
+    RESOURCE_THRESHOLD_CONFIG_KEY: "ThresholdCfg",
+    RESOURCE_QOS_CONFIG_KEY: "ResourceQOSCfg",
+    CPU_BURST_CONFIG_KEY: "CPUBurstCfg",
+    SYSTEM_CONFIG_KEY: "SystemCfg",
+    HOST_APPLICATION_CONFIG_KEY: "HostApplicationCfg",
+}
+
+
+def invalid_key_event(key: str, errors: Sequence[FieldError | str]) -> tuple[str, str]:
+    """Reason and message of the Warning Event for a ConfigMap ``key`` that failed, in upstream's words."""
+    reason = REASON_COLOCATION_INVALID if key == COLOCATION_CONFIG_KEY else REASON_SLO_INVALID
+    name = _EVENT_NAMES.get(key) or CONFIG_KEYS[key].__name__
+    return reason, f"failed to unmarshal {name}, err: {'; '.join(map(str, errors))}"

@@ -46,10 +46,13 @@ from koordinator.api.sloconfig.config import (
     CONFIG_KEYS,
     CONFIG_NAME,
     CONFIG_NAMESPACE,
+    REASON_COLOCATION_INVALID,
+    REASON_SLO_INVALID,
     SLOControllerConfig,
     colocation_strategy_for_node,
     cpu_burst_strategy_for_node,
     default_colocation_strategy,
+    invalid_key_event,
     node_metric_spec_for_node,
     node_slo_spec_for_node,
     parse_config,
@@ -113,7 +116,6 @@ from koordinator.api.types.slo import (
 
 __all__ = [
     "DOC_PATH",
-    "EVENT_REASON",
     "FIELDS",
     "KEYS",
     "RATIO_LABELS",
@@ -131,9 +133,6 @@ __all__ = [
 #: The page, relative to the repository root (where ``make`` and this command run).
 DOC_PATH = Path("docs/slo-controller-config.md")
 COMMAND = "python -m koordinator.api.sloconfig.reference"
-#: Reason of the Warning Event the slo-controller records for a broken key
-#: (``controlplane.manager.controllers.sloconfig.REASON_INVALID``; the tests compare them).
-EVENT_REASON = "SLOControllerConfigInvalid"
 #: The upstream behaviour this release follows.
 UPSTREAM = "Koordinator upstream main at commit a7a1b76 (2026-07-24)"
 
@@ -1523,10 +1522,8 @@ def _pretty(value: Any) -> str:
 
 
 def event_message(errors: Mapping[str, Sequence[str]]) -> str:
-    """The message of the Warning Event the slo-controller records for broken keys."""
-    keys = ", ".join(sorted(errors))
-    ordered = [key for key in CONFIG_KEYS if key in errors]
-    return f"kept the last good value of {keys}: " + "; ".join(m for k in ordered for m in errors[k])
+    """The Warning Events the slo-controller records for broken keys, one ``reason: message`` line each."""
+    return "\n".join(": ".join(invalid_key_event(key, errors[key])) for key in sorted(errors))
 
 
 def _example_block() -> str:
@@ -1629,8 +1626,9 @@ def _example_block() -> str:
         "\n".join(f"  {k}: '{json.dumps(v, separators=(',', ':'))}'" for k, v in BROKEN.items()),
         "```",
         "",
-        f"The slo-controller logs the errors and records them as one `Warning` Event with reason "
-        f"`{EVENT_REASON}` on the ConfigMap:",
+        "The slo-controller logs the errors and records one `Warning` Event per broken key on the "
+        f"ConfigMap, with upstream's reasons (`{REASON_COLOCATION_INVALID}` for `colocation-config`, "
+        f"`{REASON_SLO_INVALID}` for the others); reason and message of each:",
         "",
         "```text",
         event_message(by_key),

@@ -190,7 +190,9 @@ async def test_one_broken_key_keeps_its_last_good_value_and_leaves_the_others_al
         assert spec_of(harness, res.NODE_SLOS, "a")["cpuBurstStrategy"]["policy"] == "auto"
         events = harness.fake.list_objects(res.EVENTS, "koordinator-system")
         assert any(
-            e["reason"] == "SLOControllerConfigInvalid" and "cpu-burst-config" in e["message"] for e in events
+            e["reason"] == "SLOCfgUnmarshalFailed"
+            and e["message"].startswith("failed to unmarshal CPUBurstCfg, err: cpu-burst-config.")
+            for e in events
         )
 
 

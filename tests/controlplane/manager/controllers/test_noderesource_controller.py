@@ -163,7 +163,8 @@ async def test_a_broken_config_keeps_its_last_good_value_and_says_so(harness):
     harness.fake.update(res.CONFIG_MAPS, cm)
     await eventually(
         lambda: any(
-            e["reason"] == "SLOControllerConfigInvalid"
+            e["reason"] == "ColocationCfgUnmarshalFailed"
+            and e["message"].startswith("failed to unmarshal colocation config, err: ")
             for e in harness.fake.list_objects(res.EVENTS, "koordinator-system")
         )
     )

@@ -85,3 +85,21 @@ def test_node_strategy_names_are_checked_on_request():
     assert [str(e) for e in errors["colocation-config"]] == [
         "colocation-config.nodeConfigs[0].name: Required value"
     ]
+
+
+def test_an_error_in_one_key_is_never_blamed_on_colocation_config():
+    """A value of the wrong kind used to add a field-less note that was filed under colocation-config,
+    leaving the batch-resource controllers idle while only the thresholds were broken."""
+    data = {
+        "colocation-config": json.dumps({"enable": True}),
+        "resource-threshold-config": json.dumps({"clusterStrategy": {"cpuSuppressPolicy": "bogus"}}),
+    }
+    parsed = parse_slo_config(data)
+    assert list(parsed.errors) == ["resource-threshold-config"]
+    assert all(
+        str(e).startswith("resource-threshold-config.") for e in parsed.errors["resource-threshold-config"]
+    )
+    config, _ = cache()
+    config.apply({"metadata": {"name": "slo-controller-config"}, "data": data})
+    config.mark_synced()
+    assert available(config)
