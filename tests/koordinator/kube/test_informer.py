@@ -328,7 +328,7 @@ async def test_the_sync_barrier_covers_informers_created_while_waiting(fake_serv
     client = fake_server.client()
     made = InformerFactory(client, page_size=2, freeze_after_sync=False)
     try:
-        first = made.informer(res.CONFIG_MAPS, namespace="ns").add_consumer(name="first")
+        first: Consumer[Any] = made.informer(res.CONFIG_MAPS, namespace="ns").add_consumer(name="first")
         made.start()
         later: list[Consumer[Any]] = []
 
