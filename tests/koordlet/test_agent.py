@@ -20,6 +20,7 @@ from koordlet.__main__ import main
 from koordlet.agent import Agent, AgentConfig
 from koordlet.metricsadvisor.framework import CollectorConfig
 from tests.fakes.host import FakeHost
+from tests.fakes.kubeconfig import write_kubeconfig
 from tests.polling import eventually
 
 
@@ -142,16 +143,23 @@ def test_bad_flag_values_exit_2_in_one_line(argv, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-def _koordlet(
-    host: FakeHost, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``koordlet`` as a user starts it, on a fake host; stops it if it ever starts."""
-    roots = [
+def _roots(host: FakeHost) -> list[str]:
+    return [
         f"--cgroup-root-dir={host.paths.cgroup_root}",
         f"--proc-root-dir={host.paths.proc_root}",
         f"--sys-root-dir={host.paths.sys_root}",
     ]
-    base = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST")}
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST")}
+
+
+def _koordlet(
+    host: FakeHost, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``koordlet`` as a user starts it, on a fake host; stops it if it ever starts."""
+    roots, base = _roots(host), _environment()
     return subprocess.run(
         [sys.executable, "-m", "koordlet", *roots, *args],
         env={**base, **(env or {})},
@@ -228,12 +236,7 @@ def _node_host(root) -> FakeHost:
 def _launch(
     host: FakeHost, log_path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    roots = [
-        f"--cgroup-root-dir={host.paths.cgroup_root}",
-        f"--proc-root-dir={host.paths.proc_root}",
-        f"--sys-root-dir={host.paths.sys_root}",
-    ]
-    base = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST")}
+    roots, base = _roots(host), _environment()
     with open(log_path, "wb") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "koordlet", *roots, *args], env={**base, **(env or {})}, stderr=log
@@ -251,12 +254,7 @@ def _until_logged(proc: subprocess.Popen[bytes], log_path, text: str, within: fl
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_while_waiting_for_an_unreachable_apiserver_stops_the_agent(tmp_path, signum):
     host = _node_host(tmp_path / "host")
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{_free_port()}'}}}}]\n"
-        "users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{_free_port()}")
     log_path = tmp_path / "stderr.log"
     proc = _launch(
         host,

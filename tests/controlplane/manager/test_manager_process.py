@@ -8,16 +8,17 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
-import yaml
 
 from koordinator.kube import resources as res
 from koordinator.kube.fake import FakeApiServer
-from tests.controlplane.manager.test_manager_server import seed
+from tests.controlplane.manager.test_manager_server import fake, seed
+from tests.fakes.kubeconfig import write_kubeconfig
+
+__all__ = ["fake"]
 
 ROOT = Path(__file__).resolve().parents[3]
 #: how long a stop may take before the test calls it hung (the manager's own bound is 10 s)
@@ -28,23 +29,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def kubeconfig(tmp_path: Path, server: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": server}}],
-                "users": [{"name": "u", "user": {}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "c",
-            }
-        )
-    )
-    return path
 
 
 class Process:
@@ -93,7 +77,7 @@ async def launch(tmp_path: Path, server: str, *flags: str) -> Process:
             "-m",
             "controlplane.manager",
             "--kubeconfig",
-            str(kubeconfig(tmp_path, server)),
+            str(write_kubeconfig(tmp_path / "kubeconfig", server)),
             "--metrics-addr=127.0.0.1:0",
             f"--health-probe-addr=127.0.0.1:{health}",
             *flags,
@@ -103,14 +87,6 @@ async def launch(tmp_path: Path, server: str, *flags: str) -> Process:
             cwd=ROOT,
         )
     return Process(proc, log, health)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeApiServer]:
-    async with FakeApiServer() as server:
-        for crd in sorted((ROOT / "crds").glob("*.yaml")):
-            server.register_crd(crd)
-        yield server
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

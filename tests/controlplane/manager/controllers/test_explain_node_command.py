@@ -23,6 +23,7 @@ from tests.controlplane.manager.controllers.golden import CASES, NODE
 from tests.controlplane.manager.controllers.harness import ROOT, seed, started_fake
 from tests.controlplane.manager.controllers.objects import config_map
 from tests.controlplane.manager.controllers.test_golden_formulas import write_inputs
+from tests.fakes.kubeconfig import write_kubeconfig
 
 DEFAULTS = CASES[0]
 MAX_USAGE_REQUEST = next(c for c in CASES if c.id == "max-usage-request-counts-unreported-pods")
@@ -39,20 +40,7 @@ def run(argv: list[str]) -> tuple[int, str, str]:
 
 
 def kubeconfig(tmp_path: Path, url: str) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "admin", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "admin"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return str(path)
+    return str(write_kubeconfig(tmp_path / "kubeconfig", url))
 
 
 async def test_live_explanation_matches_the_files(tmp_path):
