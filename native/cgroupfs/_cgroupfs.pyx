@@ -6,10 +6,13 @@ Two ways to read many small files with the GIL released:
 * ``read_dirs``: one-shot; each directory is opened once (O_DIRECTORY), each file with
   openat() under it. A failure is reported per file as a positive errno in place of its
   bytes, so one vanished cgroup never breaks a batch.
-* ``FileCache.read``: the hot path of the collectors. Each file is opened once and kept;
+* ``FileCache.batch(requests).read()``: the hot path of the collectors. The request list
+  is compiled once (paths, kinds, keys as C arrays); each file is opened once and kept;
   every later read is a pread() at offset 0, parsed in C (an integer, chosen keys of a
-  "key value" file, a PSI file, or the per-node fields of memory.numa_stat lines). A failure is an ``OSError`` in place of the value and
-  drops the kept descriptor (a removed cgroup answers ENODEV).
+  "key value" file, a PSI file, or the per-node fields of memory.numa_stat lines) and
+  built as a tuple, or directly as the NamedTuple the request names. A failure is an
+  ``OSError`` in place of the value and drops the kept descriptor (a removed cgroup
+  answers ENODEV). ``FileCache.read(requests)`` is the same for a one-off list.
 
 A read that returns less than the space left in the buffer is taken as end of file: the
 kernel's seq_file and kernfs readers fill the user buffer unless they reach the end.
@@ -22,7 +25,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.errno cimport errno, EINTR
 from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, free, realloc, calloc
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcpy
 from posix.fcntl cimport O_RDONLY, O_CLOEXEC, open as c_open
 from posix.unistd cimport close, read, pread
 
@@ -184,16 +187,52 @@ def parse_int(bytes data):
     return value
 
 
-cdef tuple _values(int64_t *values, unsigned char *present, Py_ssize_t n):
-    """The tuple built in place (no intermediate list: one is built per file read)."""
+cdef extern from *:
+    """
+    /* An empty instance of n items of a tuple subclass (a NamedTuple), allocated the way
+     * CPython's own tuple_subtype_new does; the caller fills every item. */
+    static PyObject *koord_record_alloc(PyObject *type, Py_ssize_t n)
+    {
+        PyTypeObject *t = (PyTypeObject *)type;
+        return t->tp_alloc(t, n);
+    }
+    """
+    object koord_record_alloc(object record, Py_ssize_t n)
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(object op)
+
+
+cdef object _values(int64_t *values, unsigned char *present, Py_ssize_t n, object record):
+    """The tuple (or ``record`` instance) built in place: no intermediate list, and no
+    second object when the caller wants a NamedTuple (one is built per file read).
+
+    It holds ints and None only, so it can never be part of a reference cycle: it is
+    left out of the cyclic GC's lists at once, as CPython does for such tuples on their
+    first collection (and never for tuple subclasses). A read builds thousands of them.
+    """
     cdef Py_ssize_t i
-    cdef tuple out = PyTuple_New(n)
+    cdef object out = PyTuple_New(n) if record is None else koord_record_alloc(record, n)
     cdef object item
     for i in range(n):
         item = values[i] if present[i] else None
         Py_INCREF(item)
         PyTuple_SET_ITEM(out, i, item)
+    PyObject_GC_UnTrack(out)
     return out
+
+
+cdef Py_ssize_t _record_width(object record, dict seen) except -1:
+    """The field count of a request's record class, checked once per class and batch."""
+    width = seen.get(record)
+    if width is not None:
+        return width
+    if (not isinstance(record, type) or not issubclass(record, tuple) or record is tuple
+            or record.__basicsize__ != tuple.__basicsize__ or not hasattr(record, "_fields")):
+        raise TypeError(f"a request's record must be a NamedTuple class, not {record!r}")
+    width = len(record._fields)
+    seen[record] = width
+    return width
 
 
 cdef tuple _nodes(int64_t *values, Py_ssize_t nkeys):
@@ -265,7 +304,7 @@ def parse_keys(bytes data, tuple keys):
         rc = koord_parse_keys(data, len(data), ckeys, klens, <int>n, values, present)
         if rc != 0:
             raise _malformed()
-        return _values(values, present, n)
+        return _values(values, present, n, None)
     finally:
         free(ckeys); free(klens); free(values); free(present)
 
@@ -277,7 +316,7 @@ def parse_psi(bytes data):
     cdef unsigned char present[8]
     if koord_parse_psi(data, len(data), values, present) != 0:
         raise _malformed()
-    return _values(values, present, 8)
+    return _values(values, present, 8, None)
 
 
 cdef int _pread_all(int fd, char **buf, Py_ssize_t *cap, Py_ssize_t *out_len) noexcept nogil:
@@ -309,14 +348,19 @@ cdef class FileCache:
 
     At most ``max_open`` descriptors are kept; beyond that a file is opened, read and
     closed each time. ``retain`` closes those no longer wanted (pods that went away).
+    ``batch`` compiles a request list once for callers that read the same files every
+    tick; ``read`` is a one-off batch.
     """
 
     cdef dict _fds
     cdef readonly Py_ssize_t max_open
+    #: bumped on every change of _fds, so that a Batch knows when to look its files up again
+    cdef Py_ssize_t _generation
 
     def __cinit__(self, Py_ssize_t max_open=4096):
         self._fds = {}
         self.max_open = max_open
+        self._generation = 0
 
     def __dealloc__(self):
         if self._fds is not None:
@@ -331,103 +375,204 @@ cdef class FileCache:
         for fd in self._fds.values():
             close(<int>fd)
         self._fds.clear()
+        self._generation += 1
 
     def retain(self, paths):
         """Close the descriptors of files not in ``paths`` (an iterable of bytes)."""
         keep = set(paths)
         for path in [p for p in self._fds if p not in keep]:
             close(<int>self._fds.pop(path))
+            self._generation += 1
 
-    def read(self, list requests, list failed=None):
-        """Read each ``(path: bytes, kind: int, keys: tuple | None)`` request.
+    def batch(self, requests):
+        """The requests (see ``read``) compiled once into a :class:`Batch` to read many times."""
+        cdef Batch batch = Batch.__new__(Batch)
+        batch._compile(self, requests)
+        return batch
+
+    def read(self, requests, list failed=None, list lacking=None):
+        """Read each ``(path: bytes, kind: int, keys: tuple | None[, record])`` request.
 
         Returns one entry per request: bytes (KIND_RAW), an int (KIND_INT), a tuple
-        (KIND_KEYS, KIND_PSI, KIND_NODES), or an ``OSError`` carrying the errno (EBADMSG when the
-        content does not parse). The index of each request that failed is appended to
-        ``failed`` when given, so a caller need not scan the result for errors.
+        (KIND_KEYS, KIND_PSI, KIND_NODES), or an ``OSError`` carrying the errno (EBADMSG
+        when the content does not parse). A KIND_KEYS or KIND_PSI request may name a
+        NamedTuple class of as many fields as values (``record``): its value is built as
+        an instance of that class. The index of each request that failed is appended to
+        ``failed`` when given, so a caller need not scan the result for errors, and that
+        of each KIND_KEYS request whose file lacks one of its keys (a None in its tuple)
+        to ``lacking``.
         """
-        cdef Py_ssize_t n = len(requests)
-        cdef Py_ssize_t i, j, total_keys = 0, total_values = 0
+        return self.batch(requests).read(failed, lacking)
+
+
+cdef class Batch:
+    """A request list compiled once (paths, kinds, keys, records as C arrays, descriptors
+    looked up in the cache) and read with one call per tick.
+
+    Reading takes the kept descriptors of the cache it came from: those it opens are kept
+    there, and those that fail are dropped there, as by ``FileCache.read``.
+    """
+
+    cdef FileCache _cache
+    #: the requests, as given
+    cdef readonly tuple requests
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _total_values
+    cdef bint _has_raw
+    #: the cache's generation the descriptors below were looked up at (-1: never)
+    cdef Py_ssize_t _generation
+    #: the objects the C arrays point into: path bytes, key tuples; and each record or None
+    cdef list _paths
+    cdef list _keys
+    cdef list _records
+    cdef int *_fds
+    cdef int *_kinds
+    cdef const char **_cpaths
+    cdef Py_ssize_t *_val_off
+    cdef Py_ssize_t *_key_off
+    cdef Py_ssize_t *_nkeys
+    cdef const char **_ckeys
+    cdef size_t *_klens
+
+    def __cinit__(self):
+        self._generation = -1
+
+    def __dealloc__(self):
+        free(self._fds); free(self._kinds); free(self._cpaths); free(self._val_off)
+        free(self._key_off); free(self._nkeys); free(self._ckeys); free(self._klens)
+
+    def __len__(self):
+        return self._n
+
+    cdef int _compile(self, FileCache cache, requests) except -1:
+        cdef tuple reqs = tuple(requests)
+        cdef Py_ssize_t n = len(reqs)
+        cdef Py_ssize_t i, j, total_keys = 0, total_values = 0, width
+        cdef tuple request, keys
+        cdef bytes key
+        cdef int kind
+        cdef dict widths = {}
+        self._cache = cache
+        self.requests = reqs
+        self._n = n
+        for i in range(n):
+            request = <tuple?>reqs[i]
+            if len(request) != 3 and len(request) != 4:
+                raise ValueError(f"a request is (path, kind, keys[, record]), not {request!r}")
+            kind = request[1]
+            if kind == K_KEYS or kind == K_NODES:
+                total_keys += len(<tuple?>request[2])
+        self._fds = <int *>malloc((n + 1) * sizeof(int))
+        self._kinds = <int *>malloc((n + 1) * sizeof(int))
+        self._cpaths = <const char **>malloc((n + 1) * sizeof(char *))
+        self._val_off = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+        self._key_off = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+        self._nkeys = <Py_ssize_t *>calloc(n + 1, sizeof(Py_ssize_t))
+        self._ckeys = <const char **>malloc((total_keys + 1) * sizeof(char *))
+        self._klens = <size_t *>malloc((total_keys + 1) * sizeof(size_t))
+        if (self._fds == NULL or self._kinds == NULL or self._cpaths == NULL or self._val_off == NULL
+                or self._key_off == NULL or self._nkeys == NULL or self._ckeys == NULL
+                or self._klens == NULL):
+            raise MemoryError()
+        self._paths = [None] * n
+        self._keys = [None] * n
+        self._records = [None] * n
+        total_keys = 0
+        for i in range(n):
+            request = <tuple>reqs[i]
+            key = <bytes?>request[0]
+            self._paths[i] = key
+            self._cpaths[i] = key
+            kind = request[1]
+            self._kinds[i] = kind
+            self._fds[i] = -1
+            self._val_off[i] = total_values
+            self._key_off[i] = total_keys
+            if kind == K_RAW:
+                self._has_raw = True
+            if kind == K_KEYS or kind == K_NODES:
+                keys = <tuple>request[2]
+                self._keys[i] = keys
+                self._nkeys[i] = len(keys)
+                for j in range(self._nkeys[i]):
+                    key = <bytes?>keys[j]
+                    self._ckeys[total_keys + j] = key
+                    self._klens[total_keys + j] = len(key)
+                total_keys += self._nkeys[i]
+                width = self._nkeys[i]
+                total_values += width * (NODE_STRIDE if kind == K_NODES else 1)
+            elif kind == K_PSI:
+                width = 8
+                total_values += 8
+            else:
+                width = 1
+                total_values += 1
+            if len(request) == 4 and request[3] is not None:
+                if kind != K_KEYS and kind != K_PSI:
+                    raise TypeError("only KIND_KEYS and KIND_PSI values are built as records")
+                if _record_width(request[3], widths) != width:
+                    raise TypeError(f"{request[3].__name__} does not have the {width} fields of {request!r}")
+                self._records[i] = request[3]
+        self._total_values = total_values
+        return 0
+
+    cdef int _lookup(self) except -1:
+        """Take the cache's kept descriptor of each path (or -1) as of its generation now."""
+        cdef FileCache cache = self._cache
+        cdef dict kept = cache._fds
+        cdef Py_ssize_t i
+        for i in range(self._n):
+            self._fds[i] = kept.get(self._paths[i], -1)
+        self._generation = cache._generation
+        return 0
+
+    def read(self, list failed=None, list lacking=None):
+        """Read and parse every request, as ``FileCache.read`` does; see there."""
+        cdef FileCache cache = self._cache
+        cdef Py_ssize_t n = self._n
+        cdef Py_ssize_t i
         cdef Py_ssize_t cap = SCRATCH, length = 0
         cdef int *fds
-        cdef int *kinds
         cdef int *errs
-        cdef unsigned char *kept
-        cdef const char **cpaths
-        cdef Py_ssize_t *val_off
-        cdef Py_ssize_t *key_off
-        cdef Py_ssize_t *nkeys
-        cdef const char **ckeys
-        cdef size_t *klens
         cdef int64_t *values
         cdef unsigned char *present
-        cdef char **raw
+        cdef char **raw = NULL
         cdef Py_ssize_t *raw_len
         cdef char *scratch
+        cdef int *kinds = self._kinds
+        cdef const char **cpaths = self._cpaths
+        cdef Py_ssize_t *val_off = self._val_off
+        cdef Py_ssize_t *key_off = self._key_off
+        cdef Py_ssize_t *nkeys = self._nkeys
+        cdef const char **ckeys = self._ckeys
+        cdef size_t *klens = self._klens
         cdef int fd, err, kind, can_keep
-        cdef tuple request, keys
-        cdef list path_refs = [None] * n
+        cdef bint kept
+        cdef bytes path
+        cdef dict cached = cache._fds
+        cdef list paths = self._paths
+        cdef list records = self._records
         cdef list out = [None] * n
         if n == 0:
             return out
-        for i in range(n):
-            request = <tuple>requests[i]
-            kind = request[1]
-            if kind == K_KEYS:
-                total_keys += len(<tuple>request[2])
-                total_values += len(<tuple>request[2])
-            elif kind == K_NODES:
-                total_keys += len(<tuple>request[2])
-                total_values += len(<tuple>request[2]) * NODE_STRIDE
-            elif kind == K_PSI:
-                total_values += 8
-            else:
-                total_values += 1
+        if self._generation != cache._generation:
+            self._lookup()
+        # per call (a batch may be read by two threads at once): the descriptors this read
+        # uses, what each file gave, and a scratch buffer
         fds = <int *>malloc(n * sizeof(int))
-        kinds = <int *>malloc(n * sizeof(int))
-        errs = <int *>calloc(n, sizeof(int))
-        kept = <unsigned char *>calloc(n, 1)
-        cpaths = <const char **>malloc(n * sizeof(char *))
-        val_off = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
-        key_off = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
-        nkeys = <Py_ssize_t *>calloc(n, sizeof(Py_ssize_t))
-        ckeys = <const char **>malloc((total_keys + 1) * sizeof(char *))
-        klens = <size_t *>malloc((total_keys + 1) * sizeof(size_t))
-        values = <int64_t *>calloc(total_values, sizeof(int64_t))
-        present = <unsigned char *>calloc(total_values, 1)
-        raw = <char **>calloc(n, sizeof(char *))
-        raw_len = <Py_ssize_t *>calloc(n, sizeof(Py_ssize_t))
+        errs = <int *>malloc(n * sizeof(int))
+        raw_len = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
+        values = <int64_t *>malloc((self._total_values + 1) * sizeof(int64_t))
+        present = <unsigned char *>malloc(self._total_values + 1)
         scratch = <char *>malloc(cap)
+        if self._has_raw:
+            raw = <char **>calloc(n, sizeof(char *))
         try:
-            if (fds == NULL or kinds == NULL or errs == NULL or kept == NULL or cpaths == NULL
-                    or val_off == NULL or key_off == NULL or nkeys == NULL or ckeys == NULL
-                    or klens == NULL or values == NULL or present == NULL or raw == NULL
-                    or raw_len == NULL or scratch == NULL):
+            if (fds == NULL or errs == NULL or raw_len == NULL or values == NULL or present == NULL
+                    or scratch == NULL or (self._has_raw and raw == NULL)):
                 raise MemoryError()
-            total_keys = 0
-            total_values = 0
-            can_keep = len(self._fds) < self.max_open
-            for i in range(n):
-                request = <tuple>requests[i]
-                path_refs[i] = <bytes>request[0]
-                cpaths[i] = <bytes>path_refs[i]
-                kinds[i] = request[1]
-                fds[i] = self._fds.get(path_refs[i], -1)
-                kept[i] = fds[i] >= 0
-                val_off[i] = total_values
-                key_off[i] = total_keys
-                if kinds[i] == K_KEYS or kinds[i] == K_NODES:
-                    keys = <tuple>request[2]
-                    nkeys[i] = len(keys)
-                    for j in range(nkeys[i]):
-                        ckeys[total_keys + j] = <bytes>keys[j]
-                        klens[total_keys + j] = len(<bytes>keys[j])
-                    total_keys += nkeys[i]
-                    total_values += nkeys[i] * (NODE_STRIDE if kinds[i] == K_NODES else 1)
-                elif kinds[i] == K_PSI:
-                    total_values += 8
-                else:
-                    total_values += 1
+            memcpy(fds, self._fds, n * sizeof(int))
+            can_keep = len(cached) < cache.max_open
             with nogil:
                 for i in range(n):
                     fd = fds[i]
@@ -461,35 +606,46 @@ cdef class FileCache:
             for i in range(n):
                 err = errs[i]
                 fd = fds[i]
-                if (err == EBADMSG_ or (err == 0 and raw_len[i] == 0)) and not _os.path.exists(path_refs[i]):
-                    # the file was removed under a kept descriptor (the kernel says ENODEV
-                    # for a removed cgroup; other filesystems keep serving the old inode)
-                    err = ENOENT_
+                kept = self._fds[i] >= 0
+                if err != 0 or raw_len[i] == 0:
+                    path = <bytes>paths[i]
+                    if (err == EBADMSG_ or err == 0) and not _os.path.exists(path):
+                        # the file was removed under a kept descriptor (the kernel says ENODEV
+                        # for a removed cgroup; other filesystems keep serving the old inode)
+                        err = ENOENT_
+                    if err != 0:
+                        out[i] = OSError(err, _os.strerror(err), _os.fsdecode(path))
+                        if failed is not None:
+                            failed.append(i)
+                        if fd >= 0 and err != EBADMSG_:
+                            # the file is gone or broken: drop it (once, if it is listed twice)
+                            if not kept:
+                                close(fd)
+                            elif cached.get(path) == fd:
+                                del cached[path]
+                                cache._generation += 1
+                                close(fd)
+                            continue
+                kind = kinds[i]
                 if err != 0:
-                    out[i] = OSError(err, _os.strerror(err), _os.fsdecode(path_refs[i]))
-                    if failed is not None:
-                        failed.append(i)
-                    if fd >= 0 and err != EBADMSG_:
-                        # the file is gone or broken: drop it (once, if it is listed twice)
-                        if not kept[i]:
-                            close(fd)
-                        elif self._fds.get(path_refs[i]) == fd:
-                            del self._fds[path_refs[i]]
-                            close(fd)
-                        continue
-                elif kinds[i] == K_RAW:
-                    out[i] = PyBytes_FromStringAndSize(raw[i], raw_len[i])
-                elif kinds[i] == K_INT:
+                    pass
+                elif kind == K_INT:
                     out[i] = values[val_off[i]]
-                elif kinds[i] == K_KEYS:
-                    out[i] = _values(&values[val_off[i]], &present[val_off[i]], nkeys[i])
-                elif kinds[i] == K_NODES:
+                elif kind == K_KEYS:
+                    out[i] = _values(&values[val_off[i]], &present[val_off[i]], nkeys[i], records[i])
+                    if lacking is not None and memchr(&present[val_off[i]], 0, nkeys[i]) != NULL:
+                        lacking.append(i)
+                elif kind == K_PSI:
+                    out[i] = _values(&values[val_off[i]], &present[val_off[i]], 8, records[i])
+                elif kind == K_NODES:
                     out[i] = _nodes(&values[val_off[i]], nkeys[i])
                 else:
-                    out[i] = _values(&values[val_off[i]], &present[val_off[i]], 8)
-                if fd >= 0 and not kept[i]:
-                    if can_keep and len(self._fds) < self.max_open and path_refs[i] not in self._fds:
-                        self._fds[path_refs[i]] = fd
+                    out[i] = PyBytes_FromStringAndSize(raw[i], raw_len[i])
+                if fd >= 0 and not kept:
+                    path = <bytes>paths[i]
+                    if can_keep and len(cached) < cache.max_open and path not in cached:
+                        cached[path] = fd
+                        cache._generation += 1
                     else:
                         close(fd)
             return out
@@ -497,6 +653,5 @@ cdef class FileCache:
             if raw != NULL:
                 for i in range(n):
                     free(raw[i])
-            free(fds); free(kinds); free(errs); free(kept); free(cpaths); free(val_off)
-            free(key_off); free(nkeys); free(ckeys); free(klens); free(values); free(present)
-            free(raw); free(raw_len); free(scratch)
+            free(raw)
+            free(fds); free(errs); free(raw_len); free(values); free(present); free(scratch)

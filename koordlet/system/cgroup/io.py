@@ -22,23 +22,36 @@ from koordlet.system.errors import HostError, MalformedContentError, from_errno
 T = TypeVar("T")
 
 ReadDirs = Callable[[list[bytes], list[bytes]], list[list[bytes | int]]]
-#: one request of FileCache.read: (path, kind, keys for KIND_KEYS)
-Request = tuple[bytes, int, tuple[bytes, ...] | None]
+#: one request of FileCache.read: (path, kind, keys for KIND_KEYS and KIND_NODES), and
+#: optionally the NamedTuple class a KIND_KEYS or KIND_PSI value is built as
+Keys = tuple[bytes, ...] | None
+Request = tuple[bytes, int, Keys] | tuple[bytes, int, Keys, type[Any] | None]
+Cell = bytes | int | tuple[Any, ...] | OSError
 KIND_RAW, KIND_INT, KIND_KEYS, KIND_PSI = pyio.KIND_RAW, pyio.KIND_INT, pyio.KIND_KEYS, pyio.KIND_PSI
 KIND_NODES = pyio.KIND_NODES
+
+
+class Batch(Protocol):
+    """A request list compiled once by FileCache.batch, read with one call per tick."""
+
+    @property
+    def requests(self) -> tuple[Request, ...]: ...
+    def __len__(self) -> int: ...
+    def read(self, failed: list[int] | None = None, lacking: list[int] | None = None) -> list[Cell]: ...
 
 
 class FileCache(Protocol):
     """Kept descriptors read with pread(); the native class or its twin (pyio.FileCache)."""
 
-    max_open: int
-
+    @property
+    def max_open(self) -> int: ...
     def __len__(self) -> int: ...
     def close(self) -> None: ...
     def retain(self, paths: Iterable[bytes]) -> None: ...
+    def batch(self, requests: Iterable[Request]) -> Batch: ...
     def read(
-        self, requests: list[Request], failed: list[int] | None = None
-    ) -> list[bytes | int | tuple[Any, ...] | OSError]: ...
+        self, requests: Iterable[Request], failed: list[int] | None = None, lacking: list[int] | None = None
+    ) -> list[Cell]: ...
 
 
 def _backend() -> ModuleType:

@@ -248,6 +248,44 @@ def _parse(data: bytes, kind: int, keys: tuple[bytes, ...] | None) -> Cell:
     return parse_psi(data)
 
 
+def _record_width(record: Any) -> int:
+    if not (isinstance(record, type) and issubclass(record, tuple) and record is not tuple) or not hasattr(
+        record, "_fields"
+    ):
+        raise TypeError(f"a request's record must be a NamedTuple class, not {record!r}")
+    return len(record._fields)
+
+
+class Batch:
+    """A request list checked once, read with one call per tick; see the native module."""
+
+    def __init__(self, cache: FileCache, requests: Iterable[tuple[Any, ...]]) -> None:
+        self._cache = cache
+        self.requests = tuple(requests)
+        compiled: list[tuple[bytes, int, tuple[bytes, ...] | None, Any]] = []
+        for request in self.requests:
+            if len(request) not in (3, 4):
+                raise ValueError(f"a request is (path, kind, keys[, record]), not {request!r}")
+            path, kind, keys = request[:3]
+            if not isinstance(path, bytes):
+                raise TypeError(f"a request's path must be bytes, not {path!r}")
+            record = request[3] if len(request) == 4 else None
+            if record is not None:
+                if kind not in (KIND_KEYS, KIND_PSI):
+                    raise TypeError("only KIND_KEYS and KIND_PSI values are built as records")
+                width = len(keys) if kind == KIND_KEYS else 8
+                if _record_width(record) != width:
+                    raise TypeError(f"{record.__name__} does not have the {width} fields of {request!r}")
+            compiled.append((path, kind, keys, record))
+        self._compiled = compiled
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def read(self, failed: list[int] | None = None, lacking: list[int] | None = None) -> list[Cell]:
+        return self._cache._read(self._compiled, failed, lacking)
+
+
 class FileCache:
     """Kept descriptors of files read every tick; see the native module for the contract."""
 
@@ -279,12 +317,26 @@ class FileCache:
             del self._fds[path]
             os.close(fd)
 
+    def batch(self, requests: Iterable[tuple[Any, ...]]) -> Batch:
+        return Batch(self, requests)
+
     def read(
-        self, requests: list[tuple[bytes, int, tuple[bytes, ...] | None]], failed: list[int] | None = None
+        self,
+        requests: Iterable[tuple[Any, ...]],
+        failed: list[int] | None = None,
+        lacking: list[int] | None = None,
+    ) -> list[Cell]:
+        return self.batch(requests).read(failed, lacking)
+
+    def _read(
+        self,
+        requests: list[tuple[bytes, int, tuple[bytes, ...] | None, Any]],
+        failed: list[int] | None,
+        lacking: list[int] | None,
     ) -> list[Cell]:
         out: list[Cell] = []
         can_keep = len(self._fds) < self.max_open
-        for path, kind, keys in requests:
+        for path, kind, keys, record in requests:
             fd = self._fds.get(path, -1)
             kept = fd >= 0
             try:
@@ -301,7 +353,7 @@ class FileCache:
                 parsed = _parse(data, kind, keys)
                 if not data and not os.path.exists(path):
                     raise _malformed()
-                out.append(parsed)
+                out.append(parsed if record is None else tuple.__new__(record, parsed))  # type: ignore[arg-type]
             except OSError as err:
                 if not os.path.exists(path):  # removed under a kept descriptor
                     code = errno.ENOENT
@@ -316,4 +368,8 @@ class FileCache:
                     os.close(fd)
         if failed is not None:
             failed.extend(i for i, cell in enumerate(out) if isinstance(cell, OSError))
+        if lacking is not None:
+            for i, (request, cell) in enumerate(zip(requests, out, strict=True)):
+                if request[1] == KIND_KEYS and isinstance(cell, tuple) and None in cell:
+                    lacking.append(i)
         return out

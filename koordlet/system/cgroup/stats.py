@@ -89,14 +89,23 @@ class CgroupSample:
         "throttling",
     )
 
-    def __init__(self, relative: str) -> None:
+    def __init__(
+        self,
+        relative: str,
+        cpu_usage_ns: int | None = None,
+        throttling: Throttling | None = None,
+        memory: MemoryStat | None = None,
+        memory_usage: int | None = None,
+        memory_numa: dict[int, int] | None = None,
+        pressure: dict[Stat, PSI] | None = None,
+    ) -> None:
         self.relative = relative
-        self.cpu_usage_ns: int | None = None
-        self.throttling: Throttling | None = None
-        self.memory: MemoryStat | None = None
-        self.memory_usage: int | None = None
-        self.memory_numa: dict[int, int] | None = None
-        self.pressure: dict[Stat, PSI] = {}
+        self.cpu_usage_ns = cpu_usage_ns
+        self.throttling = throttling
+        self.memory = memory
+        self.memory_usage = memory_usage
+        self.memory_numa = memory_numa
+        self.pressure: dict[Stat, PSI] = {} if pressure is None else pressure
         self.errors: dict[Stat, HostError] = {}
 
     def __repr__(self) -> str:
@@ -123,17 +132,25 @@ _THROTTLE_KEYS_V1 = (b"nr_periods", b"nr_throttled", b"throttled_time")
 _CPU_KEYS_V2 = (b"usage_usec", b"nr_periods", b"nr_throttled", b"throttled_usec")
 
 Errors = dict[int, dict[Stat, HostError]]
-#: a plan's cells (None where the read failed) -> its statistics' columns, noting the
-#: positions whose content lacks something in ``errors``
-Split = Callable[[list[Any], list[str], dict[Stat, list[Any]], Errors], None]
+Columns = dict[Stat, list[Any]]
+#: a plan's cells (None where the read failed) and the positions of those that lack a
+#: key (the FileCache says which) -> its statistics' columns, noting the positions whose
+#: content lacks something in ``errors``
+Split = Callable[[list[Any], list[str], Columns, Errors, list[int]], None]
 
 
 def _lacking(
-    stat: Stat, file: str, keys: tuple[bytes, ...], cells: list[Any], relatives: list[str], errors: Errors
+    stat: Stat,
+    file: str,
+    keys: tuple[bytes, ...],
+    cells: list[Any],
+    relatives: list[str],
+    errors: Errors,
+    lacking: list[int],
 ) -> list[Any]:
-    """``cells`` (changed in place) with None where a tuple lacks one of ``keys``, that
-    position's error noted."""
-    for k in [k for k, cell in enumerate(cells) if cell is not None and None in cell]:
+    """``cells`` (changed in place) with None where a tuple lacks one of ``keys`` (at most
+    the positions in ``lacking``), that position's error noted."""
+    for k in [k for k in lacking if cells[k] is not None and None in cells[k]]:
         missing = ", ".join(key.decode() for key, v in zip(keys, cells[k], strict=True) if v is None)
         errors.setdefault(k, {})[stat] = MalformedContentError(
             errno.EBADMSG, f"{file} lacks {missing}", relatives[k]
@@ -143,7 +160,9 @@ def _lacking(
 
 
 def _as_read(stat: Stat) -> Split:
-    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
+    def split(
+        cells: list[Any], relatives: list[str], columns: Columns, errors: Errors, lacking: list[int]
+    ) -> None:
         columns[stat] = cells
 
     return split
@@ -152,8 +171,10 @@ def _as_read(stat: Stat) -> Split:
 def _complete(stat: Stat, file: str, keys: tuple[bytes, ...]) -> Split:
     """Tuples that must carry every key (memory.stat, v1 cpu.stat)."""
 
-    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
-        columns[stat] = _lacking(stat, file, keys, cells, relatives, errors)
+    def split(
+        cells: list[Any], relatives: list[str], columns: Columns, errors: Errors, lacking: list[int]
+    ) -> None:
+        columns[stat] = _lacking(stat, file, keys, cells, relatives, errors, lacking)
 
     return split
 
@@ -161,14 +182,20 @@ def _complete(stat: Stat, file: str, keys: tuple[bytes, ...]) -> Split:
 def _v2_cpu(usage: bool, throttling: bool) -> Split:
     """v2 ``cpu.stat``: usage in ns from ``usage_usec``; throttling as v1's three counters."""
 
-    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
+    def split(
+        cells: list[Any], relatives: list[str], columns: Columns, errors: Errors, lacking: list[int]
+    ) -> None:
         if usage:
             first = [None if cell is None else cell[:1] for cell in cells]
-            checked = _lacking(Stat.CPU_USAGE, "cpu.stat", _CPU_KEYS_V2[:1], first, relatives, errors)
+            checked = _lacking(
+                Stat.CPU_USAGE, "cpu.stat", _CPU_KEYS_V2[:1], first, relatives, errors, lacking
+            )
             columns[Stat.CPU_USAGE] = [None if cell is None else cell[0] * 1000 for cell in checked]
         if throttling:
             rest = [None if cell is None else cell[1:] for cell in cells]
-            checked = _lacking(Stat.THROTTLING, "cpu.stat", _CPU_KEYS_V2[1:], rest, relatives, errors)
+            checked = _lacking(
+                Stat.THROTTLING, "cpu.stat", _CPU_KEYS_V2[1:], rest, relatives, errors, lacking
+            )
             columns[Stat.THROTTLING] = [None if c is None else (c[0], c[1], c[2] * 1000) for c in checked]
 
     return split
@@ -182,7 +209,9 @@ _NUMA_KEYS_V2 = (b"anon ", b"file ")
 def _numa_split(combine: Callable[[tuple[NodeFields, ...]], dict[int, int] | None], wanted: str) -> Split:
     """``memory.numa_stat`` cells (per key, the line's (node, value) fields) as bytes per node."""
 
-    def split(cells: list[Any], relatives: list[str], columns: dict[Stat, list[Any]], errors: Errors) -> None:
+    def split(
+        cells: list[Any], relatives: list[str], columns: Columns, errors: Errors, lacking: list[int]
+    ) -> None:
         column: list[dict[int, int] | None] = []
         for k, cell in enumerate(cells):
             value = None if cell is None else combine(cell)
@@ -238,6 +267,8 @@ class _Plan:
     kind: int
     keys: tuple[bytes, ...] | None
     split: Split
+    #: the NamedTuple its values are built as by StatsReader.read (None: plain values)
+    record: type[tuple[Any, ...]] | None = None
 
 
 class StatColumns:
@@ -269,44 +300,76 @@ class StatColumns:
 
     def samples(self) -> list[CgroupSample]:
         """The same read as one :class:`CgroupSample` per cgroup."""
-        samples = [CgroupSample(relative) for relative in self.relatives]
-        for stat, column in self.columns.items():
-            for sample, value in zip(samples, column, strict=True):
-                if value is None:
-                    continue
-                if stat is Stat.CPU_USAGE:
-                    sample.cpu_usage_ns = value
-                elif stat is Stat.MEMORY_USAGE:
-                    sample.memory_usage = value
-                elif stat is Stat.MEMORY_NUMA:
-                    sample.memory_numa = value
-                elif stat is Stat.THROTTLING:
-                    sample.throttling = Throttling._make(value)
-                elif stat is Stat.MEMORY:
-                    sample.memory = MemoryStat._make(value)
-                else:
-                    sample.pressure[stat] = PSI._make(value)
+        relatives = self.relatives
+        columns = self.columns
+        nothing: list[Any] = [None] * len(relatives)
+        pressure: list[Any] = nothing
+        for stat in PRESSURES:
+            if stat in columns:
+                if pressure is nothing:
+                    pressure = [{} for _ in relatives]
+                for per_cgroup, value in zip(pressure, _as_records(columns[stat], PSI), strict=True):
+                    if value is not None:
+                        per_cgroup[stat] = value
+        throttling, memory = columns.get(Stat.THROTTLING), columns.get(Stat.MEMORY)
+        samples = list(
+            map(
+                CgroupSample,
+                relatives,
+                columns.get(Stat.CPU_USAGE, nothing),
+                nothing if throttling is None else _as_records(throttling, Throttling),
+                nothing if memory is None else _as_records(memory, MemoryStat),
+                columns.get(Stat.MEMORY_USAGE, nothing),
+                columns.get(Stat.MEMORY_NUMA, nothing),
+                pressure,
+            )
+        )
         for k, per_stat in self.errors.items():
             samples[k].errors.update(per_stat)
         return samples
 
 
+_tuple_new = tuple.__new__
+
+
+def _as_records(cells: list[Any], record: type[tuple[Any, ...]]) -> list[Any]:
+    """``cells`` as ``record`` instances (None kept): as they are when the FileCache built
+    them so (a column is built one way throughout), else converted."""
+    for cell in cells:
+        if cell is not None:
+            if type(cell) is record:
+                return cells
+            break
+    return [None if cell is None else _tuple_new(record, cell) for cell in cells]
+
+
+class _Kept(NamedTuple):
+    """The last read of one set of statistics: its cgroups, plans and compiled requests."""
+
+    relatives: list[str]
+    plans: list[_Plan]
+    batch: io.Batch
+
+
 class StatsReader:
     """Batched statistic reads for many cgroups, sharing one FileCache across ticks.
 
-    The request list of the last call for each set of statistics is kept: collectors
-    read the same cgroups tick after tick (each collector its own set, through one shared
-    reader), and building paths costs more than reading the files. When the cgroups of a
-    set change (pods came or went), the descriptors no kept list reads any more are
-    closed: those of cgroups gone, never those another collector still reads.
+    The request list of the last call for each set of statistics is kept, compiled into
+    a FileCache batch: collectors read the same cgroups tick after tick (each collector
+    its own set, through one shared reader), and building paths costs more than reading
+    the files. When the cgroups of a set change (pods came or went), the descriptors no
+    kept list reads any more are closed: those of cgroups gone, never those another
+    collector still reads. :meth:`read` has the FileCache build the records
+    (:class:`Throttling`, :class:`MemoryStat`, :class:`PSI`) as it parses;
+    :meth:`read_columns` keeps plain tuples, which the collectors' loops index fastest.
     """
 
     def __init__(self, cgroups: CgroupFS, cache: io.FileCache | None = None) -> None:
         self.cgroups = cgroups
         self.cache = cache if cache is not None else io.new_file_cache()
         self._roots = {s: str(cgroups.controller_root(s)).rstrip("/") for s in Subsystem}
-        #: statistics -> (relatives, plans, requests) of the last read of that set
-        self._last: dict[frozenset[Stat], tuple[list[str], list[_Plan], list[io.Request]]] = {}
+        #: (statistics, as records) -> what the last read of that set compiled
+        self._last: dict[tuple[frozenset[Stat], bool], _Kept] = {}
 
     def _plans(self, stats: frozenset[Stat]) -> list[_Plan]:
         plans: list[_Plan] = []
@@ -337,13 +400,22 @@ class StatsReader:
                         io.KIND_KEYS,
                         _THROTTLE_KEYS_V1,
                         _complete(Stat.THROTTLING, "cpu.stat", _THROTTLE_KEYS_V1),
+                        Throttling,
                     )
                 )
             memory_keys, usage_file = _MEMORY_KEYS_V1, "memory.usage_in_bytes"
         if Stat.MEMORY in stats:
             split = _complete(Stat.MEMORY, "memory.stat", memory_keys)
             plans.append(
-                _Plan((Stat.MEMORY,), Subsystem.MEMORY, "memory.stat", io.KIND_KEYS, memory_keys, split)
+                _Plan(
+                    (Stat.MEMORY,),
+                    Subsystem.MEMORY,
+                    "memory.stat",
+                    io.KIND_KEYS,
+                    memory_keys,
+                    split,
+                    MemoryStat,
+                )
             )
         if Stat.MEMORY_USAGE in stats:
             plans.append(
@@ -369,15 +441,22 @@ class StatsReader:
                 # v1 has per-cgroup PSI only on Anolis, under cpuacct
                 plans.append(
                     _Plan(
-                        (pressure,), Subsystem.CPUACCT, pressure.value, io.KIND_PSI, None, _as_read(pressure)
+                        (pressure,),
+                        Subsystem.CPUACCT,
+                        pressure.value,
+                        io.KIND_PSI,
+                        None,
+                        _as_read(pressure),
+                        PSI,
                     )
                 )
         return plans
 
-    def _requests(self, relatives: list[str], stats: frozenset[Stat]) -> tuple[list[_Plan], list[io.Request]]:
-        last = self._last.get(stats)
-        if last is not None and last[0] == relatives:
-            return last[1], last[2]
+    def _batch(self, relatives: list[str], stats: frozenset[Stat], records: bool) -> _Kept:
+        key = (stats, records)
+        last = self._last.get(key)
+        if last is not None and last.relatives == relatives:
+            return last
         plans = self._plans(stats)
         requests: list[io.Request] = []
         for relative in relatives:
@@ -388,24 +467,29 @@ class StatsReader:
                     if rel
                     else f"{self._roots[plan.subsystem]}/{plan.file}"
                 )
-                requests.append((os.fsencode(path), plan.kind, plan.keys))
-        if len(self._last) >= _KEPT_REQUEST_LISTS and stats not in self._last:
+                requests.append((os.fsencode(path), plan.kind, plan.keys, plan.record if records else None))
+        if len(self._last) >= _KEPT_REQUEST_LISTS and key not in self._last:
             self._last.clear()
-        self._last[stats] = (list(relatives), plans, requests)
+        kept = self._last[key] = _Kept(list(relatives), plans, self.cache.batch(requests))
         if last is not None:  # the cgroups of this set changed: drop what no set reads any more
-            self.cache.retain([r[0] for _, _, kept in self._last.values() for r in kept])
-        return plans, requests
+            self.cache.retain([r[0] for other in self._last.values() for r in other.batch.requests])
+        return kept
 
-    def read_columns(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> StatColumns:
-        """``stats`` of each cgroup directory (relative to the controller roots), as columns."""
-        plans, requests = self._requests(relatives, stats)
+    def _read(self, relatives: list[str], stats: frozenset[Stat], records: bool) -> StatColumns:
+        kept = self._batch(relatives, stats, records)
+        plans, batch = kept.plans, kept.batch
         failed: list[int] = []
-        cells: list[Any] = self.cache.read(requests, failed)
+        lacking: list[int] = []
+        cells: list[Any] = batch.read(failed, lacking)
         width = len(plans)
         errors: Errors = {}
+        lacking_by_plan: list[list[int]] = [[] for _ in plans]
+        for i in lacking:
+            k, j = divmod(i, width)
+            lacking_by_plan[j].append(k)
         for i in failed:  # the plan's cell becomes None, its statistics get the error
             k, j = divmod(i, width)
-            path = os.fsdecode(requests[i][0])
+            path = os.fsdecode(batch.requests[i][0])
             error = from_oserror(cells[i], directory=os.path.dirname(path))
             cells[i] = None
             per_stat = errors.setdefault(k, {})
@@ -413,12 +497,17 @@ class StatsReader:
                 per_stat[stat] = error
         columns: dict[Stat, list[Any]] = {}
         for j, plan in enumerate(plans):  # one plan's cells are every width-th, from j
-            plan.split(cells[j::width], relatives, columns, errors)
+            plan.split(cells[j::width], relatives, columns, errors, lacking_by_plan[j])
         return StatColumns(relatives, columns, errors)
+
+    def read_columns(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> StatColumns:
+        """``stats`` of each cgroup directory (relative to the controller roots), as columns."""
+        return self._read(relatives, stats, False)
 
     def read(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> list[CgroupSample]:
         """One sample per cgroup directory (relative to the controller roots), in order."""
-        return self.read_columns(relatives, stats).samples()
+        # the FileCache builds the records (Throttling, MemoryStat, PSI) as it parses
+        return self._read(relatives, stats, True).samples()
 
     def close(self) -> None:
         self.cache.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import NamedTuple
 
 import pytest
 
@@ -128,3 +129,133 @@ def test_the_same_file_twice_in_one_batch(backend, tmp_path):
 @pytest.mark.parametrize("kind", [io.KIND_INT, io.KIND_RAW])
 def test_empty_request_list(backend, kind):
     assert io.new_file_cache().read([]) == []
+
+
+class _Throttling(NamedTuple):
+    nr_periods: int
+    nr_throttled: int
+
+
+class _Pressure(NamedTuple):
+    some10: int
+    some60: int
+    some300: int
+    some_total: int
+    full10: int | None
+    full60: int | None
+    full300: int | None
+    full_total: int | None
+
+
+def test_values_are_built_as_the_record_a_request_names(backend, tmp_path):
+    (tmp_path / "stat").write_text("nr_periods 3\nnr_throttled 1\n")
+    (tmp_path / "psi").write_text("some avg10=0.10 avg60=0.20 avg300=0.30 total=7\n")
+    cache = io.new_file_cache()
+    for _ in range(2):  # opened, then kept
+        stat, psi = cache.read(
+            [
+                (os.fsencode(tmp_path / "stat"), io.KIND_KEYS, (b"nr_periods", b"nr_throttled"), _Throttling),
+                (os.fsencode(tmp_path / "psi"), io.KIND_PSI, None, _Pressure),
+            ]
+        )
+        assert type(stat) is _Throttling
+        assert stat == _Throttling(3, 1)
+        assert stat.nr_throttled == 1
+        assert type(psi) is _Pressure
+        assert psi.some60 == 20
+        assert psi.full10 is None
+    plain = cache.read([(os.fsencode(tmp_path / "stat"), io.KIND_KEYS, (b"nr_periods",), None)])
+    assert type(plain[0]) is tuple
+
+
+@pytest.mark.parametrize(
+    ("kind", "keys", "record"),
+    [
+        pytest.param(io.KIND_KEYS, (b"nr_periods",), _Throttling, id="fewer-keys-than-fields"),
+        pytest.param(io.KIND_PSI, None, _Throttling, id="psi-needs-eight-fields"),
+        pytest.param(io.KIND_INT, None, _Throttling, id="an-int-has-no-record"),
+        pytest.param(io.KIND_KEYS, (b"a", b"b"), tuple, id="plain-tuple-class"),
+        pytest.param(io.KIND_KEYS, (b"a", b"b"), list, id="not-a-tuple"),
+    ],
+)
+def test_a_record_that_does_not_fit_is_refused(backend, tmp_path, kind, keys, record):
+    (tmp_path / "f").write_text("a 1\nb 2\n")
+    with pytest.raises(TypeError):
+        io.new_file_cache().batch([(os.fsencode(tmp_path / "f"), kind, keys, record)])
+
+
+def test_requests_lacking_a_key_are_listed_by_index(backend, tmp_path):
+    (tmp_path / "full").write_text("a 1\nb 2\n")
+    (tmp_path / "partial").write_text("a 1\n")
+    cache = io.new_file_cache()
+    full = _req(tmp_path / "full", io.KIND_KEYS, (b"a", b"b"))
+    partial = _req(tmp_path / "partial", io.KIND_KEYS, (b"a", b"b"))
+    missing = _req(tmp_path / "missing", io.KIND_KEYS, (b"a", b"b"))
+    failed: list[int] = []
+    lacking: list[int] = []
+    cells = cache.read([full, partial, missing, partial], failed, lacking)
+    assert cells[:2] == [(1, 2), (1, None)]
+    assert failed == [2]
+    assert lacking == [1, 3]
+
+
+def test_a_batch_reads_its_files_tick_after_tick(backend, tmp_path):
+    for name, value in (("a", 1), ("b", 2)):
+        (tmp_path / name).write_text(f"{value}\n")
+    cache = io.new_file_cache()
+    requests = [_req(tmp_path / "a", io.KIND_INT), _req(tmp_path / "b", io.KIND_INT)]
+    batch = cache.batch(requests)
+    assert len(batch) == 2
+    assert list(batch.requests) == requests
+    assert batch.read() == [1, 2]
+    assert len(cache) == 2
+    with open(tmp_path / "a", "r+") as f:  # same inode, new content
+        f.write("5\n")
+    assert batch.read() == [5, 2]
+    assert cache.read(requests) == [5, 2]  # a one-off read of the same files takes the kept ones
+    assert len(cache) == 2
+
+
+def test_a_batch_follows_descriptors_its_cache_closed(backend, tmp_path):
+    (tmp_path / "a").write_text("1\n")
+    (tmp_path / "b").write_text("2\n")
+    cache = io.new_file_cache()
+    batch = cache.batch([_req(tmp_path / "a", io.KIND_INT), _req(tmp_path / "b", io.KIND_INT)])
+    assert batch.read() == [1, 2]
+    cache.retain([os.fsencode(tmp_path / "b")])
+    other = os.open(tmp_path / "b", os.O_RDONLY)  # may take the number "a" had
+    try:
+        (tmp_path / "a").unlink()
+        (tmp_path / "a").write_text("3\n")  # a new file: only a fresh open sees it
+        assert batch.read() == [3, 2]
+        cache.close()
+        assert batch.read() == [3, 2]
+        assert len(cache) == 2
+    finally:
+        os.close(other)
+
+
+def test_a_batch_drops_a_file_removed_under_it(backend, tmp_path):
+    (tmp_path / "a").write_text("1\n")
+    cache = io.new_file_cache()
+    batch = cache.batch([_req(tmp_path / "a", io.KIND_INT)])
+    assert batch.read() == [1]
+    (tmp_path / "a").write_text("")  # what a removed kernel file reads as here
+    (tmp_path / "a").unlink()
+    failed: list[int] = []
+    cells = batch.read(failed)
+    assert failed == [0]
+    assert isinstance(cells[0], OSError)
+    assert cells[0].errno == errno.ENOENT
+    assert len(cache) == 0
+    (tmp_path / "a").write_text("4\n")
+    assert batch.read() == [4]
+    assert len(cache) == 1
+
+
+def test_a_request_is_path_kind_keys_and_an_optional_record(backend, tmp_path):
+    cache = io.new_file_cache()
+    with pytest.raises(ValueError, match="a request is"):
+        cache.batch([(os.fsencode(tmp_path / "a"), io.KIND_INT)])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        cache.batch([(str(tmp_path / "a"), io.KIND_INT, None)])  # type: ignore[list-item]

@@ -9,7 +9,7 @@ import pytest
 
 from koordinator.api.kubeqos import KubeQOSClass
 from koordlet.system.cgroup.cgroupfs import CgroupFS
-from koordlet.system.cgroup.stats import ALL_USAGE, PRESSURES, Stat, StatsReader
+from koordlet.system.cgroup.stats import ALL_USAGE, PRESSURES, MemoryStat, Stat, StatsReader, Throttling
 from koordlet.system.errors import MalformedContentError
 from koordlet.system.psi import PSI
 from tests.fakes.host import FakeHost
@@ -63,6 +63,25 @@ def test_reads_every_statistic(backend, host):
         memory = sample.pressure[Stat.MEMORY_PRESSURE]
         assert memory.full_avg10 == pytest.approx(0.1)
         assert memory.full_supported
+
+
+def test_samples_carry_records_whichever_way_they_are_read(backend, host):
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    for _ in range(2):  # files opened, then kept; both ways share them
+        samples = reader.read(pods, EVERYTHING)
+        from_columns = reader.read_columns(pods, EVERYTHING).samples()
+        assert len(reader.cache) == len(pods) * (7 if host.version == "v1" else 6)
+        for sample, other in zip(samples, from_columns, strict=True):
+            assert type(sample.throttling) is Throttling
+            assert type(other.throttling) is Throttling
+            assert type(sample.memory) is MemoryStat
+            assert type(other.memory) is MemoryStat
+            assert {type(psi) for psi in sample.pressure.values()} == {PSI}
+            assert {type(psi) for psi in other.pressure.values()} == {PSI}
+            assert repr(sample) == repr(other)
+    columns = reader.read_columns(pods, EVERYTHING).columns
+    assert type(columns[Stat.MEMORY][0]) is tuple  # the collectors' columns stay plain tuples
 
 
 def test_second_read_sees_new_values_through_kept_descriptors(backend, host):
