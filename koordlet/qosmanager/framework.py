@@ -173,7 +173,8 @@ class Plan:
 class Strategy(Protocol):
     NAME: str
     interval: float
-    #: seconds without planning after this strategy evicted (0 = no cooldown)
+    #: seconds without planning after this strategy evicted (0 = no cooldown); a strategy
+    #: with a true ``cooldown_from_start`` attribute also waits that long after its first round
     cooldown: float
 
     def enabled(self, snapshot: Snapshot) -> tuple[bool, str]: ...
@@ -242,6 +243,8 @@ class QoSManager:
                 self._why_disabled[strategy.NAME] = why
             return None
         self._why_disabled.pop(strategy.NAME, None)
+        if getattr(strategy, "cooldown_from_start", False):
+            self._last_eviction.setdefault(strategy.NAME, snapshot.now)
         since = snapshot.now - self._last_eviction.get(strategy.NAME, float("-inf"))
         if strategy.cooldown and since < strategy.cooldown:
             return None

@@ -14,29 +14,29 @@ they run in that order and a pod chosen by one counts towards the others.
   always counts; no limit never does). ``satisfaction = limit / request``; at or under the
   lower percent, ``release = int(request * (upper% - satisfaction))`` milli batch-cpu. The
   same with the last values (two collect intervals) unless request and limit are unchanged;
-  the smaller release wins. Victims: active BE pods (label) the eviction policy allows, lower
+  the smaller release wins. Victims: active BE pods (label) the eviction policy allows (upstream
+  also takes finished ones, crediting a request they no longer hold), lower
   ``spec.priority`` first when both pods have one and they differ, else higher
   ``usage / batch-cpu request``; each releases its batch-cpu request (containers and sidecars).
 * **CPUAllocatableEvict** (needs ``cpuAllocatableEvictThresholdPercent``, a lower percent
-  under it and ``allocatableEvictPriorityThreshold`` up to 7999): for koord-batch and
-  koord-mid pods up to that priority, Σ requests of ``batch-cpu`` / ``mid-cpu`` against the
-  node's allocatable of the same resource; above the threshold percent,
-  ``release = requested - lower% * allocatable`` (everything requested when the node has
-  none of it). Victims: pods of the classes over their threshold, in the order below, by
-  larger request last; each releases its request.
+  under it and ``allocatableEvictPriorityThreshold`` up to 7999): per resource —
+  ``kubernetes.io/batch-cpu`` of koord-batch pods, ``kubernetes.io/mid-cpu`` of koord-mid
+  pods — the requests of pods up to that priority against the node's allocatable of the
+  same resource; above the threshold percent, ``release = requested - lower% * allocatable``
+  (everything requested when the node has none of it). Victims: the eviction-enabled
+  candidates of the classes over their threshold, larger request first among equals; each
+  releases its request.
 * **CPUEvict** (needs ``cpuEvictThresholdPercent``, a lower percent under it — default
   threshold - 2 — and ``evictEnabledPriorityThreshold``): average node CPU over the window;
   ``usage% = int(used * 1000) * 100 / capacity milli``; at or above the threshold,
   ``release = capacity * (usage% - lower%) / 100`` milli-cores. Victims release their last
-  CPU use.
+  CPU use, larger use first among equals.
 
-CPUAllocatableEvict and CPUEvict consider active pods labelled
-``koordinator.sh/eviction-enabled=true``, with ``spec.priority`` (0 when unset) up to the
-priority threshold, a recent CPU sample, and an eviction policy that allows the feature,
-ordered by ``koordinator.sh/eviction-priority``, ``spec.priority``, ``koordinator.sh/priority``
-(then CPU use or request, larger first). LSE, LSR and LS pods are never victims. The runner
-waits ``--cpu-evict-cool-time-seconds`` (20 s) after an eviction before planning again
-(upstream also waits 20 s after start; here the data-sufficiency rule covers a fresh start).
+CPUAllocatableEvict and CPUEvict take the eviction-enabled candidates with a recent CPU
+sample (see :mod:`.eviction`, also for where this koordlet deliberately differs from
+upstream). LSE, LSR and LS pods are never victims. The runner waits
+``--cpu-evict-cool-time-seconds`` (20 s) after an eviction before planning again, and as
+upstream also for that long after it starts (``cooldown_from_start``).
 """
 
 from __future__ import annotations
@@ -45,9 +45,8 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from koordinator.api.extension.priority import PriorityClass, get_pod_priority_class_with_default
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
-from koordinator.api.extension.resources import BATCH_CPU, MID_CPU
+from koordinator.api.extension.resources import BATCH_CPU
 from koordinator.api.types.slo import ResourceThresholdStrategy
 from koordlet.metriccache.kinds import (
     BE_REAL_LIMIT,
@@ -58,11 +57,13 @@ from koordlet.metriccache.kinds import (
 )
 from koordlet.qosmanager.framework import Eviction, Plan, Snapshot
 from koordlet.qosmanager.strategies import podspec
-from koordlet.qosmanager.strategies.memory_evict import (
+from koordlet.qosmanager.strategies.eviction import (
     ConfigCheck,
+    allocatable_check,
     allowed,
     any_gate_enabled,
     enabled_victims,
+    evict_by_allocatable,
     features_to_run,
     priority_victim_key,
     take_victims,
@@ -82,9 +83,6 @@ SATISFACTION_UPPER_MAX = 100
 BE_USAGE_THRESHOLD = 90
 RELEASE_BUFFER_PERCENT = 2
 MIN_ALLOCATABLE_BATCH_MILLI = 1
-PRIORITY_MID_MAX = 7999
-#: the extended CPU resource of each priority class that has one
-CLASS_CPU = {PriorityClass.BATCH: BATCH_CPU, PriorityClass.MID: MID_CPU}
 
 
 def _milli(node: Mapping[str, object] | None, section: str, name: str) -> int | None:
@@ -120,23 +118,6 @@ def usage_threshold_config_error(config: ResourceThresholdStrategy) -> str | Non
     return None
 
 
-def allocatable_config_error(config: ResourceThresholdStrategy) -> str | None:
-    threshold = config.cpu_allocatable_evict_threshold_percent
-    if threshold is None:
-        return "cpuAllocatableEvictThresholdPercent not set"
-    lower = config.cpu_allocatable_evict_lower_percent
-    if lower is None:
-        return "cpuAllocatableEvictLowerPercent not set"
-    if lower >= threshold:
-        return f"cpuAllocatableEvictLowerPercent {lower} is not below the threshold {threshold}"
-    priority = config.allocatable_evict_priority_threshold
-    if priority is None:
-        return "allocatableEvictPriorityThreshold not set"
-    if priority > PRIORITY_MID_MAX:
-        return f"allocatableEvictPriorityThreshold {priority} is above {PRIORITY_MID_MAX} (prod pods)"
-    return None
-
-
 def be_usage_high_enough(usage: float, limit: float, threshold_percent: int | None) -> bool:
     """BE pods use enough of their limit for eviction to help (a limit under a core always does)."""
     if limit <= 0:
@@ -165,14 +146,6 @@ def batch_cpu_request(pod: PodMeta) -> int:
     return podspec.sum_requests(pod.pod, BATCH_CPU)
 
 
-def class_cpu_request(pod: PodMeta) -> tuple[str, int]:
-    """The CPU resource of the pod's priority class and its request (milli-cores)."""
-    resource = CLASS_CPU.get(get_pod_priority_class_with_default(pod.pod), "cpu")
-    if resource == "cpu":
-        return resource, podspec.pod_request(pod.pod, "cpu")
-    return resource, podspec.sum_requests(pod.pod, resource)
-
-
 @dataclass(frozen=True)
 class _BEValues:
     usage: float
@@ -183,6 +156,9 @@ class _BEValues:
 
 class CPUEvict:
     NAME = NAME
+
+    #: as upstream, the cooldown also runs from the start (no eviction in the first 20 s)
+    cooldown_from_start = True
 
     def __init__(self, interval: float = 1.0, cooldown: float = 20.0) -> None:
         self.interval = interval
@@ -276,7 +252,7 @@ class CPUEvict:
             if now_release < release:
                 release, request, limit = now_release, current.request, current_limit
         requests = {p.uid: batch_cpu_request(p) for p in snapshot.pods}
-        ratio = {uid: usage.get(uid, 0.0) * 1000 / r if r > 0 else 0.0 for uid, r in requests.items()}
+        ratio = {uid: int(usage.get(uid, 0.0) * 1000) / r if r > 0 else 0.0 for uid, r in requests.items()}
 
         def compare(a: PodMeta, b: PodMeta) -> int:
             pa, pb = podspec.spec_priority(a), podspec.spec_priority(b)
@@ -321,43 +297,8 @@ class CPUEvict:
         usage: Mapping[str, float],
         chosen: dict[str, Eviction],
     ) -> None:
-        high = config.cpu_allocatable_evict_threshold_percent
-        low = config.cpu_allocatable_evict_lower_percent
-        limit = config.allocatable_evict_priority_threshold
-        assert high is not None
-        assert low is not None
-        assert limit is not None
-        requested: dict[str, int] = {}
-        for pod in snapshot.pods:
-            if (podspec.spec_priority(pod) or 0) > limit:
-                continue
-            resource, amount = class_cpu_request(pod)
-            if resource != "cpu":
-                requested[resource] = requested.get(resource, 0) + amount
-        release: dict[str, float] = {}
-        for resource, amount in requested.items():
-            allocatable = _milli(snapshot.node, "allocatable", resource) or 0
-            if allocatable <= 0:
-                release[resource] = amount
-            elif amount / allocatable > high / 100:
-                release[resource] = amount - low / 100 * allocatable
-        if not release:
-            return
-        victims = enabled_victims(snapshot, CPU_ALLOCATABLE_EVICT, limit, usage)
-        by_priority = priority_victim_key(usage)
-        victims.sort(key=lambda p: (*by_priority(p)[:-1], -class_cpu_request(p)[1]))
-        why = "requests exceed " + ", ".join(
-            f"{high}% of allocatable {r} (releasing {v:.0f})" for r, v in sorted(release.items())
-        )
-        take_victims(
-            plan,
-            CPU_ALLOCATABLE_EVICT,
-            REASON_ALLOCATABLE,
-            release,
-            victims,
-            class_cpu_request,
-            chosen,
-            why,
+        evict_by_allocatable(
+            snapshot, plan, config, CPU_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, "cpu", usage, chosen
         )
 
     # --- CPUEvict ----------------------------------------------------------------------------------
@@ -387,7 +328,7 @@ class CPUEvict:
             return
         release = capacity * (percent - lower) // 100
         victims = enabled_victims(snapshot, CPU_EVICT, limit, usage)
-        victims.sort(key=priority_victim_key(usage))
+        victims.sort(key=priority_victim_key(lambda p: -usage[p.uid]))
         why = f"node CPU usage {percent}% >= {threshold}%, releasing {release}m to reach {lower}%"
         take_victims(
             plan,
@@ -404,6 +345,6 @@ class CPUEvict:
 #: the features, in the order they run, with what refuses their configuration
 FEATURES: dict[str, ConfigCheck] = {
     BE_CPU_EVICT: satisfaction_config_error,
-    CPU_ALLOCATABLE_EVICT: allocatable_config_error,
+    CPU_ALLOCATABLE_EVICT: allocatable_check("cpu"),
     CPU_EVICT: usage_threshold_config_error,
 }

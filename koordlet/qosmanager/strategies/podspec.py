@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from koordinator.api import resourcelist
+from koordinator.api.extension.priority import DEFAULT_PRIORITY_VALUE, get_pod_priority_class_with_default
 from koordinator.api.quantity import Quantity, QuantityError
 from koordlet.statesinformer.podmeta import ContainerMeta, PodMeta
 
@@ -85,3 +86,13 @@ def is_running(pod: PodMeta, container: ContainerMeta) -> bool:
 def spec_priority(pod: PodMeta) -> int | None:
     value = (pod.pod.get("spec") or {}).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def priority_value(pod: PodMeta) -> int:
+    """Upstream's ``GetPodPriorityValueWithDefault``: a non-zero ``spec.priority``, else the
+    default value of the pod's priority class (from the label, the priority range, or its QoS
+    class: LS/LSR/LSE/SYSTEM are koord-prod, 9500; BE is koord-batch, 5500; none is 0)."""
+    value = spec_priority(pod)
+    if value:
+        return value
+    return DEFAULT_PRIORITY_VALUE[get_pod_priority_class_with_default(pod.pod)]

@@ -516,3 +516,68 @@ def test_capacity_unknown(fake_host):
     node = {"metadata": {"name": "node-1"}, "status": {}}
     plan = CPUEvict().plan(build_snapshot(fake_host, node=node, slo=thresholds(**SATISFACTION), gates=ALL))
     assert plan.notes == ["node CPU capacity unknown"]
+
+
+def test_cpu_allocatable_priority_defaults_to_the_class_value(fake_host):
+    """A BE pod without spec.priority is koord-batch, priority 5500 (upstream's value with
+    default): above a threshold of 5000 it is neither summed nor a candidate, so x's 2000 of
+    4000 batch-cpu is under 80 %."""
+    pods = [
+        batch_pod("x", "kubernetes.io/batch-cpu", 2000),
+        make_pod("no-priority")
+        .qos("BE")
+        .label(LABEL_POD_EVICT_ENABLE, "true")
+        .container("main", requests={"kubernetes.io/batch-cpu": "3000"}),
+    ]
+    config = {**ALLOCATABLE, "allocatableEvictPriorityThreshold": 5000}
+    snapshot = build_snapshot(
+        fake_host,
+        pods=[p.build() for p in pods],
+        node=node_obj(allocatable={"cpu": "8", "kubernetes.io/batch-cpu": "4000"}),
+        slo=thresholds(**config),
+        samples=[usage_of(p, 0.1) for p in pods],
+        gates={"CPUAllocatableEvict": True},
+    )
+    plan = CPUEvict().plan(snapshot)
+    assert plan.evictions == []
+    assert plan.notes == []
+
+
+def test_cpu_allocatable_plain_cpu_requests_are_only_noted(fake_host):
+    """The koord-free pod's 8 cores are over 80 % of the 8 allocatable, but upstream releases
+    only koord-batch and koord-mid requests (for plain cpu it would evict every candidate)."""
+    free = (
+        make_pod("free")
+        .priority(3500)
+        .label(LABEL_POD_EVICT_ENABLE, "true")
+        .container("main", requests={"cpu": "8"})
+    )
+    snapshot = build_snapshot(
+        fake_host,
+        pods=[free.build()],
+        node=node_obj(allocatable={"cpu": "8", "kubernetes.io/batch-cpu": "4000"}),
+        slo=thresholds(**ALLOCATABLE),
+        samples=[usage_of(free, 0.1)],
+        gates={"CPUAllocatableEvict": True},
+    )
+    plan = CPUEvict().plan(snapshot)
+    assert plan.evictions == []
+    assert plan.notes == [
+        "CPUAllocatableEvict: cpu requests of pods outside koord-batch and koord-mid (8000) exceed "
+        "80% of allocatable 8000: nothing evicted for them (upstream releases only koord-batch and "
+        "koord-mid requests)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("config", "note"),
+    [
+        ({"cpuAllocatableEvictLowerPercent": None}, "cpuAllocatableEvictLowerPercent not set"),
+        ({"allocatableEvictPriorityThreshold": None}, "allocatableEvictPriorityThreshold not set"),
+        ({"cpuAllocatableEvictThresholdPercent": None}, "cpuAllocatableEvictThresholdPercent not set"),
+    ],
+)
+def test_cpu_allocatable_refuses_an_incomplete_config(fake_host, config, note):
+    fields = {k: v for k, v in {**ALLOCATABLE, **config}.items() if v is not None}
+    snapshot = build_snapshot(fake_host, slo=thresholds(**fields), gates={"CPUAllocatableEvict": True})
+    assert CPUEvict().plan(snapshot).notes == [f"CPUAllocatableEvict: invalid config: {note}"]

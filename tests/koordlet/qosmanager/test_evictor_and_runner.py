@@ -19,6 +19,7 @@ from koordlet.metriccache import kinds
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.evictor import Evictor
 from koordlet.qosmanager.framework import Eviction, Plan, QoSManager, Snapshot
+from koordlet.qosmanager.strategies.cpu_evict import CPUEvict
 from koordlet.qosmanager.strategies.memory_evict import MemoryEvict
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
@@ -220,3 +221,48 @@ async def test_memory_evict_asks_the_evictor_only_for_pods_it_evicts(fake_host_v
             with pytest.raises(NotFoundError):
                 await client.get(res.PODS, "batch", "default")
             assert (await client.get(res.PODS, "web", "default"))["metadata"]["name"] == "web"
+
+
+async def test_cpu_evict_waits_its_cooldown_after_the_start(fake_host_v1):
+    """As upstream (its last eviction time starts at the koordlet's start), CPUEvict evicts
+    nothing in its first 20 s, though node CPU is over the threshold; then it evicts."""
+    pod = make_pod("burner").qos("BE").label(LABEL_POD_EVICT_ENABLE, "true").priority(100).build()
+    uid = pod["metadata"]["uid"]
+    start = NOW - 20
+    samples = []
+    for t in (start, NOW):  # 7 of 8 cores (87 % >= 60 %) at both times
+        samples += [
+            kinds.NODE_CPU_USAGE.sample(7.0, t - 0.5),
+            kinds.POD_CPU_USAGE.sample(3.0, t - 0.5, pod_uid=uid),
+        ]
+    base = snapshot(
+        fake_host_v1,
+        pods=[pod],
+        samples=samples,
+        slo={
+            "resourceUsedThresholdWithBE": {
+                "enable": True,
+                "cpuEvictThresholdPercent": 60,
+                "evictEnabledPriorityThreshold": 1000,
+            }
+        },
+        gates={"CPUEvict": True},
+        topology=False,
+    )
+    now = [start]
+    evictor = Recording()
+    strategy = CPUEvict()
+    manager = QoSManager(
+        [strategy],
+        lambda: Snapshot(**{**base.__dict__, "now": now[0]}),
+        ResourceUpdateExecutor(CgroupFS.detect(fake_host_v1.paths)),
+        evictor,
+        KoordletMetrics(CollectorRegistry(), "n"),
+    )
+    await manager.run_once(strategy)
+    now[0] = NOW - 0.5  # 19.5 s after the start
+    await manager.run_once(strategy)
+    assert evictor.asked == []
+    now[0] = NOW
+    await manager.run_once(strategy)
+    assert [[e.pod.name for e in asked] for asked in evictor.asked] == [["burner"]]

@@ -193,7 +193,7 @@ def test_memory_evict_skips_pods_without_a_usage_sample(fake_host):
     pods = [_enabled("a").build(), _enabled("quiet").build()]
     plan = _plan(fake_host, pods, 12 * GI, {"a": 600 * MI}, slo=MEMORY_EVICT, gates={"MemoryEvict": True})
     assert _victims(plan) == ["a"]
-    assert plan.notes == ["MemoryEvict: candidates release 629145600 of the 1202590843 bytes needed"]
+    assert plan.notes == ["MemoryEvict: candidates release 629145600 of the 1202590842 bytes needed"]
 
 
 def test_memory_evict_skips_inactive_pods(fake_host):
@@ -220,27 +220,186 @@ def test_protected_pods_are_passed_over_for_the_next_candidate(fake_host):
     ]
 
 
-def test_memory_allocatable_evict(fake_host):
+ALLOCATABLE = {
+    "enable": True,
+    "memoryAllocatableEvictThresholdPercent": 90,
+    "memoryAllocatableEvictLowerPercent": 80,
+    "allocatableEvictPriorityThreshold": 7999,
+}
+ALLOCATABLE_NODE = {
+    "metadata": {"name": "node-1"},
+    "status": {
+        "capacity": {"cpu": "8", "memory": "16Gi"},
+        "allocatable": {
+            "cpu": "8",
+            "memory": "16Gi",
+            "kubernetes.io/batch-memory": "8Gi",
+            "kubernetes.io/mid-memory": "8Gi",
+        },
+    },
+}
+
+
+def _requesting(name: str, resource: str, amount: str, priority: int, *, enabled: bool = True) -> PodBuilder:
+    builder = make_pod(name).priority(priority).container("main", requests={resource: amount})
+    if resource != "memory":
+        builder.qos("BE").kube_qos("BestEffort")
+    return builder.label(LABEL_POD_EVICT_ENABLE, "true") if enabled else builder
+
+
+def _allocatable_plan(
+    host: FakeHost, pods: list[dict[str, Any]], usage: Mapping[str, float], **config: Any
+) -> Plan:
+    slo = {"resourceUsedThresholdWithBE": {**ALLOCATABLE, **config}}
+    return _plan(
+        host, pods, 2 * GI, usage, slo=slo, gates={"MemoryAllocatableEvict": True}, node_obj=ALLOCATABLE_NODE
+    )
+
+
+def test_memory_allocatable_evict_per_resource_over_eviction_enabled_pods(fake_host):
+    """As upstream: batch-memory requests (9Gi, every pod up to the priority threshold) are
+    112.5 % of the 8Gi batch allocatable, over 90 %: release 9Gi - 80 % * 8Gi = 2.6Gi.
+    Candidates are eviction-enabled and have a memory sample; the larger request goes first
+    among equals. mid-memory (2Gi of 8Gi) is under its threshold; prod is above the priority
+    threshold."""
     pods = [
-        _be("be-a", 5000).container("c", requests={"kubernetes.io/batch-memory": "6Gi"}).build(),
-        _be("be-b", 5000).container("c", requests={"kubernetes.io/batch-memory": "6Gi"}).build(),
-        make_pod("prod")
-        .kube_qos("Burstable")
-        .priority(9000)
-        .container("c", requests={"memory": "8Gi"})
-        .build(),
+        _requesting("unlabelled", "kubernetes.io/batch-memory", "1Gi", 5000, enabled=False).build(),
+        _requesting("quiet", "kubernetes.io/batch-memory", "3Gi", 5000).build(),  # no sample
+        _requesting("b-small", "kubernetes.io/batch-memory", "1Gi", 5100).build(),
+        _requesting("b-big", "kubernetes.io/batch-memory", "4Gi", 5100).build(),
+        _requesting("m1", "kubernetes.io/mid-memory", "2Gi", 7100).build(),
+        _requesting("prod", "memory", "8Gi", 9000).build(),
     ]
-    slo = {
-        "resourceUsedThresholdWithBE": {
-            "enable": True,
-            "memoryAllocatableEvictThresholdPercent": 70,
-            "memoryAllocatableEvictLowerPercent": 60,
-        }
-    }
-    # requests of pods up to priority 7999: 12Gi = 75% of 16Gi; release to 60% = 9.6Gi -> 2.4Gi: one pod
-    plan = _plan(fake_host, pods, 2 * GI, {}, slo=slo, gates={"MemoryAllocatableEvict": True})
-    assert len(plan.evictions) == 1
-    assert plan.evictions[0].reason == "evictPodByNodeMemoryAllocatable"
+    usage = dict.fromkeys(("unlabelled", "b-small", "b-big", "m1", "prod"), 100 * MI)
+    plan = _allocatable_plan(fake_host, pods, usage)
+    assert _victims(plan) == ["b-big"]
+    assert [(e.feature, e.reason) for e in plan.evictions] == [
+        ("MemoryAllocatableEvict", "evictPodByNodeMemoryAllocatable")
+    ]
+    assert plan.evictions[0].message == (
+        "requests exceed 90% of allocatable kubernetes.io/batch-memory (releasing 2791728742); "
+        "koordlet feature MemoryAllocatableEvict"
+    )
+    assert plan.notes == []
+
+
+def test_memory_allocatable_evict_passes_over_pods_that_release_nothing_short(fake_host):
+    """Only batch-memory is over: the koord-free pod (first by priority) and the koord-mid
+    pod release none of it and are passed over; upstream evicts them too (its release counts
+    as nothing) and still falls short."""
+    pods = [
+        _requesting("free", "memory", "1Gi", 3500).build(),
+        _requesting("b1", "kubernetes.io/batch-memory", "9Gi", 5000, enabled=False).build(),
+        _requesting("b2", "kubernetes.io/batch-memory", "1Gi", 5000).build(),
+        _requesting("m1", "kubernetes.io/mid-memory", "1Gi", 7100).build(),
+    ]
+    plan = _allocatable_plan(fake_host, pods, {"free": MI, "b1": MI, "b2": MI, "m1": MI})
+    assert _victims(plan) == ["b2"]
+    assert plan.notes == [
+        "MemoryAllocatableEvict: candidates release 1073741824 of the 3865470566 "
+        "kubernetes.io/batch-memory needed"
+    ]
+
+
+def test_memory_allocatable_evict_plain_memory_requests_are_only_noted(fake_host):
+    """A koord-free pod's 15Gi memory request is over 90 % of the 16Gi allocatable, but
+    upstream releases only koord-batch and koord-mid requests (for plain memory it would evict
+    every candidate): nothing is evicted and a note says why."""
+    pods = [_requesting("free", "memory", "15Gi", 3500).build()]
+    plan = _allocatable_plan(fake_host, pods, {"free": GI})
+    assert plan.evictions == []
+    assert plan.notes == [
+        "MemoryAllocatableEvict: memory requests of pods outside koord-batch and koord-mid "
+        "(16106127360) exceed 90% of allocatable 17179869184: nothing evicted for them "
+        "(upstream releases only koord-batch and koord-mid requests)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("config", "note"),
+    [
+        pytest.param(
+            {"allocatableEvictPriorityThreshold": None},
+            "allocatableEvictPriorityThreshold not set",
+            id="no-priority-threshold",
+        ),
+        pytest.param(
+            {"memoryAllocatableEvictLowerPercent": None},
+            "memoryAllocatableEvictLowerPercent not set",
+            id="no-lower-percent",  # upstream dereferences it: a crash
+        ),
+        pytest.param(
+            {"memoryAllocatableEvictLowerPercent": 95},
+            "memoryAllocatableEvictLowerPercent 95 is not below the threshold 90",
+            id="lower-not-below",
+        ),
+        pytest.param(
+            {"allocatableEvictPriorityThreshold": 9000},
+            "allocatableEvictPriorityThreshold 9000 is above 7999 (prod pods)",
+            id="prod-priority",
+        ),
+    ],
+)
+def test_memory_allocatable_evict_refuses_an_incomplete_config(fake_host, config, note):
+    pods = [_requesting("b", "kubernetes.io/batch-memory", "12Gi", 5000).build()]
+    config = {k: v for k, v in {**ALLOCATABLE, **config}.items() if v is not None}
+    slo = {"resourceUsedThresholdWithBE": config}
+    plan = _plan(
+        fake_host,
+        pods,
+        2 * GI,
+        {"b": GI},
+        slo=slo,
+        gates={"MemoryAllocatableEvict": True},
+        node_obj=ALLOCATABLE_NODE,
+    )
+    assert plan.evictions == []
+    assert plan.notes == [f"MemoryAllocatableEvict: invalid config: {note}"]
+
+
+def test_a_pod_chosen_by_another_feature_counts_even_if_not_a_candidate(fake_host):
+    """BEMemoryEvict evicts be-x (2Gi, not eviction-enabled); as upstream, its use counts
+    towards MemoryEvict's 1.12Gi too, so MemoryEvict evicts nobody else."""
+    pods = [
+        _be("be-x").build(),
+        make_pod("y").kube_qos("BestEffort").label(LABEL_POD_EVICT_ENABLE, "true").priority(100).build(),
+    ]
+    gates = {"BEMemoryEvict": True, "MemoryEvict": True}
+    plan = _plan(fake_host, pods, 12 * GI, {"be-x": 2 * GI, "y": GI}, slo=MEMORY_EVICT, gates=gates)
+    assert [(e.pod.name, e.feature) for e in plan.evictions] == [("be-x", "BEMemoryEvict")]
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        pytest.param(
+            # no spec.priority: a BE pod is koord-batch, 5500 > 1000: not a candidate
+            [_enabled("a").build(), _be("no-priority").label(LABEL_POD_EVICT_ENABLE, "true").build()],
+            ["a"],
+            id="priority-defaults-to-the-class-value",
+        ),
+        pytest.param(
+            # koordinator.sh/priority defaults to the priority (100), so "10" goes first
+            [_enabled("a").build(), _enabled("b").label("koordinator.sh/priority", "10").build()],
+            ["b"],
+            id="sub-priority-defaults-to-the-priority",
+        ),
+        pytest.param(
+            # an eviction-priority outside int32 counts as 0, before 1
+            [
+                _enabled("a").annotation("koordinator.sh/eviction-priority", "1").build(),
+                _enabled("b").annotation("koordinator.sh/eviction-priority", "3000000000").build(),
+            ],
+            ["b"],
+            id="eviction-priority-is-an-int32",
+        ),
+    ],
+)
+def test_memory_evict_candidates_and_order_as_upstream(fake_host, pods, expected):
+    names = [p["metadata"]["name"] for p in pods]
+    usage = dict.fromkeys(names, 2 * GI)  # one victim releases the 1.12Gi
+    plan = _plan(fake_host, pods, 12 * GI, usage, slo=MEMORY_EVICT, gates={"MemoryEvict": True})
+    assert _victims(plan) == expected
 
 
 def test_gates_off():

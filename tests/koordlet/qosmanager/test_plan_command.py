@@ -43,6 +43,7 @@ def host(tmp_path: Path) -> FakeHost:
     host = FakeHost(tmp_path / "host", "v1", driver="cgroupfs")
     host.set_cpu_topology(sockets=1, cores_per_socket=4, threads_per_core=2)
     host.set("cpuset.cpus", "", "0-7")
+    host.set("cpuset.cpus", "kubepods/besteffort", "0-7")
     return host
 
 
@@ -105,7 +106,7 @@ def test_memory_evict_scenario(capsys, host):
             "pod": "jobs/batch",
             "feature": "BEMemoryEvict",
             "reason": "evictPodByNodeMemoryUsage",
-            "message": "node memory usage 75% >= 70%, releasing 1202590843 bytes to reach 68%; "
+            "message": "node memory usage 75% >= 70%, releasing 1202590842 bytes to reach 68%; "
             "koordlet feature BEMemoryEvict",
         }
     ]
