@@ -17,6 +17,7 @@ from koordinator.api.extension.node import ANNOTATION_NODE_RESERVATION
 from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
 from koordinator.api.extension.topology import ANNOTATION_NODE_SYSTEM_QOS_RESOURCE
 from koordinator.api.kubeqos import KubeQOSClass
+from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor
 from koordlet.metriccache import Sample, kinds
 from koordlet.metrics import KoordletMetrics
@@ -39,6 +40,8 @@ def host(fake_host: FakeHost) -> FakeHost:
         fake_host.set("cpuset.cpus", "", "0-7")
     else:
         fake_host.write("cgroup/cpuset.cpus.effective", "0-7\n")
+    # as on a real host, the BE tier starts with every CPU
+    fake_host.set("cpuset.cpus", fake_host.layout.qos_dir(KubeQOSClass.BEST_EFFORT), "0-7")
     return fake_host
 
 
@@ -292,3 +295,182 @@ def test_a_shared_system_qos_cpuset_stays_in_the_full_set(host):
     slo = FULL_SET_CASES["slo-switch-off"]
     plan = CPUSuppress().plan(_snapshot(host, slo=slo, node_obj=node(**annotations)))
     assert plan.leveled == [_levels(host, "0-7")]
+
+
+# --- as upstream ------------------------------------------------------------------------------
+
+
+def test_lsr_pool_counts_only_pods_labelled_lsr(host):
+    """Upstream's LSR pool holds the CPUs of pods whose koordinator.sh/qosClass label is LSR:
+    a Guaranteed pod without the label leaves its CPUs in the LS pool."""
+    pinned = (
+        make_pod("pinned")
+        .kube_qos("Guaranteed")
+        .annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"0-1,4-5"}')
+        .build()
+    )
+    pods, samples = _pods(host, pinned)
+    plan = CPUSuppress().plan(snapshot(host, pods=pods, samples=samples, slo=ENABLED))
+    assert plan.leveled == [_levels(host, "0-1,4")]  # as without the pinned pod
+
+
+@pytest.mark.parametrize("enable", [True, False])
+def test_be_cpu_manager_leaves_the_containers_of_bound_pods_alone(host, enable):
+    """With BECPUManager (checked before the NodeSLO switch, as upstream) the BE directory,
+    every BE pod and the containers of pods without a resource status get the full set;
+    the containers of a pod bound to a cpuset or NUMA node are left to the cpuset hook."""
+    bound_cid = "containerd://" + "c" * 64
+    bound = (
+        make_pod("bound")
+        .qos("BE")
+        .kube_qos("BestEffort")
+        .annotation(ANNOTATION_RESOURCE_STATUS, '{"numaNodeResources":[{"node":0}]}')
+        .container("main", cid=bound_cid)
+        .build()
+    )
+    host.add_pod("BestEffort", bound["metadata"]["uid"], [bound_cid])
+    pods, samples = _pods(host, bound)
+    slo = {"resourceUsedThresholdWithBE": {"enable": enable}}
+    plan = CPUSuppress().plan(
+        snapshot(host, pods=pods, samples=samples, slo=slo, gates={"BECPUManager": True})
+    )
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    [levels] = plan.leveled
+    assert [u.relative for u in levels[0]] == [be]
+    assert sorted(u.relative for u in levels[1]) == sorted(
+        [
+            host.pod_dir("BestEffort", make_pod("batch").uid),
+            host.pod_dir("BestEffort", bound["metadata"]["uid"]),
+        ]
+    )
+    assert [u.relative for u in levels[2]] == [
+        host.container_dir("BestEffort", make_pod("batch").uid, BE_CID)
+    ]
+    assert {u.value for level in levels for u in level} == {"0-7"}
+    assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, -1, "CPUSuppress")]
+    assert plan.notes == ["BECPUManager keeps BE pods on their share pools"]
+
+
+def test_without_pods_nothing_is_planned(host):
+    """Upstream skips the round when the kubelet reports no pods (nothing to protect yet)."""
+    samples = [kinds.NODE_CPU_USAGE.sample(4.0, NOW - 0.5)]
+    plan = CPUSuppress().plan(snapshot(host, pods=[], samples=samples, slo=ENABLED))
+    assert plan.empty
+    assert plan.notes == ["no pods reported by the kubelet yet"]
+
+
+def test_a_zero_threshold_is_zero(host):
+    slo = {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 0}}
+    plan = CPUSuppress().plan(_snapshot(host, slo))
+    assert plan.leveled == [_levels(host, "0,4")]  # 0 - 2000 - 500 < 0: the 2-CPU minimum
+
+
+def test_suppress_is_computed_in_whole_milli_cores(host):
+    """Upstream truncates each term to milli-cores: 5200 - 2000 (2.0004 cores) - 199
+    (system 3.7 - 3.5004 = 0.1996 core) = 3001m -> 4 CPUs (the exact 3000m would give 3)."""
+    ls = make_pod("web").qos("LS").kube_qos("Burstable").build()
+    be = make_pod("batch").qos("BE").kube_qos("BestEffort").container("main", cid=BE_CID).build()
+    host.add_pod("BestEffort", be["metadata"]["uid"], [BE_CID])
+    samples = [
+        kinds.NODE_CPU_USAGE.sample(3.7, NOW - 0.5),
+        kinds.POD_CPU_USAGE.sample(2.0004, NOW - 0.5, pod_uid=ls["metadata"]["uid"]),
+        kinds.POD_CPU_USAGE.sample(1.5, NOW - 0.5, pod_uid=be["metadata"]["uid"]),
+    ]
+    plan = CPUSuppress().plan(snapshot(host, pods=[ls, be], samples=samples, slo=ENABLED))
+    assert plan.leveled == [_levels(host, "0-1,4-5")]
+
+
+def test_growth_from_an_empty_be_cpuset_is_limited_too(host):
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    host.set("cpuset.cpus", be, "")
+    plan = CPUSuppress().plan(_snapshot(host))
+    # 3 CPUs asked, at most 0 + ceil(8 * 10%) = 1 (upstream's rule, even under the minimum of 2)
+    assert plan.leveled == [_levels(host, "0")]
+    assert plan.notes == ["BE cpuset grows by at most 1 CPUs a round"]
+
+
+def test_an_unreadable_be_cpuset_is_left_for_the_next_round(host):
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    host.cgroups.path("cpuset.cpus", be).unlink()
+    plan = CPUSuppress().plan(_snapshot(host))
+    assert plan.leveled == []
+    assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, -1, "CPUSuppress")]  # still released
+    assert plan.notes == ["the BE cpuset cannot be read: not changed this round"]
+
+
+def test_only_host_applications_the_node_slo_names_count(host):
+    """A host application's usage left in the metric cache after the NodeSLO stopped naming it
+    is not counted (upstream queries only the NodeSLO's host applications)."""
+    pods, samples = _pods(host)
+    samples.append(kinds.HOST_APPLICATION_CPU_USAGE.sample(2.0, NOW - 0.5, host_app_name="gone"))
+    plan = CPUSuppress().plan(snapshot(host, pods=pods, samples=samples, slo=ENABLED))
+    assert plan.leveled == [_levels(host, "0-1,4")]  # 2700m, as without it
+
+
+QUOTA = {
+    "resourceUsedThresholdWithBE": {
+        **ENABLED["resourceUsedThresholdWithBE"],
+        "cpuSuppressPolicy": "cfsQuota",
+    }
+}
+
+
+def test_without_the_cpu_topology_nothing_is_suppressed(host):
+    """Upstream needs the node's CPU info before either policy."""
+    pods, samples = _pods(host)
+    plan = CPUSuppress().plan(snapshot(host, pods=pods, samples=samples, slo=QUOTA, topology=False))
+    assert plan.empty
+    assert plan.notes == ["CPU topology not collected yet"]
+
+
+def test_switched_off_without_the_cpu_topology_only_the_quota_is_released(host):
+    slo = {"resourceUsedThresholdWithBE": {"enable": False}}
+    pods, samples = _pods(host)
+    plan = CPUSuppress().plan(snapshot(host, pods=pods, samples=samples, slo=slo, topology=False))
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, -1, "CPUSuppress")]
+    assert plan.leveled == []
+    assert "CPU topology not collected yet: the BE cpuset is not reset" in plan.notes
+
+
+def test_the_full_cpuset_is_the_node_processors(host):
+    """The reset writes the processors of the CPU topology, as upstream (not the root cgroup's
+    cpuset)."""
+    host.set("cpuset.cpus", "", "0-5")
+    slo = {"resourceUsedThresholdWithBE": {"enable": False}}
+    plan = CPUSuppress().plan(_snapshot(host, slo=slo))
+    assert plan.leveled == [_levels(host, "0-7")]
+
+
+def test_without_a_node_slo_nothing_is_planned(host):
+    """No NodeSLO switch to read: upstream neither suppresses nor resets."""
+    base = _snapshot(host)
+    plan = CPUSuppress().plan(Snapshot(**{**base.__dict__, "node_slo": NodeSLOSpec()}))
+    assert plan.empty
+    assert plan.notes == ["suppress skipped: no NodeSLO spec to read the feature switch from"]
+
+
+def test_quota_deadband_uses_whole_cores(host):
+    """Capacity 7500m counts as 8 cores (the quantity's Value()): the deadband is 8000us, so
+    a move from 230000us to 237500us (4875 - 2000 - 500 = 2375m) is skipped."""
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    host.set("cpu.cfs_quota_us", be, 230000)
+    plan = CPUSuppress().plan(_snapshot(host, QUOTA, node_obj=node(cpu="7500m")))
+    assert [u for u in plan.updates if isinstance(u, CgroupUpdate) and u.key == "cpu.cfs_quota_us"] == []
+    assert plan.notes == ["quota change 7500us is under the 1% deadband"]
+
+
+def test_an_unset_quota_is_set_however_small_the_target(host):
+    """Upstream applies the 1 % deadband to an unset (-1) quota too, so a target of 6000us
+    (32 %: 2560 - 2000 - 500 = 60m) on 8 cores (deadband 8000us) would leave BE pods
+    unlimited; the quota is set here."""
+    be = host.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
+    host.set("cpu.cfs_quota_us", be, -1)
+    slo = {
+        "resourceUsedThresholdWithBE": {
+            **QUOTA["resourceUsedThresholdWithBE"],
+            "cpuSuppressThresholdPercent": 32,
+        }
+    }
+    plan = CPUSuppress().plan(_snapshot(host, slo))
+    assert plan.updates == [CgroupUpdate("cpu.cfs_quota_us", be, 6000, "CPUSuppress")]

@@ -20,10 +20,12 @@ from koordlet.metriccache import MetricCache, kinds
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, QoSManager, Snapshot
 from koordlet.qosmanager.strategies.cpu_suppress import CPUSuppress
+from koordlet.statesinformer.podmeta import pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
 from koordlet.system.paths import HostPaths
 from koordlet.system.topology import NodeCPUInfo, read_cpu_basic_info, read_cpu_topology
+from tests.fakes.pods import make_pod
 
 pytestmark = pytest.mark.host
 
@@ -69,11 +71,16 @@ def _snapshot(layout: KubepodsLayout, policy: str, node_used: float, ls_used: fl
             }
         }
     )
+    ls = make_pod("ls").qos("LS").kube_qos("Burstable").build()
+    ls["metadata"]["uid"] = LS_UID
+    ls_meta = pod_meta(ls, layout)
+    assert ls_meta is not None
     return Snapshot(
         now=now,
         node={"status": {"capacity": {"cpu": "2"}, "allocatable": {"cpu": "2"}}},
         node_slo=merge_node_slo_spec(spec),
-        pods=[],
+        # the LS pod only: the BE pod's usage has no PodMeta (counted as non-BE, as upstream)
+        pods=[ls_meta],
         metrics=MetricsView(cache),
         host=HostFacts(1, layout, NodeCPUInfo(topology, read_cpu_basic_info(paths, topology), "")),
         cgroups=CgroupView(cgroups),
@@ -102,14 +109,15 @@ def test_quota_shrinks_when_ls_usage_rises_and_comes_back_when_it_falls(layout):
     assert cgroups.read("cpu.cfs_quota_us", be) == 2000
     assert cgroups.read("cpuset.cpus", be) == str(cgroups.read("cpuset.cpus"))  # the full set
     # LS usage falls to 0.2: suppress = 1300 - 500 (both pods: without a PodMeta the BE one
-    # counts as non-BE, as upstream) - 100 = 700m -> 70000us, reached in steps of 10 % of
+    # counts as non-BE, as upstream) - 99 (the system's 0.6 - 0.5 = 0.0999... core, in whole
+    # milli-cores as upstream's quantities) = 701m -> 70100us, reached in steps of 10 % of
     # the node (20000us) per round
     seen = []
     for round_ in range(8):
         manager.apply(strategy.plan(_snapshot(layout, "cfsQuota", 0.6, 0.2, 1001 + round_)))
         seen.append(cgroups.read("cpu.cfs_quota_us", be))
-    assert seen[:5] == [22000, 42000, 62000, 70000, 70000]
-    assert seen[-1] == 70000
+    assert seen[:5] == [22000, 42000, 62000, 70100, 70100]
+    assert seen[-1] == 70100
     # suppression switched off: unlimited again
     snapshot = _snapshot(layout, "cfsQuota", 0.6, 0.2, 2000)
     off = Snapshot(
