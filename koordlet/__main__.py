@@ -33,7 +33,7 @@ from koordinator import __version__
 from koordinator.api.features import KOORDLET_FEATURES
 from koordinator.api.goparse import parse_bool, parse_duration_seconds
 from koordinator.api.quantity import Quantity, QuantityError
-from koordinator.cli import component_parser, configure_logging, fail
+from koordinator.cli import component_parser, configure_logging, fail, tolerate_closed_stdout
 from koordlet.agent import AgentConfig, run_agent
 from koordlet.metricsadvisor.framework import CollectorConfig
 from koordlet.qosmanager.registry import strategies
@@ -342,9 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbosity)
     if args.command == "probe":
-        return run_probe(args)
+        return tolerate_closed_stdout(lambda: run_probe(args))
     if args.command == "plan":
-        return run_plan(args)
+        return tolerate_closed_stdout(lambda: run_plan(args))
     return run_agent(agent_config(args, os.environ))
 
 

@@ -68,3 +68,22 @@ def test_probe_of_this_machine_is_identical_without_extensions():
     rows = {r["name"]: r for r in native["capabilities"]}  # type: ignore[attr-defined]
     assert rows["psi"]["supported"] == Path("/proc/pressure/cpu").exists()
     assert rows["perf software events"]["supported"] is True
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
+    """``koordlet probe | head -1``: the rest of the table is dropped quietly."""
+    FakeHost(tmp_path, "v1")
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run(
+            [script("koordlet"), "probe", *root_flags(tmp_path)],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (0, "")
