@@ -42,7 +42,9 @@ def pointer(*tokens: str | int) -> str:
 def create_patch(original: Any, modified: Any) -> list[dict[str, Any]]:
     """The operations that turn ``original`` into ``modified`` (empty when they are equal)."""
     operations: list[dict[str, Any]] = []
-    if not _unchanged(original, modified):
+    if isinstance(original, dict) and isinstance(modified, dict):
+        _diff(original, modified, "", operations)  # finds nothing when they are equal
+    elif not _unchanged(original, modified):
         _diff(original, modified, "", operations)
     return operations
 
@@ -53,6 +55,12 @@ def json_copy(value: Any) -> Any:
         return orjson.loads(orjson.dumps(value))
     except (TypeError, orjson.JSONEncodeError):
         return copy.deepcopy(value)
+
+
+#: Types whose ``==`` is already JSON equality between two values of the same type.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_MISSING = object()
+_CONTAINERS = (dict, list)
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -74,27 +82,39 @@ def _same_tree(a: Any, b: Any) -> bool:
 def _unchanged(old: Any, new: Any) -> bool:
     if old is new:
         return True
-    if isinstance(old, dict | list) and isinstance(new, dict | list):
+    if isinstance(old, _CONTAINERS) and isinstance(new, _CONTAINERS):
         return _same_tree(old, new)
     return _same_scalar(old, new)
 
 
 def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
+    """Append the operations from ``a`` to ``b`` at ``path``.
+
+    A subtree the mutated object shares with the original (the same object, as a
+    copy-on-write copy leaves everything it did not touch) is passed over by identity, and
+    two scalars of one type by ``==``, before the general comparison.
+    """
     if isinstance(a, dict) and isinstance(b, dict):
         for key in a:
             if key not in b:
                 out.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
         for key, value in b.items():
-            if key not in a:
+            old = a.get(key, _MISSING)
+            if old is value:
+                continue
+            if old is _MISSING:
                 out.append({"op": "add", "path": f"{path}/{escape_token(key)}", "value": value})
-            elif not _unchanged(a[key], value):
-                _diff(a[key], value, f"{path}/{escape_token(key)}", out)
+            elif type(old) is type(value) and type(value) in _SCALARS and old == value:
+                continue
+            elif not _unchanged(old, value):
+                _diff(old, value, f"{path}/{escape_token(key)}", out)
         return
     if isinstance(a, list) and isinstance(b, list):
         common = min(len(a), len(b))
         for index in range(common):
-            if not _unchanged(a[index], b[index]):
-                _diff(a[index], b[index], f"{path}/{index}", out)
+            old, value = a[index], b[index]
+            if old is not value and not _unchanged(old, value):
+                _diff(old, value, f"{path}/{index}", out)
         for index in range(common, len(b)):
             out.append({"op": "add", "path": f"{path}/{index}", "value": b[index]})
         for index in range(len(a) - 1, common - 1, -1):

@@ -14,6 +14,16 @@ A pod created without ``metadata.namespace`` is evaluated in the request's names
 is not written back. The answer is a JSON patch from the pod as received to the mutated
 pod, or a plain allow when nothing changed. A pod that does not decode is refused with 400;
 a failing step (a missing PriorityClass, a broken profile patch) with 500.
+
+The steps write into :func:`writable_copy` of the pod: a copy of only the containers the
+steps write into (the pod, ``metadata`` with its labels and annotations, ``spec``, each
+init and regular container with its ``resources`` and their requests and limits,
+``overhead``, and the whole ``affinity``); everything else (env, volumes, probes, owner
+references ...) stays shared with the request. The patch is the difference between the
+two, and :func:`~controlplane.manager.webhooks.jsonpatch.create_patch` passes over a
+shared subtree by identity, so building it costs what the steps touched, not the size of
+the pod. A step that writes anywhere else must be added to :func:`writable_copy` (the
+recorded corpus test checks that the request's object is left as it was sent).
 """
 
 from __future__ import annotations
@@ -42,6 +52,50 @@ from controlplane.manager.webhooks.review import (
 __all__ = ["PodMutatingHandler"]
 
 
+def _shallow(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _writable_container(container: Any) -> Any:
+    if not isinstance(container, dict):
+        return container
+    copy = dict(container)
+    resources = copy.get("resources")
+    if isinstance(resources, dict):
+        resources = dict(resources)
+        for key in ("requests", "limits"):
+            if key in resources:
+                resources[key] = _shallow(resources[key])
+        copy["resources"] = resources
+    return copy
+
+
+def writable_copy(pod: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``pod`` the mutating steps may write into, sharing what they never write."""
+    copy = dict(pod)
+    meta = copy.get("metadata")
+    if isinstance(meta, dict):
+        meta = dict(meta)
+        for key in ("labels", "annotations"):
+            if key in meta:
+                meta[key] = _shallow(meta[key])
+        copy["metadata"] = meta
+    spec = copy.get("spec")
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        for key in ("initContainers", "containers"):
+            containers = spec.get(key)
+            if isinstance(containers, list):
+                spec[key] = [_writable_container(container) for container in containers]
+        if "overhead" in spec:
+            spec["overhead"] = _shallow(spec["overhead"])
+        affinity = spec.get("affinity")
+        if isinstance(affinity, dict):
+            spec["affinity"] = json_copy(affinity)
+        copy["spec"] = spec
+    return copy
+
+
 def object_namespace(obj: dict[str, Any], request: AdmissionRequest) -> str:
     namespace = (obj.get("metadata") or {}).get("namespace")
     return namespace if isinstance(namespace, str) and namespace else request.namespace
@@ -65,7 +119,7 @@ class PodMutatingHandler:
             return errored(400, str(exc))
         if request.operation != "CREATE":
             return allowed()
-        pod = json_copy(original)
+        pod = writable_copy(original)
         namespace = object_namespace(pod, request)
         warnings: list[str] = []
         ctx = self.ctx
