@@ -16,7 +16,7 @@ Each kind has one spec (:data:`POD`, :data:`ELASTIC_QUOTA`, :data:`NODE`, ...);
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,10 +170,108 @@ def ensure_map(owner: dict[str, Any], key: str) -> dict[str, Any]:
     return current
 
 
+Predicate = Callable[[Any], bool]
+
+
+def _accepts_scalar(kind: str) -> Predicate:
+    if kind == "string":
+        return lambda value: value is None or isinstance(value, str)
+    if kind == "bool":
+        return lambda value: value is None or isinstance(value, bool)
+    if kind == "int32":
+        low, high = _INT32
+        return lambda value: (
+            value is None or (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high)
+        )
+    if kind == "quantity":
+
+        def accepts_quantity(value: Any) -> bool:
+            if value is None:
+                return True
+            try:
+                quantity(value)
+            except QuantityError:
+                return False
+            return True
+
+        return accepts_quantity
+    return lambda value: True
+
+
+#: Compiled predicates by spec identity (specs are module constants: a handful of entries).
+_COMPILED: dict[int, tuple[Any, Predicate]] = {}
+
+
+def _accepts(spec: Any) -> Predicate:
+    """Whether a value passes :func:`_check` -- the same verdict, without building any path.
+
+    Compiled once per spec; :func:`check` runs :func:`_check` only on a value this refuses,
+    to name the problem.
+    """
+    cached = _COMPILED.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    predicate = _compile(spec)
+    _COMPILED[id(spec)] = (spec, predicate)
+    return predicate
+
+
+def _compile(spec: Any) -> Predicate:
+    if isinstance(spec, _Scalar):
+        return _accepts_scalar(spec.kind)
+    if isinstance(spec, _Object):
+        fields = tuple((key, _accepts(child)) for key, child in spec.fields.items())
+
+        def accepts_object(value: Any) -> bool:
+            if value is None:
+                return True
+            if not isinstance(value, dict):
+                return False
+            for key, accepts in fields:  # noqa: SIM110 (all() over a generator is slower)
+                if key in value and not accepts(value[key]):
+                    return False
+            return True
+
+        return accepts_object
+    if isinstance(spec, _Map):
+        accepts_value = _accepts(spec.values)
+
+        def accepts_map(value: Any) -> bool:
+            if value is None:
+                return True
+            if not isinstance(value, dict):
+                return False
+            for item in value.values():  # noqa: SIM110 (all() over a generator is slower)
+                if not accepts_value(item):
+                    return False
+            return True
+
+        return accepts_map
+    accepts_item = _accepts(spec.items)
+    objects = isinstance(spec.items, _Object)
+
+    def accepts_list(value: Any) -> bool:
+        if value is None:
+            return True
+        if not isinstance(value, list):
+            return False
+        for item in value:
+            if item is None:
+                if objects:
+                    return False
+            elif not accepts_item(item):
+                return False
+        return True
+
+    return accepts_list
+
+
 def check(value: Any, spec: Any, what: str) -> dict[str, Any]:
     """Return ``value`` (a dict) when it fits ``spec``; else raise :class:`ObjectError`."""
     if not isinstance(value, dict):
         raise ObjectError(f"cannot decode {what}: expected a JSON object, got {json_type(value)}")
+    if _accepts(spec)(value):
+        return value
     try:
         _check(value, spec, "")
     except ObjectError as exc:
