@@ -35,7 +35,7 @@ from controlplane.manager.webhooks.strategicmerge import StrategicMergeError, st
 from koordinator.api.extension.colocation import skips_update_resources
 from koordinator.api.extension.priority import LABEL_POD_PRIORITY
 from koordinator.api.extension.qos import LABEL_POD_QOS
-from koordinator.api.selectors import SelectorError, label_selector_matches
+from koordinator.api.selectors import SelectorError, label_selector_matches, validate_label_selector
 
 __all__ = [
     "ProfileError",
@@ -64,25 +64,72 @@ class ProfileTarget:
     shape: Any
 
 
-#: Shape checks of profile objects, by identity: informer objects are replaced, never changed in place.
-_CHECKED: dict[int, tuple[Mapping[str, Any], str]] = {}
+def _exact_labels(selector: Any) -> dict[str, str] | None:
+    """A valid selector made of ``matchLabels`` only, as the labels it requires; else ``None``.
+
+    Such a selector matches exactly when every one of its labels is present with its value,
+    which one dict lookup per label decides; any other selector (expressions, or one that
+    does not evaluate) is left to :func:`label_selector_matches` on every request.
+    """
+    if not isinstance(selector, Mapping) or set(selector) - {"matchLabels", "matchExpressions"}:
+        return None
+    if selector.get("matchExpressions"):
+        return None
+    try:
+        validate_label_selector(selector)
+    except SelectorError:
+        return None
+    return dict(selector.get("matchLabels") or {})
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """What a profile object decides once: its shape problem, name and plain label selectors."""
+
+    profile: Mapping[str, Any]
+    problem: str
+    name: str
+    namespace_labels: dict[str, str] | None
+    labels: dict[str, str] | None
+    skips_update: bool
+
+
+#: Profile objects checked, by identity: informer objects are replaced, never changed in place.
+_CHECKED: dict[int, _Checked] = {}
 _CHECKED_LIMIT = 1024
 
 
-def _shape_problem(profile: Mapping[str, Any]) -> str:
-    """``""`` when the profile decodes, else why not (cached per object)."""
+def _checked(profile: Mapping[str, Any]) -> _Checked:
     cached = _CHECKED.get(id(profile))
-    if cached is not None and cached[0] is profile:
-        return cached[1]
+    if cached is not None and cached.profile is profile:
+        return cached
+    name = _name(profile)
     try:
-        check(profile, CLUSTER_COLOCATION_PROFILE, f"ClusterColocationProfile {_name(profile)}")
+        check(profile, CLUSTER_COLOCATION_PROFILE, f"ClusterColocationProfile {name}")
         problem = ""
     except ObjectError as exc:
         problem = str(exc)
+    spec = (profile.get("spec") or {}) if not problem else {}
+    checked = _Checked(
+        profile,
+        problem,
+        name,
+        _exact_labels(spec.get("namespaceSelector")),
+        _exact_labels(spec.get("selector")),
+        not problem and skips_update_resources(profile),
+    )
     if len(_CHECKED) >= _CHECKED_LIMIT:
         _CHECKED.clear()
-    _CHECKED[id(profile)] = (profile, problem)
-    return problem
+    _CHECKED[id(profile)] = checked
+    return checked
+
+
+def _has_labels(required: dict[str, str], labels: Mapping[str, str]) -> bool:
+    # a plain loop: all() over a generator costs a generator object on every request
+    for key, value in required.items():  # noqa: SIM110
+        if labels.get(key) != value:
+            return False
+    return True
 
 
 def _name(profile: Mapping[str, Any]) -> str:
@@ -113,26 +160,32 @@ async def matching_profiles(
     and only when a profile has a non-empty namespace selector); ``None`` means the kind has
     no namespace selection (reservations), so namespace selectors are ignored.
     """
-    matched: list[Obj] = []
+    matched: list[tuple[str, Obj]] = []
     cached: Mapping[str, str] | None = None
     for profile in profiles:
-        name = _name(profile)
-        problem = _shape_problem(profile)
-        if problem:
-            warnings.append(f"ClusterColocationProfile {name} ignored: {problem}")
+        checked = _checked(profile)
+        name = checked.name
+        if checked.problem:
+            warnings.append(f"ClusterColocationProfile {name} ignored: {checked.problem}")
             continue
         spec = profile.get("spec") or {}
         namespace_selector = spec.get("namespaceSelector")
         if namespace_labels is not None and namespace_selector:
             if cached is None:
                 cached = await namespace_labels()
-            if not _selector_matches(namespace_selector, cached, name, "namespaceSelector", warnings):
+            if checked.namespace_labels is not None:
+                if not _has_labels(checked.namespace_labels, cached or {}):
+                    continue
+            elif not _selector_matches(namespace_selector, cached, name, "namespaceSelector", warnings):
                 continue
-        if not _selector_matches(spec.get("selector"), labels, name, "selector", warnings):
+        if checked.labels is not None:
+            if not _has_labels(checked.labels, labels or {}):
+                continue
+        elif not _selector_matches(spec.get("selector"), labels, name, "selector", warnings):
             continue
-        matched.append(profile)
-    matched.sort(key=_name)
-    return matched
+        matched.append((name, profile))
+    matched.sort(key=lambda entry: entry[0])
+    return [profile for _, profile in matched]
 
 
 _INT_OR_STRING = "invalid value for IntOrString: "
@@ -265,4 +318,4 @@ async def apply_profile(
 
 def skips_resource_update(profiles: Sequence[Obj]) -> bool:
     """Whether any matched profile carries ``config.koordinator.sh/skip-update-resources``."""
-    return any(skips_update_resources(profile) for profile in profiles)
+    return any(_checked(profile).skips_update for profile in profiles)

@@ -10,6 +10,7 @@ escapes, floats), in which case it falls back to the exact encoder.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -19,6 +20,8 @@ from koordinator.api.jsonutil import marshal
 __all__ = ["go_json"]
 
 _DIFFERENT = ("<", ">", "&", "\u2028", "\u2029", "\\b", "\\f")
+#: Any of :data:`_DIFFERENT` in orjson's text, in one pass.
+_DIFFERENT_RE = re.compile("|".join(re.escape(marker) for marker in _DIFFERENT))
 
 
 def _has_float(value: Any) -> bool:
@@ -31,13 +34,17 @@ def _has_float(value: Any) -> bool:
     return False
 
 
-def go_json(value: Any) -> str:
-    """The text Go's ``json.Marshal`` writes for ``value`` (dict order kept, as ``marshal``)."""
-    if not _has_float(value):
+def go_json(value: Any, *, floats: bool = True) -> str:
+    """The text Go's ``json.Marshal`` writes for ``value`` (dict order kept, as ``marshal``).
+
+    ``floats=False`` says the value holds no float (maps and strings only), which spares
+    looking for one.
+    """
+    if not floats or not _has_float(value):
         try:
             text = orjson.dumps(value).decode()
         except (TypeError, orjson.JSONEncodeError):
             return marshal(value)
-        if not any(marker in text for marker in _DIFFERENT):
+        if _DIFFERENT_RE.search(text) is None:
             return text
     return marshal(value)

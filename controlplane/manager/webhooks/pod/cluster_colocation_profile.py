@@ -70,15 +70,26 @@ def _canonical(value: Quantity) -> str:
     return str(value)
 
 
+def _extended(native: str, raw: Any) -> str:
+    """The extended resource's value for ``native``'s: milli-cores for cpu, canonical text."""
+    value = quantity(raw)
+    if native == "cpu":
+        value = Quantity.from_int(value.milli_value(), Format.DECIMAL_SI)
+    return _canonical(value)
+
+
+#: (native resource, its text) -> the extended value; a cluster uses few spellings.
+_extended_text = functools.lru_cache(maxsize=4096)(_extended)
+
+
 def _replace(resources: Any, mapping: Mapping[str, str]) -> None:
     if not isinstance(resources, dict):
         return
     for native, extended in mapping.items():
         if native in resources:
-            value = quantity(resources.pop(native))
-            if native == "cpu":
-                value = Quantity.from_int(value.milli_value(), Format.DECIMAL_SI)
-            resources[extended] = _canonical(value)
+            raw = resources.pop(native)
+            text = _extended_text(native, raw) if isinstance(raw, str) else _extended(native, raw)
+            resources[extended] = text
 
 
 def replace_extended_resources(pod: Obj) -> None:

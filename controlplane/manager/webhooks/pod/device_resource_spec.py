@@ -45,10 +45,15 @@ def mutate_device_resource_spec(pod: Obj) -> None:
         resources = container.get("resources")
         if not isinstance(resources, dict):
             continue
-        requests: Obj = dict(resources.get("requests") or {})
-        limits: Obj = dict(resources.get("limits") or {})
-        if not any(name in requests or name in limits for name in _GPU_RESOURCES):
+        requested = resources.get("requests") or {}
+        limited = resources.get("limits") or {}
+        for name in _GPU_RESOURCES:
+            if name in requested or name in limited:
+                break
+        else:
             continue
+        requests: Obj = dict(requested)
+        limits: Obj = dict(limited)
         if GPU in requests:
             percent = str(Quantity.from_int(_value(requests, GPU) or 0))
             requests[GPU_CORE] = requests[GPU_MEMORY_RATIO] = percent

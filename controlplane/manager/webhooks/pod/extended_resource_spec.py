@@ -73,7 +73,7 @@ def mutate_extended_resource_spec(pod: Obj, warnings: list[str]) -> None:
     current = annotations.get(ANNOTATION_EXTENDED_RESOURCE_SPEC)
     if current is None and not computed:
         return
-    text = go_json(computed)
+    text = go_json(computed, floats=False)  # container names and canonical quantities only
     if current == text:
         return
     if current is not None:
