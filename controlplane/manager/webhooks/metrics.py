@@ -57,6 +57,9 @@ class WebhookMetrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
+        #: The duration's children by label values: ``labels()`` validates and locks on every call.
+        #: Label values come from fixed sets (types, plug-in names, the four operations).
+        self._durations: dict[tuple[str, str, str, str, bool], Histogram] = {}
         self.quota_shared_weight = Gauge(
             "quota_shared_weight",
             "The shared weight of the quota",
@@ -81,8 +84,13 @@ class WebhookMetrics:
         rejected: bool,
         seconds: float,
     ) -> None:
-        status = STATUS_REJECTED if rejected else STATUS_ALLOWED
-        self.duration.labels(webhook_type, object_type, operation, plugin, status).observe(seconds * 1000.0)
+        key = (webhook_type, object_type, operation, plugin, rejected)
+        child = self._durations.get(key)
+        if child is None:
+            status = STATUS_REJECTED if rejected else STATUS_ALLOWED
+            child = self.duration.labels(webhook_type, object_type, operation, plugin, status)
+            self._durations[key] = child
+        child.observe(seconds * 1000.0)
 
     def set_shared_weight(self, quota: str, weights: dict[str, int]) -> None:
         for resource, value in weights.items():
