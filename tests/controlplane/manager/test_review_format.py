@@ -155,6 +155,93 @@ async def test_slow_handler_times_out_with_500():
     assert "timed out" in answer["response"]["status"]["message"]
 
 
+async def test_handler_that_waits_gets_what_it_waited_for():
+    import asyncio
+
+    admission = Admission()
+
+    class Waiting:
+        async def handle(self, request):
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            loop.call_soon(future.set_result, "from the future")
+            await asyncio.sleep(0)
+            message = await future
+            from controlplane.manager.webhooks.review import allowed
+
+            return allowed(message)
+
+    admission.dispatcher.handlers["/validate-pod"] = Waiting()
+    answer = orjson.loads(await admission.dispatcher.review("/validate-pod", orjson.dumps(GOOD)))
+    assert answer["response"]["allowed"] is True
+    assert answer["response"]["status"] == {"metadata": {}, "message": "from the future", "code": 200}
+
+
+async def test_handler_crash_after_waiting_becomes_500():
+    import asyncio
+
+    admission = Admission()
+
+    class ExplodingLater:
+        async def handle(self, request):
+            await asyncio.sleep(0)
+            raise KeyError("later")
+
+    admission.dispatcher.handlers["/validate-pod"] = ExplodingLater()
+    answer = orjson.loads(await admission.dispatcher.review("/validate-pod", orjson.dumps(GOOD)))
+    assert answer["response"]["status"] == {
+        "metadata": {},
+        "message": "internal error in webhook /validate-pod: KeyError: 'later'",
+        "code": 500,
+    }
+
+
+async def test_handler_that_waits_sees_cancellation_and_cleans_up():
+    import asyncio
+
+    admission = Admission()
+    admission.dispatcher.timeout = 0.05
+    cleaned: list[str] = []
+
+    class Slow:
+        async def handle(self, request):
+            try:
+                await asyncio.sleep(10)
+            finally:
+                cleaned.append("yes")
+
+    admission.dispatcher.handlers["/validate-pod"] = Slow()
+    answer = orjson.loads(await admission.dispatcher.review("/validate-pod", orjson.dumps(GOOD)))
+    assert answer["response"]["status"]["code"] == 500
+    assert "timed out after" in answer["response"]["status"]["message"]
+    assert cleaned == ["yes"]
+
+
+async def test_cancelling_the_caller_cancels_a_waiting_handler():
+    import asyncio
+
+    admission = Admission()
+    started = asyncio.Event()
+    cancelled: list[str] = []
+
+    class Waiting:
+        async def handle(self, request):
+            started.set()
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.append("yes")
+                raise
+
+    admission.dispatcher.handlers["/validate-pod"] = Waiting()
+    task = asyncio.create_task(admission.dispatcher.review("/validate-pod", orjson.dumps(GOOD)))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cancelled == ["yes"]
+
+
 @pytest.mark.parametrize(
     ("gates", "served"),
     [
