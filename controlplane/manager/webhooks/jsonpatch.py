@@ -61,6 +61,9 @@ def json_copy(value: Any) -> Any:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _MISSING = object()
 _CONTAINERS = (dict, list)
+#: Escaped keys by key: the same prefixed label, annotation and resource names come back.
+_ESCAPED: dict[str, str] = {}
+_ESCAPED_LIMIT = 4096
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -87,33 +90,58 @@ def _unchanged(old: Any, new: Any) -> bool:
     return _same_scalar(old, new)
 
 
+def _token(key: str) -> str:
+    """:func:`escape_token`, remembered for the keys that need escaping (prefixed names)."""
+    token = _ESCAPED.get(key)
+    if token is None:
+        token = escape_token(key)
+        if len(_ESCAPED) < _ESCAPED_LIMIT:
+            _ESCAPED[key] = token
+    return token
+
+
 def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
-    """Append the operations from ``a`` to ``b`` at ``path``.
+    """Append the operations from ``a`` to ``b`` at ``path`` (none when they are equal as JSON).
 
     A subtree the mutated object shares with the original (the same object, as a
-    copy-on-write copy leaves everything it did not touch) is passed over by identity, and
-    two scalars of one type by ``==``, before the general comparison.
+    copy-on-write copy leaves everything it did not touch) is passed over by identity,
+    two scalars of one type by ``==``, and two maps or two lists are walked into directly
+    (a walk finds nothing in equal ones).
     """
     if isinstance(a, dict) and isinstance(b, dict):
         for key in a:
             if key not in b:
-                out.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
+                token = key if "/" not in key and "~" not in key else _token(key)
+                out.append({"op": "remove", "path": f"{path}/{token}"})
         for key, value in b.items():
             old = a.get(key, _MISSING)
             if old is value:
                 continue
             if old is _MISSING:
-                out.append({"op": "add", "path": f"{path}/{escape_token(key)}", "value": value})
-            elif type(old) is type(value) and type(value) in _SCALARS and old == value:
+                token = key if "/" not in key and "~" not in key else _token(key)
+                out.append({"op": "add", "path": f"{path}/{token}", "value": value})
                 continue
-            elif not _unchanged(old, value):
-                _diff(old, value, f"{path}/{escape_token(key)}", out)
+            kind = type(value)
+            if type(old) is kind:
+                if kind is dict or kind is list:
+                    token = key if "/" not in key and "~" not in key else _token(key)
+                    _diff(old, value, f"{path}/{token}", out)
+                    continue
+                if kind in _SCALARS and old == value:
+                    continue
+            if not _unchanged(old, value):
+                token = key if "/" not in key and "~" not in key else _token(key)
+                _diff(old, value, f"{path}/{token}", out)
         return
     if isinstance(a, list) and isinstance(b, list):
         common = min(len(a), len(b))
         for index in range(common):
             old, value = a[index], b[index]
-            if old is not value and not _unchanged(old, value):
+            if old is value:
+                continue
+            if type(old) is type(value) and (type(value) is dict or type(value) is list):
+                _diff(old, value, f"{path}/{index}", out)
+            elif not _unchanged(old, value):
                 _diff(old, value, f"{path}/{index}", out)
         for index in range(common, len(b)):
             out.append({"op": "add", "path": f"{path}/{index}", "value": b[index]})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsonpatch
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -107,6 +108,73 @@ def test_applying_the_patch_gives_the_modified_document(original: dict[str, Any]
     patch = create_patch(original, modified)
     result = jsonpatch.apply_patch(original, patch)
     assert create_patch(result, modified) == []
+
+
+def reference_patch(original: Any, modified: Any) -> list[dict[str, Any]]:
+    """The first implementation, kept as the reference: equality checked before every step down."""
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, dict | list) and isinstance(b, dict | list):
+            return a is b or (a == b and orjson.dumps(a) == orjson.dumps(b))
+        return type(a) is type(b) and a == b
+
+    def diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in a:
+                if key not in b:
+                    out.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
+            for key, value in b.items():
+                if key not in a:
+                    out.append({"op": "add", "path": f"{path}/{escape_token(key)}", "value": value})
+                elif not same(a[key], value):
+                    diff(a[key], value, f"{path}/{escape_token(key)}", out)
+            return
+        if isinstance(a, list) and isinstance(b, list):
+            common = min(len(a), len(b))
+            for index in range(common):
+                if not same(a[index], b[index]):
+                    diff(a[index], b[index], f"{path}/{index}", out)
+            for index in range(common, len(b)):
+                out.append({"op": "add", "path": f"{path}/{index}", "value": b[index]})
+            for index in range(len(a) - 1, common - 1, -1):
+                out.append({"op": "remove", "path": f"{path}/{index}"})
+            return
+        if not same(a, b):
+            out.append({"op": "replace", "path": path, "value": b})
+
+    operations: list[dict[str, Any]] = []
+    if not same(original, modified):
+        diff(original, modified, "", operations)
+    return operations
+
+
+@st.composite
+def edited(draw: st.DrawFn, value: Any) -> Any:
+    """``value`` after random edits, sharing what was not edited (as a copy-on-write copy does)."""
+    roll = draw(st.integers(0, 9))
+    if roll < 3:
+        return value  # shared
+    if roll == 3:
+        return orjson.loads(orjson.dumps(value))  # equal, not shared
+    if roll == 4:
+        return draw(documents)  # replaced
+    if roll == 5 and isinstance(value, int) and not isinstance(value, bool):
+        return draw(st.sampled_from([float(value), value == 1, value]))  # equal in Python, not in JSON
+    if isinstance(value, dict):
+        copy = {key: draw(edited(item)) for key, item in value.items() if draw(st.integers(0, 5)) > 0}
+        copy.update(draw(st.dictionaries(keys, documents, max_size=2)))
+        return copy
+    if isinstance(value, list):
+        items = [draw(edited(item)) for item in value]
+        return items[: draw(st.integers(0, len(items)))] + draw(st.lists(documents, max_size=2))
+    return value
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data(), st.dictionaries(keys, documents, max_size=5))
+def test_patch_equals_the_reference_on_shared_and_edited_documents(data: st.DataObject, original: Any):
+    modified = data.draw(edited(original))
+    assert create_patch(original, modified) == reference_patch(original, modified)
 
 
 POD: dict[str, Any] = {
