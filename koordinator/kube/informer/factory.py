@@ -15,7 +15,7 @@ from typing import Any
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.informer import gcpause
-from koordinator.kube.informer.informer import Informer
+from koordinator.kube.informer.informer import DEFAULT_PAGE_SIZE, Informer
 from koordinator.kube.resources import Resource
 
 InformerKey = tuple[Resource, str | None, str | None, str | None]
@@ -26,7 +26,7 @@ class InformerFactory:
         self,
         client: ApiClient,
         *,
-        page_size: int = 500,
+        page_size: int = DEFAULT_PAGE_SIZE,
         freeze_after_sync: bool = True,
         clock: Clock = SYSTEM_CLOCK,
         **informer_options: Any,

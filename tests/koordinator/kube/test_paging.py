@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from koordinator.kube import resources as res
 from koordinator.kube.fake import FakeApiServer, Fault
-from koordinator.kube.paging import continue_from_head
+from koordinator.kube.paging import PAGES_AHEAD, continue_from_head
 from tests.koordinator.kube.builders import config_map, widget
 from tests.koordinator.kube.conftest import WIDGETS, Backend
 
@@ -51,6 +53,27 @@ async def test_pages_arrive_complete_and_in_order(fake_server: FakeApiServer, pr
     assert names == [f"c{i:02d}" for i in range(23)]
     assert len({p["metadata"]["resourceVersion"] for p in pages}) == 1
     assert len([r for r in fake_server.requests if r.path.endswith("/configmaps")]) == 5
+
+
+async def test_pages_are_requested_ahead_of_the_caller_up_to_a_bound(fake_server: FakeApiServer):
+    """While the caller is on a page, the next PAGES_AHEAD are requested (and no more)."""
+    for i in range(40):
+        fake_server.create(res.CONFIG_MAPS, config_map(f"c{i:02d}", "ns"))
+    fake_server.record_requests = True
+
+    def requested() -> int:
+        return len([r for r in fake_server.requests if r.path.endswith("/configmaps")])
+
+    async with fake_server.client() as client:
+        listing = client.list_pages(res.CONFIG_MAPS, "ns", page_size=5)
+        first = await anext(listing)
+        await asyncio.sleep(0.2)  # the caller is busy with its page; the requests go ahead
+        assert requested() == 1 + PAGES_AHEAD
+        rest = [page async for page in listing]
+    assert [i["metadata"]["name"] for p in (first, *rest) for i in p["items"]] == [
+        f"c{i:02d}" for i in range(40)
+    ]
+    assert requested() == 8
 
 
 async def test_a_failing_later_page_stops_the_listing(fake_server: FakeApiServer):
