@@ -22,11 +22,12 @@ list's resourceVersion, and drops the snapshots older than etcd's compaction (ev
 minutes); in a cluster left still for that long it serves them from etcd instead, which
 costs it (and etcd) twice the work.
 
-Every run also notes (in ``params``) the apiserver's CPU seconds and garbage
-collections, and etcd's CPU seconds, while it lasted. The apiserver's Go heap holds every
-object it caches (about 1.6 GB here), so one collection costs it 2 to 3 CPU seconds; one
-comes every 2 to 3 syncs (each has it allocate about 0.7 GB), and a run it falls in
-takes 1.5 to 3 s longer on two cores. etcd works during a run when the apiserver checks
+Every run also notes (in ``params``) the apiserver's CPU seconds and completed garbage
+collections (one that starts late in a run completes in the next), and etcd's CPU
+seconds, while it lasted. The apiserver's Go heap holds every object it caches (about
+1.6 GB here), so one collection costs it 2 to 3 CPU seconds; one comes every 2 to 3
+syncs (each has it allocate about 0.7 GB), and a run it falls in takes 2 to 4 s longer
+on two cores. etcd works during a run when the apiserver checks
 its cache against it (every 5 to 7.5 minutes, a full read of the pods). Five runs keep
 the median off those.
 
