@@ -113,13 +113,12 @@ class PluginStep:
     The step counts as rejected when the block raises or calls :meth:`reject`.
     """
 
-    __slots__ = ("_labels", "_metrics", "_start", "rejected")
+    __slots__ = ("_series", "_start", "rejected")
 
     def __init__(
         self, ctx: WebhookContext, webhook_type: str, object_type: str, operation: str, plugin: str
     ) -> None:
-        self._metrics = ctx.metrics
-        self._labels = (webhook_type, object_type, operation, plugin)
+        self._series = ctx.metrics.step(webhook_type, object_type, operation, plugin)
         self._start = 0.0
         self.rejected = False
 
@@ -133,12 +132,4 @@ class PluginStep:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        webhook_type, object_type, operation, plugin = self._labels
-        self._metrics.observe(
-            webhook_type,
-            object_type,
-            operation,
-            plugin,
-            self.rejected or exc is not None,
-            time.perf_counter() - self._start,
-        )
+        self._series.observe(self.rejected or exc is not None, time.perf_counter() - self._start)

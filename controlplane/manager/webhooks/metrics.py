@@ -15,6 +15,9 @@ several managers in one process do not collide.
 
 from __future__ import annotations
 
+import bisect
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "STATUS_ALLOWED",
     "STATUS_REJECTED",
     "VALIDATING",
+    "StepSeries",
     "WebhookMetrics",
 ]
 
@@ -44,6 +48,64 @@ STATUS_REJECTED = "rejected"
 DURATION_BUCKETS = tuple(0.001 * 2**n for n in range(20))
 
 
+class _Observer:
+    """Observes into one histogram child as ``Histogram.observe`` does, in fewer steps.
+
+    The bucket is found by bisection over the child's upper bounds (the first bound not
+    below the value, as ``observe`` scans for) and the child's own sum and bucket counters
+    are incremented. A child that does not have that layout (another version of the
+    client) is observed through ``observe`` itself.
+    """
+
+    __slots__ = ("_bounds", "_buckets", "_child", "_sum")
+
+    def __init__(self, child: Histogram) -> None:
+        self._child = child
+        bounds: Any = getattr(child, "_upper_bounds", None)
+        buckets: Any = getattr(child, "_buckets", None)
+        total: Any = getattr(child, "_sum", None)
+        usable = (
+            isinstance(bounds, list)
+            and isinstance(buckets, list)
+            and len(bounds) == len(buckets)
+            and all(hasattr(value, "inc") for value in (*buckets, total))
+        )
+        self._bounds: list[float] | None = bounds if usable else None
+        self._buckets: list[Any] = buckets if usable else []
+        self._sum: Any = total
+
+    def observe(self, amount: float) -> None:
+        bounds = self._bounds
+        if bounds is None or amount != amount:  # NaN: leave it to the client
+            self._child.observe(amount)
+            return
+        self._sum.inc(amount)
+        self._buckets[bisect.bisect_left(bounds, amount)].inc(1)
+
+
+class StepSeries:
+    """The duration series of one plug-in step, allowed and rejected (made on first use)."""
+
+    __slots__ = ("_allowed", "_histogram", "_labels", "_rejected")
+
+    def __init__(self, histogram: Histogram, labels: tuple[str, str, str, str]) -> None:
+        self._histogram = histogram
+        self._labels = labels
+        self._allowed: _Observer | None = None
+        self._rejected: _Observer | None = None
+
+    def observe(self, rejected: bool, seconds: float) -> None:
+        observer = self._rejected if rejected else self._allowed
+        if observer is None:
+            status = STATUS_REJECTED if rejected else STATUS_ALLOWED
+            observer = _Observer(self._histogram.labels(*self._labels, status))
+            if rejected:
+                self._rejected = observer
+            else:
+                self._allowed = observer
+        observer.observe(seconds * 1000.0)
+
+
 class WebhookMetrics:
     """The webhook collectors, registered on one registry."""
 
@@ -57,9 +119,9 @@ class WebhookMetrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
-        #: The duration's children by label values: ``labels()`` validates and locks on every call.
+        #: The steps' series by label values: ``labels()`` validates and locks on every call.
         #: Label values come from fixed sets (types, plug-in names, the four operations).
-        self._durations: dict[tuple[str, str, str, str, bool], Histogram] = {}
+        self._steps: dict[tuple[str, str, str, str], StepSeries] = {}
         self.quota_shared_weight = Gauge(
             "quota_shared_weight",
             "The shared weight of the quota",
@@ -75,6 +137,15 @@ class WebhookMetrics:
             registry=self.registry,
         )
 
+    def step(self, webhook_type: str, object_type: str, operation: str, plugin: str) -> StepSeries:
+        """The two duration series (allowed, rejected) of one plug-in step, made once."""
+        key = (webhook_type, object_type, operation, plugin)
+        series = self._steps.get(key)
+        if series is None:
+            series = StepSeries(self.duration, key)
+            self._steps[key] = series
+        return series
+
     def observe(
         self,
         webhook_type: str,
@@ -84,13 +155,7 @@ class WebhookMetrics:
         rejected: bool,
         seconds: float,
     ) -> None:
-        key = (webhook_type, object_type, operation, plugin, rejected)
-        child = self._durations.get(key)
-        if child is None:
-            status = STATUS_REJECTED if rejected else STATUS_ALLOWED
-            child = self.duration.labels(webhook_type, object_type, operation, plugin, status)
-            self._durations[key] = child
-        child.observe(seconds * 1000.0)
+        self.step(webhook_type, object_type, operation, plugin).observe(rejected, seconds)
 
     def set_shared_weight(self, quota: str, weights: dict[str, int]) -> None:
         for resource, value in weights.items():
