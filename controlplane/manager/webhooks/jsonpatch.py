@@ -139,9 +139,8 @@ def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
             old, value = a[index], b[index]
             if old is value:
                 continue
-            if type(old) is type(value) and (type(value) is dict or type(value) is list):
-                _diff(old, value, f"{path}/{index}", out)
-            elif not _unchanged(old, value):
+            kind = type(value)
+            if (type(old) is kind and (kind is dict or kind is list)) or not _unchanged(old, value):
                 _diff(old, value, f"{path}/{index}", out)
         for index in range(common, len(b)):
             out.append({"op": "add", "path": f"{path}/{index}", "value": b[index]})

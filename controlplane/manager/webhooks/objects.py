@@ -220,20 +220,42 @@ def _compile(spec: Any) -> Predicate:
     if isinstance(spec, _Scalar):
         return _accepts_scalar(spec.kind)
     if isinstance(spec, _Object):
-        fields = tuple((key, _accepts(child)) for key, child in spec.fields.items())
+        # ``None`` passes every spec, and a string field is one isinstance: both decided inline
+        strings = tuple(key for key, child in spec.fields.items() if child == STRING)
+        others = tuple(
+            (key, _accepts(child)) for key, child in spec.fields.items() if child != STRING and child != ANY
+        )
 
         def accepts_object(value: Any) -> bool:
             if value is None:
                 return True
             if not isinstance(value, dict):
                 return False
-            for key, accepts in fields:  # noqa: SIM110 (all() over a generator is slower)
-                if key in value and not accepts(value[key]):
+            for key in strings:
+                child = value.get(key)
+                if child is not None and not isinstance(child, str):
+                    return False
+            for key, accepts in others:
+                child = value.get(key)
+                if child is not None and not accepts(child):
                     return False
             return True
 
         return accepts_object
     if isinstance(spec, _Map):
+        if spec.values == STRING:
+
+            def accepts_strings(value: Any) -> bool:
+                if value is None:
+                    return True
+                if not isinstance(value, dict):
+                    return False
+                for item in value.values():  # noqa: SIM110 (all() over a generator is slower)
+                    if item is not None and not isinstance(item, str):
+                        return False
+                return True
+
+            return accepts_strings
         accepts_value = _accepts(spec.values)
 
         def accepts_map(value: Any) -> bool:
