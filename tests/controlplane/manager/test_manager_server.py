@@ -230,6 +230,39 @@ async def test_garbage_over_tls_gets_an_error_review_and_the_server_stays_up(run
     assert status == 200
 
 
+async def test_a_body_past_the_servers_limit_gets_an_error_review(running):
+    status, answer = await running.post("/validate-pod", b"x" * (15 * 1024 * 1024))
+    assert (status, answer["response"]["status"]["code"]) == (200, 400)
+    assert "too large" in answer["response"]["status"]["message"]
+    status, _ = await running.post("/validate-pod", orjson.dumps(review(make_pod().build())))
+    assert status == 200
+
+
+async def test_a_body_that_arrives_after_its_headers_is_waited_for(running):
+    body = orjson.dumps(review(make_pod().build()))
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", running.port, ssl=await running.ssl_context(), server_hostname="localhost"
+    )
+    try:
+        head = (
+            f"POST /validate-pod HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        writer.write(head.encode() + body[:10])
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.write(body[10:])
+        await writer.drain()
+        reply = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    status_line, _, rest = reply.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 200 OK"
+    answer = orjson.loads(rest.partition(b"\r\n\r\n")[2])
+    assert answer["response"]["allowed"] is True
+    assert answer["response"]["uid"] == orjson.loads(body)["request"]["uid"]
+
+
 async def test_restart_with_a_rotated_certificate(fake, tmp_path):
     async with fake.client() as client:
         await seed(client)
