@@ -25,8 +25,12 @@ configurations. koord-manager runs its own small CA, as upstream does:
   ``ca_overlap`` seconds and is patched *before* the server switches certificates, so the
   apiserver trusts both sides of the switch.
 
-Readiness (:meth:`CertController.serving_valid`) needs one successful sync and a TLS
-handshake with the running server that verifies against the current CA.
+Readiness (:meth:`CertController.serving_valid`) needs one successful sync and the
+server's TLS context presenting a certificate that verifies against the current CA
+(:meth:`ServingTLS.presents_valid`): a handshake between that live context and a client
+that trusts only the CA, in memory, once per loaded certificate -- not a connection to the
+server's own port on every probe, which cost a full handshake of CPU on the event loop each
+time.
 """
 
 from __future__ import annotations
@@ -565,6 +569,70 @@ async def ensure_webhook_configurations(
 # ---- the serving context -----------------------------------------------------------------------------
 
 
+#: Server name the readiness check verifies the presented certificate for (every serving
+#: certificate names it, whatever the webhook's DNS name).
+READINESS_SERVER_NAME = "localhost"
+#: A failed verification is tried again after this long (a certificate not yet valid becomes valid).
+REVERIFY_AFTER_S = 10.0
+
+
+def _pump(client: ssl.SSLObject, server: ssl.SSLObject, bios: tuple[ssl.MemoryBIO, ...]) -> str:
+    """Drive a client and a server handshake over memory BIOs; ``""`` once the client is done."""
+    client_in, client_out, server_in, server_out = bios
+    for _ in range(8):
+        try:
+            client.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        except (ssl.SSLError, ValueError) as exc:
+            return f"TLS handshake with the webhook server's certificate failed: {exc}"
+        else:
+            return ""
+        server_in.write(client_out.read())
+        try:
+            server.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        except (ssl.SSLError, ValueError) as exc:
+            return f"TLS handshake with the webhook server's certificate failed (server side): {exc}"
+        client_in.write(server_out.read())
+    return "TLS handshake with the webhook server's certificate did not complete"
+
+
+def presented_certificate(
+    context: ssl.SSLContext, ca_pem: bytes, server_name: str = READINESS_SERVER_NAME
+) -> tuple[str, x509.Certificate | None]:
+    """Handshake in memory with ``context`` as a client that trusts only ``ca_pem``.
+
+    Returns ``("", certificate)`` with the certificate ``context`` presents when it verifies
+    for ``server_name`` (chain, validity, name, key usage: what a client connecting to the
+    server checks), else ``(reason, None)``. No socket is opened.
+    """
+    try:
+        client_context = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
+    except (ssl.SSLError, ValueError) as exc:
+        return f"the CA does not load: {exc}", None
+    bios = (ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO())
+    client = client_context.wrap_bio(bios[0], bios[1], server_hostname=server_name)
+    server = context.wrap_bio(bios[2], bios[3], server_side=True)
+    problem = _pump(client, server, bios)
+    if problem:
+        return problem, None
+    der = client.getpeercert(binary_form=True)
+    if not der:
+        return "the webhook server presented no certificate", None
+    return "", x509.load_der_x509_certificate(der)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    problem: str
+    checked_at: float
+    #: When the verified certificate and its CA are both valid (epoch seconds).
+    valid_from: float = 0.0
+    valid_until: float = 0.0
+
+
 class ServingTLS:
     """The server's SSLContext; :meth:`load` swaps the certificate for new handshakes only."""
 
@@ -574,6 +642,7 @@ class ServingTLS:
         self.context.set_alpn_protocols(["http/1.1"])
         self.loaded: CertBundle | None = None
         self.not_after: datetime.datetime | None = None
+        self._verdict: _Verdict | None = None
 
     def load(self, cert_file: Path, key_file: Path, bundle: CertBundle) -> None:
         scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -584,16 +653,56 @@ class ServingTLS:
         self.context.load_cert_chain(str(cert_file), str(key_file))
         self.loaded = bundle
         self.not_after = bundle.serving_certificate().not_valid_after_utc
+        self._verdict = None
 
     @property
     def ready(self) -> bool:
         return self.loaded is not None and self.not_after is not None and self.not_after > _now()
 
+    def presents_valid(self) -> str:
+        """``""`` when new handshakes get a certificate that verifies against the loaded CA.
+
+        Verified by :func:`presented_certificate` against the live context the first time
+        after each :meth:`load` (and again :data:`REVERIFY_AFTER_S` after a failure); in
+        between, only the clock is compared with the validity of the certificate and the CA.
+        """
+        loaded = self.loaded
+        if loaded is None:
+            return "no serving certificate loaded"
+        now = time.time()
+        verdict = self._verdict
+        if verdict is None or (verdict.problem and now - verdict.checked_at >= REVERIFY_AFTER_S):
+            verdict = self._verdict = self._verify(loaded, now)
+        if verdict.problem:
+            return verdict.problem
+        if not verdict.valid_from <= now < verdict.valid_until:
+            return "the serving certificate or its CA is outside its validity period"
+        return ""
+
+    def _verify(self, loaded: CertBundle, now: float) -> _Verdict:
+        problem, presented = presented_certificate(self.context, loaded.ca_cert)
+        if presented is None:
+            return _Verdict(problem or "no certificate presented", now)
+        try:
+            ca = loaded.ca_certificate()
+        except ValueError as exc:
+            return _Verdict(f"the CA does not load: {exc}", now)
+        return _Verdict(
+            "",
+            now,
+            max(presented.not_valid_before_utc, ca.not_valid_before_utc).timestamp(),
+            min(presented.not_valid_after_utc, ca.not_valid_after_utc).timestamp(),
+        )
+
 
 async def probe_tls(
     host: str, port: int, ca_pem: bytes, server_hostname: str = "localhost", limit_s: float = 3.0
 ) -> str:
-    """Handshake with the server, verifying against ``ca_pem``; returns ``""`` or the reason it failed."""
+    """Connect and handshake with a server, verifying against ``ca_pem``; ``""`` or the reason it failed.
+
+    A diagnostic (and the tests' witness for :meth:`ServingTLS.presents_valid`); readiness
+    does not connect to the server.
+    """
     context = ssl.create_default_context(cadata=ca_pem.decode("ascii", "replace"))
     try:
         async with asyncio.timeout(limit_s):
@@ -732,11 +841,13 @@ class CertController:
                 async with asyncio.timeout(delay):
                     await self._wakeup.wait()
 
-    async def serving_valid(self, host: str, port: int) -> str:
-        """``""`` when the server presents a certificate that verifies against the current CA."""
+    def serving_valid(self) -> str:
+        """``""`` when the server presents a certificate that verifies against the current CA.
+
+        Cheap on every call (see :meth:`ServingTLS.presents_valid`): readiness probes ask it.
+        """
         if not self.initialized.is_set():
             return self.last_error or "webhook certificates are not set up yet"
-        loaded = self.tls.loaded
-        if loaded is None or not self.tls.ready:
+        if self.tls.loaded is None or not self.tls.ready:
             return "no valid serving certificate loaded"
-        return await probe_tls(host, port, loaded.ca_cert)
+        return self.tls.presents_valid()

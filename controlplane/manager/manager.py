@@ -394,6 +394,5 @@ class Manager:
             return ""
         if self.webhook_site is None:
             return "webhook server is not started"
-        host = self.options.webhook_bind_host
-        probe_host = host if host and host not in ("0.0.0.0", "::") else "127.0.0.1"
-        return await self.certs.serving_valid(probe_host, self.webhook_site.port)
+        # the site serves with self.tls.context: what that context presents is what clients get
+        return self.certs.serving_valid()

@@ -27,6 +27,7 @@ from controlplane.manager.certs import (
     generate_bundle,
     generate_ca,
     issue_serving_certificate,
+    probe_tls,
     service_dns_name,
 )
 from controlplane.manager.server import start_site
@@ -327,6 +328,87 @@ async def test_reload_keeps_open_connections_and_new_ones_see_the_new_certificat
             writer.close()
     finally:
         await site.stop()
+
+
+# ---- readiness: the serving context presents a certificate that verifies against the CA -----------
+
+
+def load_pair(tls: ServingTLS, directory: Path, pair: CertBundle, claimed: CertBundle | None = None) -> None:
+    """Load ``pair``'s certificate and key, telling ``tls`` they are ``claimed`` (default: ``pair``)."""
+    directory.mkdir(exist_ok=True)
+    (directory / "cert.pem").write_bytes(pair.cert)
+    (directory / "key.pem").write_bytes(pair.key)
+    tls.load(directory / "cert.pem", directory / "key.pem", claimed or pair)
+
+
+async def served_verdict(tls: ServingTLS, ca: bytes) -> str:
+    """What a client connecting to a server on ``tls.context`` finds (the handshake probes used to make)."""
+    app = web.Application()
+    site = await start_site(app, "127.0.0.1", 0, tls.context)
+    try:
+        return await probe_tls("127.0.0.1", site.port, ca)
+    finally:
+        await site.stop()
+
+
+async def test_presented_certificate_that_verifies_is_ready_as_a_client_finds(tmp_path):
+    tls = ServingTLS()
+    good = generate_bundle(DNS)
+    load_pair(tls, tmp_path / "a", good)
+    assert tls.presents_valid() == ""
+    assert await served_verdict(tls, good.ca_cert) == ""
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param("other-ca", id="signed-by-another-ca"),
+        pytest.param("expired", id="expired"),
+        pytest.param("not-yet-valid", id="not-yet-valid"),
+    ],
+)
+async def test_presented_certificate_that_does_not_verify_is_not_ready(tmp_path, broken):
+    tls = ServingTLS()
+    current = generate_bundle(DNS)
+    if broken == "other-ca":
+        pair = generate_bundle(DNS)
+    elif broken == "expired":
+        pair = generate_bundle(
+            DNS, CertPolicy(serving_validity=DAY), ca=(current.ca_cert, current.ca_key), now=NOW - 30 * DAY
+        )
+    else:
+        pair = generate_bundle(DNS, ca=(current.ca_cert, current.ca_key), now=NOW + 2 * DAY)
+    load_pair(tls, tmp_path / "a", pair, claimed=current)
+    problem = tls.presents_valid()
+    assert "certificate verify failed" in problem, problem
+    assert "certificate verify failed" in await served_verdict(tls, current.ca_cert)
+
+
+async def test_readiness_follows_each_loaded_certificate(tmp_path):
+    tls = ServingTLS()
+    first = generate_bundle(DNS)
+    load_pair(tls, tmp_path / "a", first)
+    assert tls.presents_valid() == ""
+    rotated = generate_bundle(DNS)  # a new CA
+    load_pair(tls, tmp_path / "b", rotated, claimed=first)  # served, but the current CA is still the old one
+    assert "certificate verify failed" in tls.presents_valid()
+    load_pair(tls, tmp_path / "b", rotated)  # the current CA is the new one
+    assert tls.presents_valid() == ""
+    assert await served_verdict(tls, rotated.ca_cert) == ""
+    assert "certificate verify failed" in await served_verdict(tls, first.ca_cert)
+
+
+def test_nothing_loaded_is_not_ready():
+    assert ServingTLS().presents_valid() == "no serving certificate loaded"
+
+
+async def test_controller_is_ready_after_its_first_sync_only(cluster, tmp_path):
+    certs = controller(cluster, tmp_path)
+    assert certs.serving_valid() == "webhook certificates are not set up yet"
+    await certs.sync()
+    assert certs.serving_valid() == ""
+    assert certs.tls.loaded is not None
+    assert await served_verdict(certs.tls, certs.tls.loaded.ca_cert) == ""
 
 
 def test_loading_a_broken_pair_keeps_the_current_certificate(tmp_path):
