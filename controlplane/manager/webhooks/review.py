@@ -189,6 +189,77 @@ def _raw_object(request: Mapping[str, Any], key: str, api_version: str, uid: str
     return value
 
 
+_STRINGS = ("uid", "operation", "subResource", "name", "namespace")
+_KIND_NAMES = ("group", "version", "kind")
+_RESOURCE_NAMES = ("group", "version", "resource")
+
+
+def _names(value: Any, names: tuple[str, ...]) -> dict[str, str] | None:
+    """:func:`_group_version` of a well-typed value; ``None`` for one it would refuse."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        return None
+    out: dict[str, str] = {}
+    for name in names:
+        item = value.get(name)
+        if item is not None:
+            if type(item) is not str:
+                return None
+            out[name] = item
+    return out
+
+
+def _well_typed(request: dict[str, Any], api_version: str) -> AdmissionRequest | None:
+    """The request when every field has the type it should (the apiserver's always do).
+
+    ``None`` sends a request to the field-by-field checks, which name what is wrong; this
+    accepts exactly what they accept, in fewer steps.
+    """
+    get = request.get
+    strings: list[str] = []
+    for key in _STRINGS:
+        value = get(key)
+        if value is None:
+            strings.append("")
+        elif type(value) is str:
+            strings.append(value)
+        else:
+            return None
+    uid, operation, sub_resource, name, namespace = strings
+    if operation not in OPERATIONS:
+        return None
+    user_info, dry_run = get("userInfo"), get("dryRun")
+    obj, old, options = get("object"), get("oldObject"), get("options")
+    if (
+        (user_info is not None and type(user_info) is not dict)
+        or (dry_run is not None and type(dry_run) is not bool)
+        or (obj is not None and type(obj) is not dict)
+        or (old is not None and type(old) is not dict)
+        or (options is not None and type(options) is not dict)
+    ):
+        return None
+    kind = _names(get("kind"), _KIND_NAMES)
+    resource = _names(get("resource"), _RESOURCE_NAMES)
+    if kind is None or resource is None:
+        return None
+    return AdmissionRequest(
+        api_version,
+        uid,
+        operation,
+        kind,
+        resource,
+        sub_resource,
+        name,
+        namespace,
+        user_info or {},
+        obj,
+        old,
+        bool(dry_run),
+        options,
+    )
+
+
 def decode_review(body: bytes) -> AdmissionRequest:
     """Parse an AdmissionReview body; raises :class:`ReviewError` with the reason."""
     if not body:
@@ -215,6 +286,11 @@ def decode_review(body: bytes) -> AdmissionRequest:
         raise ReviewError("got an empty AdmissionRequest", api_version)
     if not isinstance(request, dict):
         raise ReviewError(f"request: expected an object, got {json_type(request)}", api_version)
+    return _well_typed(request, api_version) or _checked_request(request, api_version)
+
+
+def _checked_request(request: dict[str, Any], api_version: str) -> AdmissionRequest:
+    """The request, field by field; raises :class:`ReviewError` naming the first wrong field."""
     uid_value = request.get("uid")
     uid = uid_value if isinstance(uid_value, str) else ""
     uid = _string(request, "uid", api_version, uid)

@@ -6,7 +6,10 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from controlplane.manager.webhooks import review as review_module
 from controlplane.manager.webhooks.dispatch import MAX_REQUEST_BYTES, UnknownPathError
 from tests.controlplane.manager.builders import Admission, make_pod, review
 
@@ -337,3 +340,51 @@ async def test_null_list_elements_are_refused_not_crashed_on():
         "message": "cannot decode pod: spec.containers[0]: cannot decode null as an object",
         "code": 400,
     }
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.text(max_size=3)
+    | st.sampled_from(["CREATE", "pods"]),
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(["group", "kind", "x"]), inner)
+    ),
+    max_leaves=4,
+)
+GOOD_FIELDS: dict[str, list[Any]] = {
+    "uid": ["u-1", ""],
+    "operation": ["CREATE", "UPDATE", "DELETE", "CONNECT", "PATCH"],
+    "subResource": ["", "status"],
+    "name": ["p"],
+    "namespace": ["default"],
+    "userInfo": [{"username": "u"}, {}],
+    "dryRun": [True, False],
+    "object": [{"kind": "Pod"}, {}],
+    "oldObject": [{"kind": "Pod"}],
+    "options": [{}],
+    "kind": [{"group": "", "version": "v1", "kind": "Pod"}, {"kind": 1}, {}],
+    "resource": [{"group": "", "version": "v1", "resource": "pods", "x": [1]}, {}],
+}
+#: Mostly good values, so that one wrong field at a time is common (the operation is always there).
+request_fields = st.fixed_dictionaries(
+    {"operation": st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]) | json_values},
+    optional={
+        key: st.one_of(st.sampled_from(good), st.sampled_from(good), st.sampled_from(good), json_values)
+        for key, good in GOOD_FIELDS.items()
+        if key != "operation"
+    },
+)
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(request_fields)
+def test_well_typed_requests_decode_as_the_field_checks_decode_them(request: dict[str, Any]):
+    fast = review_module._well_typed(request, "admission.k8s.io/v1")
+    try:
+        checked = review_module._checked_request(request, "admission.k8s.io/v1")
+    except review_module.ReviewError:
+        assert fast is None
+    else:
+        assert fast == checked
