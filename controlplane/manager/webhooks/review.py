@@ -18,7 +18,7 @@ controller-runtime's conventions, which the apiserver relays to clients:
 
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,12 +65,13 @@ class ReviewError(ValueError):
         self.uid = uid
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AdmissionRequest:
-    """The decoded ``request`` of an AdmissionReview.
+    """The decoded ``request`` of an AdmissionReview; handlers read it and never change it.
 
     ``object`` and ``old_object`` are the raw JSON objects (``None`` when absent: no
-    ``oldObject`` on CREATE, no ``object`` on DELETE).
+    ``oldObject`` on CREATE, no ``object`` on DELETE). Not a frozen dataclass: one is made
+    for every request, and a frozen one costs five times as much to make.
     """
 
     api_version: str
@@ -121,7 +122,7 @@ class AdmissionResponse:
     def to_dict(self, uid: str) -> Obj:
         body: Obj = {"uid": uid, "allowed": self.allowed, "status": self.status()}
         if self.patch:
-            body["patch"] = base64.b64encode(orjson.dumps(self.patch)).decode("ascii")
+            body["patch"] = binascii.b2a_base64(orjson.dumps(self.patch), newline=False).decode("ascii")
             body["patchType"] = "JSONPatch"
         if self.warnings:
             body["warnings"] = list(self.warnings)
