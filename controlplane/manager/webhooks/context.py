@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from controlplane.manager.webhooks.elasticquota.topology import QuotaTopology
-from controlplane.manager.webhooks.metrics import WebhookMetrics
+from controlplane.manager.webhooks.metrics import StepSeries, WebhookMetrics
 from controlplane.manager.webhooks.review import AdmissionRequest, AdmissionResponse
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.api.sloconfig.config import CONFIG_NAME, CONFIG_NAMESPACE
@@ -121,6 +121,15 @@ class PluginStep:
         self._series = ctx.metrics.step(webhook_type, object_type, operation, plugin)
         self._start = 0.0
         self.rejected = False
+
+    @classmethod
+    def of(cls, series: StepSeries) -> PluginStep:
+        """A step recorded in ``series`` (from :meth:`WebhookMetrics.step`, kept by a hot handler)."""
+        step = cls.__new__(cls)
+        step._series = series
+        step._start = 0.0
+        step.rejected = False
+        return step
 
     def reject(self) -> None:
         self.rejected = True

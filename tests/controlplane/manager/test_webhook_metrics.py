@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from controlplane.manager.webhooks.metrics import DURATION_BUCKETS, WebhookMetrics
-from tests.controlplane.manager.builders import Admission, make_pod, review
+from tests.controlplane.manager.builders import Admission, make_pod, profile, review
 
 LABELS = ("mutate", "pod", "CREATE", "ClusterColocationProfile")
 #: Every bound, just below and above it, zero, and beyond the last bound (+Inf).
@@ -53,3 +53,21 @@ async def test_every_step_of_an_admission_is_counted_once():
         }
         count = registry.get_sample_value("koord_manager_webhook_webhook_duration_milliseconds_count", labels)
         assert count == 2.0, plugin
+
+
+async def test_a_failing_step_is_counted_as_rejected():
+    broken = profile("p", selector={"matchLabels": {"app": "x"}}, priorityClassName="missing")
+    admission = Admission([broken])
+    response = await admission.call("/mutate-pod", review(make_pod().labels(app="x").build()))
+    assert response["status"]["code"] == 500
+    count = admission.ctx.metrics.registry.get_sample_value(
+        "koord_manager_webhook_webhook_duration_milliseconds_count",
+        {
+            "webhook_type": "mutate",
+            "object_type": "pod",
+            "operation": "CREATE",
+            "plugin_name": "ClusterColocationProfile",
+            "status": "rejected",
+        },
+    )
+    assert count == 1.0

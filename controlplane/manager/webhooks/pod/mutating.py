@@ -34,6 +34,7 @@ from controlplane.manager.webhooks import metrics
 from controlplane.manager.webhooks.colocation import ProfileError
 from controlplane.manager.webhooks.context import ClusterError, PluginStep, WebhookContext
 from controlplane.manager.webhooks.jsonpatch import create_patch, json_copy
+from controlplane.manager.webhooks.metrics import StepSeries
 from controlplane.manager.webhooks.objects import POD, ObjectError, check
 from controlplane.manager.webhooks.pod import (
     cluster_colocation_profile,
@@ -101,12 +102,27 @@ def object_namespace(obj: dict[str, Any], request: AdmissionRequest) -> str:
     return namespace if isinstance(namespace, str) and namespace else request.namespace
 
 
+_STEPS = (
+    cluster_colocation_profile.NAME,
+    extended_resource_spec.NAME,
+    multi_quota_tree.NAME,
+    device_resource_spec.NAME,
+)
+
+
 class PodMutatingHandler:
     def __init__(self, ctx: WebhookContext) -> None:
         self.ctx = ctx
+        self._series: dict[str, tuple[StepSeries, ...]] = {}
 
-    def _step(self, request: AdmissionRequest, plugin: str) -> PluginStep:
-        return PluginStep(self.ctx, metrics.MUTATING, metrics.POD, request.operation, plugin)
+    def _steps(self, operation: str) -> tuple[StepSeries, ...]:
+        """The duration series of the four steps for ``operation`` (looked up once)."""
+        series = self._series.get(operation)
+        if series is None:
+            step = self.ctx.metrics.step
+            series = tuple(step(metrics.MUTATING, metrics.POD, operation, plugin) for plugin in _STEPS)
+            self._series[operation] = series
+        return series
 
     async def handle(self, request: AdmissionRequest) -> AdmissionResponse:
         if request.sub_resource or request.resource_name != "pods":
@@ -123,19 +139,18 @@ class PodMutatingHandler:
         namespace = object_namespace(pod, request)
         warnings: list[str] = []
         ctx = self.ctx
+        profiles, extended, quota_tree, device = self._steps(request.operation)
         try:
-            with self._step(request, cluster_colocation_profile.NAME):
-                pod = await cluster_colocation_profile.mutate_pod_by_profiles(
-                    self.ctx, pod, namespace, warnings
-                )
+            with PluginStep.of(profiles):
+                pod = await cluster_colocation_profile.mutate_pod_by_profiles(ctx, pod, namespace, warnings)
             if not ctx.enabled("DisableExtendedResourceSpec"):
-                with self._step(request, extended_resource_spec.NAME):
+                with PluginStep.of(extended):
                     extended_resource_spec.mutate_extended_resource_spec(pod, warnings)
             if ctx.enabled("MultiQuotaTree"):
-                with self._step(request, multi_quota_tree.NAME):
-                    multi_quota_tree.mutate_multi_quota_tree_affinity(self.ctx, pod, namespace)
+                with PluginStep.of(quota_tree):
+                    multi_quota_tree.mutate_multi_quota_tree_affinity(ctx, pod, namespace)
             if not ctx.enabled("DisableDeviceResourceSpec"):
-                with self._step(request, device_resource_spec.NAME):
+                with PluginStep.of(device):
                     device_resource_spec.mutate_device_resource_spec(pod)
         except (ProfileError, ClusterError) as exc:
             return errored(500, str(exc))
