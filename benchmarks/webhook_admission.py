@@ -25,7 +25,11 @@ benchmark fails: there is no fallback to an in-process generator.
   as many as the server answers; after a warm-up, three 5-second windows; the median is
   reported and every window is in ``params["saturation_windows_rps"]``;
 * ``server_cores_at_offered_cores``: CPU seconds per second the server used at 500 req/s
-  (the largest window's).
+  (the largest window's);
+* ``server_cpu_per_request_at_saturation_ms``: CPU time the server spent per answer over the
+  saturation windows (with ``server_cores_at_saturation_cores``: under 1, the server
+  waited for a CPU or for the load generator) -- the figure that decides
+  ``saturation_rps``, and steadier than it on a busy machine.
 
 Per window the server child also reports what could have stalled it: its garbage
 collections (count and longest pause, from ``gc.callbacks``), the event loop's longest lag
@@ -435,6 +439,10 @@ def run(quick: bool) -> Result:
                 vegeta, work, port, "open", warm_up + windows * seconds, f"{OFFERED_RPS}/1s", []
             )
             usage = sampler.per_interval()
+            saturation_begin = time.time() + saturation_warm_up
+            saturation_sampler = UsageSampler(
+                server.pid, [saturation_begin, saturation_begin + windows * saturation_seconds]
+            )
             saturation_samples = attack(
                 vegeta,
                 work,
@@ -458,6 +466,10 @@ def run(quick: bool) -> Result:
         len(latencies) / saturation_seconds
         for _, _, latencies in split(saturation_samples, saturation_warm_up, saturation_seconds, windows)
     ]
+    # CPU time, not wall time: what one answer costs the server when it is never idle
+    saturation_cores = saturation_sampler.per_interval()[0][0]
+    # CPU seconds over the windows / answers in them (windows x seconds cancel out)
+    saturation_cpu_per_request_ms = saturation_cores * windows / sum(saturation_windows) * 1000.0
     per_window: list[dict[str, float]] = []
     for (start, end, ordered), (cores, waited_ms) in zip(open_windows, usage, strict=True):
         if not ordered:
@@ -505,6 +517,8 @@ def run(quick: bool) -> Result:
             "achieved_rps": min(w["achieved_rps"] for w in per_window),
             "saturation_rps": round(saturation, 1),
             "server_cores_at_offered_cores": round(max(w["server_cores"] for w in per_window), 3),
+            "server_cores_at_saturation_cores": round(saturation_cores, 3),
+            "server_cpu_per_request_at_saturation_ms": round(saturation_cpu_per_request_ms, 4),
         },
         ratios={
             "p99_vs_target_ratio": round(p99 / TARGET_P99_MS, 3),
