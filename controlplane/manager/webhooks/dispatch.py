@@ -115,6 +115,9 @@ class AdmissionDispatcher:
         started = asyncio.get_running_loop().time()
         try:
             coro = handler.handle(request)
+            if not isinstance(coro, types.CoroutineType):  # another kind of awaitable
+                async with asyncio.timeout_at(started + self.timeout):
+                    return await coro
             try:
                 waiting = coro.send(None)
             except StopIteration as done:

@@ -388,3 +388,21 @@ def test_well_typed_requests_decode_as_the_field_checks_decode_them(request: dic
         assert fast is None
     else:
         assert fast == checked
+
+
+async def test_handler_returning_another_awaitable_is_awaited():
+    import asyncio
+
+    from controlplane.manager.webhooks.review import allowed
+
+    admission = Admission()
+
+    class FutureHandler:
+        def handle(self, request):
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(allowed("from a future"))
+            return future
+
+    admission.dispatcher.handlers["/validate-pod"] = FutureHandler()
+    answer = orjson.loads(await admission.dispatcher.review("/validate-pod", orjson.dumps(GOOD)))
+    assert answer["response"]["status"] == {"metadata": {}, "message": "from a future", "code": 200}
