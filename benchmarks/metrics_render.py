@@ -37,7 +37,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from benchmarks import _fakehost
 from benchmarks.harness import Result, median
 from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
-from koordlet.agent import Agent, AgentConfig, freeze_startup_heap
+from koordinator.heap import freeze_startup_heap
+from koordlet.agent import Agent, AgentConfig
 from koordlet.metrics import KoordletMetrics, render
 
 NAME = "metrics_render"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import gc
 import logging
 import os
 import time
@@ -36,6 +35,7 @@ from prometheus_client import CollectorRegistry
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
 from koordinator.cli import stop_on_signals
+from koordinator.heap import freeze_startup_heap
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig, ConfigError, FileToken, load_config
 from koordinator.kube.events import EventRecorder
@@ -469,19 +469,6 @@ async def _until(awaitable: Any, stop: asyncio.Event) -> None:
     await asyncio.gather(*pending, return_exceptions=True)
     if task in done:
         task.result()
-
-
-def freeze_startup_heap() -> None:
-    """Keep the start-up heap (modules, the agent's wiring) out of cyclic garbage collection.
-
-    A full collection in a process with the koordlet's imports walks tens of thousands of
-    objects with the GIL held: tens of milliseconds in which neither the event loop nor
-    the collectors run. Frozen objects are never walked again, so later full collections
-    only visit what the agent allocated since start-up. Garbage made so far is collected
-    first.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def run_agent(config: AgentConfig) -> int:

@@ -20,7 +20,6 @@ heap is built (imports, wiring, synced informer caches), before the webhook serv
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import ssl
@@ -33,9 +32,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from controlplane.manager.webhooks.dispatch import MAX_REQUEST_BYTES, AdmissionDispatcher
 from controlplane.manager.webhooks.review import encode_review, errored
+from koordinator.heap import freeze_startup_heap
 
 __all__ = [
-    "FULL_COLLECTION_THRESHOLD",
     "Readiness",
     "SiteSpec",
     "health_app",
@@ -52,28 +51,10 @@ log = logging.getLogger(__name__)
 Readiness = Callable[[], Awaitable[str]]
 
 
-#: Collections of the middle generation between two full collections (CPython's default is 10).
-FULL_COLLECTION_THRESHOLD = 100
-
-
 def settle_after_start() -> None:
-    """Keep the start-up heap out of cyclic garbage collection, and make full collections rare.
-
-    A full collection walks every tracked object with the GIL held, and no request is
-    answered meanwhile: in a koord-manager process the imports alone are about 60,000
-    objects, 12-16 ms a collection on the project's machine, and the informer caches add
-    to that. Called once the start-up heap is built (garbage made so far is collected
-    first), :func:`gc.freeze` moves it to the permanent generation, which collections
-    never walk; objects frozen and later dropped are still freed by reference counting.
-    The young generations keep CPython's thresholds (their collections take tens of
-    microseconds); a full collection runs after :data:`FULL_COLLECTION_THRESHOLD` middle
-    ones instead of 10, so the objects the caches take in after start-up are walked ten
-    times less often.
-    """
-    gc.collect()
-    gc.freeze()
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTION_THRESHOLD)
+    """koord-manager's process tuning once its start-up heap is built: frozen, with rarer full
+    collections (:func:`koordinator.heap.freeze_startup_heap`)."""
+    freeze_startup_heap(rarer_full_collections=True)
 
 
 def parse_address(address: str, default_host: str = "") -> tuple[str, int]:
