@@ -192,6 +192,7 @@ _REPORTER = "koordlet.statesinformer.nodemetric"
 _SUPPRESS = "koordlet.qosmanager.strategies.cpu_suppress"
 _CPU_EVICT = "koordlet.qosmanager.strategies.cpu_evict"
 _MEM_EVICT = "koordlet.qosmanager.strategies.memory_evict"
+_EVICTION = "koordlet.qosmanager.strategies.eviction"
 _BURST = "koordlet.qosmanager.strategies.cpu_burst"
 _RESCTRL = "koordlet.qosmanager.strategies.resctrl"
 _CGRECONCILE = "koordlet.qosmanager.strategies.cgroup_reconcile"
@@ -428,31 +429,30 @@ FIELDS: dict[tuple[type[Model], str], FieldDoc] = {
     ),
     (ResourceThresholdStrategy, "allocatableEvictPriorityThreshold"): _used(
         "Pods up to this priority are candidates of the allocatable evictions.",
-        "koordlet CPUAllocatableEvict ({gate:CPUAllocatableEvict}): required, at most 7999; "
-        "MemoryAllocatableEvict ({gate:MemoryAllocatableEvict}): unset means 7999.",
-        _CPU_EVICT,
-        _MEM_EVICT,
+        "koordlet CPUAllocatableEvict ({gate:CPUAllocatableEvict}), MemoryAllocatableEvict "
+        "({gate:MemoryAllocatableEvict}); required by both (unset: nothing is evicted).",
+        _EVICTION,
     ),
     (ResourceThresholdStrategy, "cpuAllocatableEvictThresholdPercent"): _used(
         "Batch/mid CPU requested above this percent of the node's batch/mid allocatable triggers eviction.",
         "koordlet CPUAllocatableEvict ({gate:CPUAllocatableEvict}); required by it.",
-        _CPU_EVICT,
+        _EVICTION,
     ),
     (ResourceThresholdStrategy, "cpuAllocatableEvictLowerPercent"): _used(
         "CPUAllocatableEvict releases requests down to this percent.",
         "koordlet CPUAllocatableEvict ({gate:CPUAllocatableEvict}); required by it.",
-        _CPU_EVICT,
+        _EVICTION,
     ),
     (ResourceThresholdStrategy, "memoryAllocatableEvictThresholdPercent"): _used(
         "Memory requested by pods up to the priority threshold above this percent of allocatable "
         "triggers eviction.",
-        "koordlet MemoryAllocatableEvict ({gate:MemoryAllocatableEvict}).",
-        _MEM_EVICT,
+        "koordlet MemoryAllocatableEvict ({gate:MemoryAllocatableEvict}); required by it.",
+        _EVICTION,
     ),
     (ResourceThresholdStrategy, "memoryAllocatableEvictLowerPercent"): _used(
-        "MemoryAllocatableEvict releases requests down to this percent; unset: threshold - 2.",
-        "koordlet MemoryAllocatableEvict ({gate:MemoryAllocatableEvict}).",
-        _MEM_EVICT,
+        "MemoryAllocatableEvict releases requests down to this percent (below the threshold).",
+        "koordlet MemoryAllocatableEvict ({gate:MemoryAllocatableEvict}); required by it.",
+        _EVICTION,
     ),
     (ResourceThresholdStrategy, "evictEnabledPriorityThreshold"): _used(
         "CPUEvict and MemoryEvict consider pods labelled `koordinator.sh/eviction-enabled=true` "
