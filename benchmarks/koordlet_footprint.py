@@ -306,7 +306,7 @@ def run(quick: bool = False) -> Result:
         f"koordlet_footprint: {PODS} pods, {wall_s:.0f}s sustained: {cpu_s / wall_s:.4f} cores, "
         f"peak RSS {memory['VmHWM']:.1f} MiB (end {memory['VmRSS']:.1f} MiB, "
         f"+{slope * 60:.2f} MiB/min; {projected:.1f} MiB once the {window}s window is full) "
-        f"(K2 targets: cpu_cores_ratio <= 0.02, rss_mib <= 100)"
+        f"(K2 targets: cpu_cores_ratio <= 0.015, rss_mib <= 80 also once the window is full)"
     )
     return result
 

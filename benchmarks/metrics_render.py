@@ -211,7 +211,7 @@ def run(quick: bool = False) -> Result:
     result.headline = (
         f"metrics_render: {series} series ({len(body) // 1024} KiB): render {median(cpu):.1f} ms CPU; "
         f"event loop blocked at most {max(busy):.1f} ms wall, {max(work):.1f} ms of its own work, over "
-        f"{len(latencies)} scrapes (idle {max(idle):.1f} ms) (K3 targets: render_ms <= 20, loop never "
+        f"{len(latencies)} scrapes (idle {max(idle):.1f} ms) (K3 targets: render_ms <= 10, loop never "
         f"blocked longer)"
     )
     return result

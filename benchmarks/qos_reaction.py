@@ -289,6 +289,7 @@ def run(quick: bool = False) -> Result:
     )
     result.headline = (
         f"qos_reaction: median {cpu_ms:.0f} ms (LS jump -> BE quota), "
-        f"{memory_ms:.0f} ms (memory -> eviction); {ratio:.2f} of the {INTERVAL:g}s interval"
+        f"{memory_ms:.0f} ms (memory -> eviction); {ratio:.2f} of the {INTERVAL:g}s interval "
+        "(K4 target: reaction_to_interval_ratio <= 0.5)"
     )
     return result
