@@ -225,7 +225,8 @@ def run(quick: bool = False) -> Result:
     result.headline = (
         f"koordlet_tick: {PODS} pods x {CONTAINERS_PER_POD} containers: native {figures['native']:.2f} ms, "
         f"python {figures['python']:.2f} ms, C floor {floor:.2f} ms CPU per tick; native/C floor "
-        f"{result.ratios['native_vs_c_floor_ratio']} (K1 targets: native_cpu_ms <= 2, native_vs_c_floor_ratio <= 1.5)"
+        f"{result.ratios['native_vs_c_floor_ratio']} "
+        "(K1 targets: native_cpu_ms <= 2, native_vs_c_floor_ratio <= 1.5)"
     )
     return result
 
