@@ -326,8 +326,12 @@ class ApiClient:
         page_size: int = 500,
         resource_version: str | None = None,
         prefetch: bool = True,
+        strip_managed_fields: bool = False,
     ) -> AsyncIterator[Obj]:
         """Yield each page of a paginated LIST; the last page's ``metadata.resourceVersion`` is the list's.
+
+        ``strip_managed_fields`` leaves the managedFields of built-in objects undecoded
+        (:mod:`koordinator.kube.managedfields`), for callers that never read them.
 
         With ``prefetch`` the next page is requested as soon as the current page's header
         (which carries the continue token) has arrived, so the apiserver encodes the next
@@ -337,7 +341,9 @@ class ApiClient:
         """
         params = _query(labelSelector=label_selector, fieldSelector=field_selector, limit=page_size)
         first = dict(params, **_query(resourceVersion=resource_version))
-        async for page in paging.pages(self, resource.path(namespace), first, params, prefetch):
+        async for page in paging.pages(
+            self, resource.path(namespace), first, params, prefetch, strip_managed_fields
+        ):
             yield page
 
     async def list_all(self, resource: Resource, namespace: str | None = None, **kwargs: Any) -> Obj:
@@ -375,8 +381,12 @@ class ApiClient:
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
         send_initial_events: bool | None = None,
+        strip_managed_fields: bool = False,
     ) -> WatchStream:
-        """Open a watch. A too-old ``resource_version`` raises GoneError from the stream (or here)."""
+        """Open a watch. A too-old ``resource_version`` raises GoneError from the stream (or here).
+
+        ``strip_managed_fields`` as for :meth:`list_pages`.
+        """
         params = _query(
             watch=True,
             resourceVersion=resource_version,
@@ -388,7 +398,9 @@ class ApiClient:
             resourceVersionMatch="NotOlderThan" if send_initial_events else None,
         )
         read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
-        return WatchStream(await self.open_stream(resource.path(namespace), params, read_timeout))
+        return WatchStream(
+            await self.open_stream(resource.path(namespace), params, read_timeout), strip_managed_fields
+        )
 
     # --- write ---------------------------------------------------------------------
 

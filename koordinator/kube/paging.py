@@ -29,6 +29,7 @@ import aiohttp
 import orjson
 
 from koordinator.kube.errors import ApiConnectionError, KubeError
+from koordinator.kube.managedfields import strip_managed_fields
 
 if TYPE_CHECKING:
     from koordinator.kube.client import ApiClient
@@ -87,9 +88,10 @@ async def fetch_page(
     return b"".join(chunks)
 
 
-def decode_page(path: str, data: bytes) -> Obj:
+def decode_page(path: str, data: bytes, strip: bool = False) -> Obj:
+    """A page's JSON decoded (``strip``: without the managedFields of built-in objects)."""
     try:
-        page = orjson.loads(data)
+        page = orjson.loads(strip_managed_fields(data) if strip else data)
     except orjson.JSONDecodeError as exc:
         raise ApiConnectionError(f"GET {path}: list reply is not JSON") from exc
     if not isinstance(page, dict):
@@ -98,7 +100,12 @@ def decode_page(path: str, data: bytes) -> Obj:
 
 
 async def pages(
-    client: ApiClient, path: str, first: Mapping[str, str], rest: Mapping[str, str], prefetch: bool
+    client: ApiClient,
+    path: str,
+    first: Mapping[str, str],
+    rest: Mapping[str, str],
+    prefetch: bool,
+    strip: bool = False,
 ) -> AsyncIterator[Obj]:
     """Every page of a LIST, in order (``first``: the first request's parameters).
 
@@ -137,7 +144,7 @@ async def pages(
             if held and len(queue) < PAGES_AHEAD:
                 follow(held.pop())
             early = await announce if prefetch else None
-            page = decode_page(path, await task)
+            page = decode_page(path, await task, strip)
             del task  # and its bytes
             token = (page.get("metadata") or {}).get("continue") or ""
             if token and not early:

@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 
 from koordinator.kube.errors import ApiConnectionError, KubeError, error_from_status
+from koordinator.kube.managedfields import strip_managed_fields
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -44,8 +45,9 @@ class WatchStream:
     caller re-watches from the last resourceVersion it saw.
     """
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, strip_managed_fields: bool = False) -> None:
         self._response = response
+        self._strip = strip_managed_fields
         self._chunks = response.content.iter_any()
         self._buffer = b""
         self._pending: deque[bytes] = deque()
@@ -90,7 +92,7 @@ class WatchStream:
             self.close()
             raise StopAsyncIteration
         try:
-            raw = orjson.loads(line)
+            raw = orjson.loads(strip_managed_fields(line) if self._strip else line)
         except orjson.JSONDecodeError as exc:
             self.close()
             raise KubeError(f"undecodable watch event: {line[:200]!r}") from exc

@@ -51,6 +51,42 @@ def _managers_sans_time(obj: Obj) -> list[Obj]:
     return [{k: v for k, v in m.items() if k != "time"} for m in obj["metadata"].get("managedFields") or ()]
 
 
+#: ObjectMeta's fields in declaration order: built-in objects are encoded from Go structs,
+#: so managedFields always comes last in their metadata (clients may rely on it)
+_OBJECT_META_ORDER = (
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+)
+_TYPE_META_ORDER = ("kind", "apiVersion", "metadata")
+
+
+def _reorder(mapping: Obj, order: tuple[str, ...]) -> None:
+    """Put ``mapping``'s keys in ``order`` (unknown ones after), in place."""
+    ordered = {k: mapping[k] for k in order if k in mapping}
+    ordered.update((k, v) for k, v in mapping.items() if k not in ordered)
+    mapping.clear()
+    mapping.update(ordered)
+
+
+def _in_go_field_order(obj: Obj) -> None:
+    """Encode a built-in object as the apiserver does: type and object meta first, meta in field order."""
+    _reorder(obj["metadata"], _OBJECT_META_ORDER)
+    _reorder(obj, _TYPE_META_ORDER)
+
+
 class ClusterState:
     def __init__(
         self,
@@ -107,6 +143,8 @@ class ClusterState:
         self.rv += 1
         meta = obj["metadata"]
         meta["resourceVersion"] = str(self.rv)
+        if not rtype.crd_name:
+            _in_go_field_order(obj)
         key = (meta.get("namespace", "") if rtype.namespaced else "", meta["name"])
         store = self.objects(rtype)
         if event_type == "DELETED":

@@ -13,6 +13,10 @@ handlers. The cycle:
    A watch that ends is re-opened from there; a lost connection is retried with backoff;
    410 Gone goes back to step 1.
 
+Objects of built-in kinds reach consumers without ``metadata.managedFields``, which no
+consumer reads and which would be half of what a sync decodes (they are left out of the
+JSON before decoding, see :mod:`koordinator.kube.managedfields`).
+
 Consumers added while the informer runs trigger a relist that fills only their store.
 Handlers are plain callables run on the loop; they must not block (enqueue work instead).
 An exception in a handler is logged and does not stop the informer.
@@ -33,7 +37,7 @@ from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.errors import ApiConnectionError, ApiError, GoneError, KubeError
 from koordinator.kube.informer import gcpause
 from koordinator.kube.informer.store import IndexFunc, Store
-from koordinator.kube.resources import Resource, object_key
+from koordinator.kube.resources import BUILTIN, Resource, object_key
 from koordinator.kube.retry import RetryPolicy
 from koordinator.kube.watch import ADDED, BOOKMARK, DELETED, MODIFIED
 
@@ -144,6 +148,7 @@ class Informer:
     ) -> None:
         self.client = client
         self.resource = resource
+        self.strip_managed_fields = resource in BUILTIN
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -332,6 +337,7 @@ class Informer:
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
                 page_size=self.page_size,
+                strip_managed_fields=self.strip_managed_fields,
             ):
                 # the hot loop of a sync: 50000 objects go through here, so it stays flat
                 known, kind, api_version = self._known, self.resource.kind, self.resource.api_version
@@ -380,6 +386,7 @@ class Informer:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             timeout_seconds=timeout,
+            strip_managed_fields=self.strip_managed_fields,
         )
         received = 0
         async with stream:
