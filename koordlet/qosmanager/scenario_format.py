@@ -34,6 +34,7 @@ from koordinator.api.model import ModelError
 from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.api.schema import validate, validator_for
 from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
+from koordinator.api.types.core import OBJECT_META_FIELDS
 from koordinator.api.types.slo import API_VERSION as SLO_API_VERSION
 from koordinator.api.types.slo import NodeSLOSpec
 from koordinator.kube.timeutil import parse_time
@@ -67,23 +68,6 @@ KUBELET_CPU_POLICIES = ("none", "static")
 
 #: Kubernetes objects, as far as they are checked (core/v1)
 OBJECT_KEYS = ("apiVersion", "kind", "metadata", "spec", "status")
-OBJECT_META_KEYS = (
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-)
 NODE_SPEC_KEYS = (
     "podCIDR",
     "podCIDRs",
@@ -371,7 +355,7 @@ def _object(c: _Checker, value: Any, path: str, kind: str) -> Mapping[str, Any] 
         return None
     c.choice(obj.get("apiVersion"), _join(path, "apiVersion"), ("v1",))
     c.choice(obj.get("kind"), _join(path, "kind"), (kind,))
-    meta = c.mapping(obj.get("metadata"), _join(path, "metadata"), OBJECT_META_KEYS)
+    meta = c.mapping(obj.get("metadata"), _join(path, "metadata"), OBJECT_META_FIELDS)
     if meta is not None:
         for key in ("name", "namespace", "uid"):
             if key in meta and not isinstance(meta[key], str):

@@ -21,6 +21,7 @@ from koordinator.api.quantity import Quantity
 __all__ = [
     "DATE_TIME",
     "DURATION_PATTERN",
+    "OBJECT_META_FIELDS",
     "Condition",
     "CrossVersionObjectReference",
     "DeleteOptions",
@@ -37,6 +38,26 @@ __all__ = [
     "Taint",
     "Toleration",
 ]
+
+#: ``metav1.ObjectMeta``'s JSON fields in declaration order, the order in which the apiserver
+#: encodes the metadata of built-in objects (``managedFields`` last)
+OBJECT_META_FIELDS = (
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+)
 
 #: OpenAPI format of ``metav1.Time`` values.
 DATE_TIME = "date-time"

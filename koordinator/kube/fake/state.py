@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from koordinator.api.types.core import OBJECT_META_FIELDS
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.fake import apply as ssa
 from koordinator.kube.fake import crds, deletion, pods
@@ -51,25 +52,6 @@ def _managers_sans_time(obj: Obj) -> list[Obj]:
     return [{k: v for k, v in m.items() if k != "time"} for m in obj["metadata"].get("managedFields") or ()]
 
 
-#: ObjectMeta's fields in declaration order: built-in objects are encoded from Go structs,
-#: so managedFields always comes last in their metadata (clients may rely on it)
-_OBJECT_META_ORDER = (
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-)
 _TYPE_META_ORDER = ("kind", "apiVersion", "metadata")
 
 
@@ -83,7 +65,7 @@ def _reorder(mapping: Obj, order: tuple[str, ...]) -> None:
 
 def _in_go_field_order(obj: Obj) -> None:
     """Encode a built-in object as the apiserver does: type and object meta first, meta in field order."""
-    _reorder(obj["metadata"], _OBJECT_META_ORDER)
+    _reorder(obj["metadata"], OBJECT_META_FIELDS)
     _reorder(obj, _TYPE_META_ORDER)
 
 
