@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -82,38 +81,10 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def _check_kubeconfig(path: str) -> None:
-    """The named kubeconfig exists, is YAML and has a current context (the loader's own
-    errors for these are a bare "No configuration found", a YAML traceback and a key name)."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise AgentStartError(f"kubeconfig {path}: no such file (--kubeconfig names it)") from None
-    except OSError as exc:
-        raise AgentStartError(f"kubeconfig {path}: cannot read it: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc
-        raise AgentStartError(f"kubeconfig {path} is not valid YAML: {where}{_one_line(problem)}") from None
-    if not isinstance(data, dict):
-        raise AgentStartError(
-            f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, users, "
-            "contexts and current-context)"
-        )
-    if not data.get("current-context"):
-        raise AgentStartError(
-            f"kubeconfig {path} has no current-context (choose one with "
-            f"`kubectl --kubeconfig {path} config use-context NAME`)"
-        )
-
-
 def cluster_config(kubeconfig: str | None) -> ClusterConfig:
     """The apiserver's address and credentials: the kubeconfig when named, else in-cluster
     credentials in a pod, else the default kubeconfig; an :class:`AgentStartError` when
     they cannot be loaded."""
-    if kubeconfig is not None:
-        _check_kubeconfig(kubeconfig)
     try:
         return load_config(kubeconfig)
     except ConfigError as exc:
@@ -121,14 +92,6 @@ def cluster_config(kubeconfig: str | None) -> ClusterConfig:
         if kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
             context = " (no --kubeconfig given and not running in a pod)"
         raise AgentStartError(f"cannot load cluster credentials{context}: {_one_line(exc)}") from None
-    except yaml.YAMLError as exc:
-        raise AgentStartError(
-            f"cannot load cluster credentials: the kubeconfig is not valid YAML: {_one_line(exc)}"
-        ) from None
-    except (TypeError, AttributeError, KeyError, ValueError) as exc:
-        raise AgentStartError(
-            f"cannot load cluster credentials: malformed kubeconfig: {_one_line(exc)}"
-        ) from None
 
 
 @dataclass

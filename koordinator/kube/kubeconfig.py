@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from koordinator.kube.config import ClusterConfig, ConfigError
 
 _REFRESH_EVERY_S = 10.0
@@ -25,10 +27,42 @@ def _default_path() -> str:
     return first or str(Path.home() / ".kube" / "config")
 
 
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _check_file(path: str, context: str | None) -> None:
+    """The kubeconfig exists, is YAML, a mapping, and names a context (the loader's own errors
+    for these are a bare "No configuration found", a YAML traceback and a key name)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"kubeconfig {path}: no such file (--kubeconfig names it)") from None
+    except OSError as exc:
+        raise ConfigError(f"kubeconfig {path}: cannot read it: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise ConfigError(f"kubeconfig {path} is not valid YAML: {where}{_one_line(problem)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, users, "
+            "contexts and current-context)"
+        )
+    if context is None and not data.get("current-context"):
+        raise ConfigError(
+            f"kubeconfig {path} has no current-context (choose one with "
+            f"`kubectl --kubeconfig {path} config use-context NAME`)"
+        )
+
+
 def _load(path: str | None, context: str | None, config_dict: dict[str, Any] | None) -> Any:
     from kubernetes import client as k8s_client  # lazy: see module docstring
     from kubernetes import config as k8s_config
 
+    if config_dict is None:
+        _check_file(path or _default_path(), context)
     configuration = k8s_client.Configuration()
     try:
         if config_dict is not None:
@@ -43,7 +77,10 @@ def _load(path: str | None, context: str | None, config_dict: dict[str, Any] | N
                 persist_config=False,
             )
     except (k8s_config.ConfigException, OSError) as exc:
-        raise ConfigError(f"cannot load kubeconfig {path or _default_path()}: {exc}") from exc
+        raise ConfigError(f"cannot load kubeconfig {path or _default_path()}: {_one_line(exc)}") from exc
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        # the loader walks the YAML without checking its shape
+        raise ConfigError(f"malformed kubeconfig {path or 'given'}: {_one_line(exc)}") from exc
     return configuration
 
 

@@ -173,3 +173,32 @@ async def test_token_bucket_refills_at_qps():
     waited = await bucket.acquire()
     assert waited > 0, "the second token had to be waited for"
     assert json.dumps({"ok": True})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(None, "kubeconfig {path}: no such file (--kubeconfig names it)", id="missing-file"),
+        pytest.param(
+            "clusters: [\n  {name: a\n",
+            "kubeconfig {path} is not valid YAML: line 3, column 1: expected ',' or '}}', "
+            "but got '<stream end>'",
+            id="malformed-yaml",
+        ),
+        pytest.param("- a\n- b\n", "kubeconfig {path} is not a kubeconfig", id="not-a-mapping"),
+        pytest.param(
+            "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n",
+            "kubeconfig {path} has no current-context",
+            id="no-current-context",
+        ),
+    ],
+)
+def test_a_bad_kubeconfig_is_one_clear_config_error(tmp_path, content, message):
+    """For every component that loads one (koordlet, koord-manager, explain-node)."""
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError) as raised:
+        load_config(str(path))
+    assert str(raised.value).startswith(message.format(path=path))
+    assert "\n" not in str(raised.value)
