@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import signal
@@ -141,6 +142,12 @@ def parse_component_args(parser: argparse.ArgumentParser, argv: Sequence[str] | 
 def environ_flag(name: str) -> bool:
     """True when an environment switch is set to a true-ish value (``1``, ``true``, ``yes``)."""
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def cannot_listen(host: str, port: int, error: OSError, purpose: str = "") -> str:
+    """``cannot listen on HOST:PORT[ PURPOSE]: REASON`` for a server socket that could not be bound."""
+    reason = "address already in use" if error.errno == errno.EADDRINUSE else (error.strerror or str(error))
+    return f"cannot listen on {host or '*'}:{port}{' ' + purpose if purpose else ''}: {reason}"
 
 
 def stop_on_signals(request_stop: Callable[[], None]) -> None:

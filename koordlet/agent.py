@@ -20,7 +20,6 @@ in the log, exit status 1, no traceback.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
 import time
@@ -33,7 +32,7 @@ from prometheus_client import CollectorRegistry
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
-from koordinator.cli import stop_on_signals
+from koordinator.cli import cannot_listen, stop_on_signals
 from koordinator.heap import freeze_startup_heap
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig, ConfigError, FileToken, load_config
@@ -206,11 +205,8 @@ class Agent:
         try:
             await self._site.start()
         except OSError as exc:
-            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-            address = f"{self.config.host or '*'}:{self.config.port}"
-            raise AgentStartError(
-                f"cannot listen on {address} for /metrics and /healthz: {reason} (choose another with --addr)"
-            ) from None
+            where = cannot_listen(self.config.host, self.config.port, exc, "for /metrics and /healthz")
+            raise AgentStartError(f"{where} (choose another with --addr)") from None
         server = self._site._server
         sockets = getattr(server, "sockets", None) or []
         return int(sockets[0].getsockname()[1]) if sockets else self.config.port

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import socket
 import ssl
@@ -66,6 +65,7 @@ from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
 from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
 from controlplane.manager.webhooks.metrics import WebhookMetrics
 from controlplane.reactor import ReactorMetrics, cancel_and_wait
+from koordinator.cli import cannot_listen
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
@@ -95,8 +95,7 @@ async def _listen(
     try:
         return await start_site(app, host, port, ssl_context)
     except OSError as exc:
-        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-        raise ManagerError(f"cannot listen on {host or '*'}:{port}: {reason} (set {flag})") from None
+        raise ManagerError(f"{cannot_listen(host, port, exc)} (set {flag})") from None
 
 
 class Manager:
