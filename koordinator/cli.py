@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, NoReturn
 
+import yaml
+
 from koordinator.api.features import FeatureGateError, FeatureGates, FeatureSpec
 
 EXIT_USAGE = 2
@@ -142,6 +144,14 @@ def parse_component_args(parser: argparse.ArgumentParser, argv: Sequence[str] | 
 def environ_flag(name: str) -> bool:
     """True when an environment switch is set to a true-ish value (``1``, ``true``, ``yes``)."""
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """Where and why a text stops being YAML, in one line (``line 3, column 1: expected ...``)."""
+    mark = getattr(error, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(error, "problem", None) or error
+    return where + " ".join(str(problem).split())
 
 
 def cannot_listen(host: str, port: int, error: OSError, purpose: str = "") -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from koordinator.cli import yaml_problem
 from koordinator.kube.config import ClusterConfig, ConfigError
 
 _REFRESH_EVERY_S = 10.0
@@ -41,10 +42,7 @@ def _check_file(path: str, context: str | None) -> None:
     except OSError as exc:
         raise ConfigError(f"kubeconfig {path}: cannot read it: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc
-        raise ConfigError(f"kubeconfig {path} is not valid YAML: {where}{_one_line(problem)}") from None
+        raise ConfigError(f"kubeconfig {path} is not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, users, "

@@ -37,6 +37,7 @@ from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
 from koordinator.api.types.core import OBJECT_META_FIELDS
 from koordinator.api.types.slo import API_VERSION as SLO_API_VERSION
 from koordinator.api.types.slo import NodeSLOSpec
+from koordinator.cli import yaml_problem
 from koordinator.kube.timeutil import parse_time
 
 
@@ -231,10 +232,7 @@ def load_yaml(text: str) -> Any:
     try:
         return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader that refuses duplicate keys
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise ScenarioError(f"not YAML: {where}{' '.join(str(problem).split())}") from None
+        raise ScenarioError(f"not YAML: {yaml_problem(err)}") from None
 
 
 # --- the checker ---------------------------------------------------------------------------------
