@@ -85,12 +85,6 @@ RELEASE_BUFFER_PERCENT = 2
 MIN_ALLOCATABLE_BATCH_MILLI = 1
 
 
-def _milli(node: Mapping[str, object] | None, section: str, name: str) -> int | None:
-    status = (node or {}).get("status")
-    resources = status.get(section) if isinstance(status, Mapping) else None
-    return podspec.quantity(resources if isinstance(resources, Mapping) else None, name)
-
-
 def satisfaction_config_error(config: ResourceThresholdStrategy) -> str | None:
     lower = config.cpu_evict_be_satisfaction_lower_percent
     upper = config.cpu_evict_be_satisfaction_upper_percent
@@ -169,7 +163,7 @@ class CPUEvict:
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)
-        capacity = _milli(snapshot.node, "capacity", "cpu") or 0
+        capacity = podspec.node_quantity(snapshot.node, "capacity", "cpu") or 0
         if capacity <= 0:
             return plan.note("node CPU capacity unknown")
         window = 2 * snapshot.collect_interval
@@ -198,7 +192,7 @@ class CPUEvict:
         return _BEValues(values[BE_USAGE], values[BE_REQUEST], values[BE_REAL_LIMIT], min(counts))
 
     def _be_allocatable(self, snapshot: Snapshot) -> float:
-        value = _milli(snapshot.node, "allocatable", BATCH_CPU)
+        value = podspec.node_quantity(snapshot.node, "allocatable", BATCH_CPU)
         if value is None or value < 0:
             return -1.0
         return float(value) if value > 0 else float(MIN_ALLOCATABLE_BATCH_MILLI)

@@ -254,12 +254,6 @@ def class_request(pod: PodMeta, base: str) -> tuple[str, int]:
     return resource, podspec.sum_requests(pod.pod, resource)
 
 
-def _allocatable(snapshot: Snapshot, resource: str) -> int:
-    status = (snapshot.node or {}).get("status")
-    allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
-    return podspec.quantity(allocatable if isinstance(allocatable, Mapping) else None, resource) or 0
-
-
 def evict_by_allocatable(
     snapshot: Snapshot,
     plan: Plan,
@@ -290,7 +284,7 @@ def evict_by_allocatable(
         requested[resource] = requested.get(resource, 0) + amount
     release: dict[str, float] = {}
     for resource, amount in sorted(requested.items()):
-        allocatable = _allocatable(snapshot, resource)
+        allocatable = podspec.node_quantity(snapshot.node, "allocatable", resource) or 0
         if allocatable <= 0:
             over = amount
         elif amount / allocatable > high / 100:

@@ -134,9 +134,7 @@ class MemoryEvict:
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)
-        node = snapshot.node or {}
-        status = node.get("status") or {}
-        capacity = podspec.quantity(status.get("capacity"), "memory") or 0
+        capacity = podspec.node_quantity(snapshot.node, "capacity", "memory") or 0
         if capacity <= 0:
             return plan.note("node memory capacity unknown")
         window = 2 * snapshot.collect_interval
