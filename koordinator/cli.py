@@ -39,10 +39,14 @@ class ComponentArgumentParser(argparse.ArgumentParser):
         fail(self.prog, message)
 
 
+def one_line(text: object) -> str:
+    """``text`` with every run of whitespace, line breaks included, as one space."""
+    return " ".join(str(text).split())
+
+
 def fail(prog: str, message: str) -> NoReturn:
     """Print ``prog: message`` as a single line on stderr and exit with status 2."""
-    one_line = " ".join(message.split())
-    sys.stderr.write(f"{prog}: error: {one_line}\n")
+    sys.stderr.write(f"{prog}: error: {one_line(message)}\n")
     raise SystemExit(EXIT_USAGE)
 
 
@@ -151,7 +155,7 @@ def yaml_problem(error: yaml.YAMLError) -> str:
     mark = getattr(error, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     problem = getattr(error, "problem", None) or error
-    return where + " ".join(str(problem).split())
+    return where + one_line(problem)
 
 
 def cannot_listen(host: str, port: int, error: OSError, purpose: str = "") -> str:

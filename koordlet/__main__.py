@@ -33,7 +33,7 @@ from koordinator import __version__
 from koordinator.api.features import KOORDLET_FEATURES
 from koordinator.api.goparse import parse_bool, parse_duration_seconds
 from koordinator.api.quantity import Quantity, QuantityError
-from koordinator.cli import component_parser, configure_logging, fail, tolerate_closed_stdout
+from koordinator.cli import component_parser, configure_logging, fail, one_line, tolerate_closed_stdout
 from koordlet.agent import AgentConfig, run_agent
 from koordlet.metricsadvisor.framework import CollectorConfig
 from koordlet.qosmanager.registry import strategies
@@ -329,7 +329,7 @@ def run_plan(args: argparse.Namespace) -> int:
         result = plan_scenario(scenario, host_paths(args), strategies(), args.strategy)
     except ScenarioError as err:
         for problem in err.problems[:-1]:
-            sys.stderr.write(f"{PROG}: error: scenario {args.scenario}: {' '.join(problem.split())}\n")
+            sys.stderr.write(f"{PROG}: error: scenario {args.scenario}: {one_line(problem)}\n")
         fail(PROG, f"scenario {args.scenario}: {err.problems[-1]}")
     if args.output == "json":
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")

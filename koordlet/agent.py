@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
-from koordinator.cli import cannot_listen, stop_on_signals
+from koordinator.cli import cannot_listen, one_line, stop_on_signals
 from koordinator.heap import freeze_startup_heap
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig, ConfigError, FileToken, load_config
@@ -76,10 +76,6 @@ class AgentStartError(RuntimeError):
     """The agent cannot start; the message is one line saying why and what to change."""
 
 
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
 def cluster_config(kubeconfig: str | None) -> ClusterConfig:
     """The apiserver's address and credentials: the kubeconfig when named, else in-cluster
     credentials in a pod, else the default kubeconfig; an :class:`AgentStartError` when
@@ -90,7 +86,7 @@ def cluster_config(kubeconfig: str | None) -> ClusterConfig:
         context = ""
         if kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
             context = " (no --kubeconfig given and not running in a pod)"
-        raise AgentStartError(f"cannot load cluster credentials{context}: {_one_line(exc)}") from None
+        raise AgentStartError(f"cannot load cluster credentials{context}: {one_line(exc)}") from None
 
 
 @dataclass

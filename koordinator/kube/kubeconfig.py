@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from koordinator.cli import yaml_problem
+from koordinator.cli import one_line, yaml_problem
 from koordinator.kube.config import ClusterConfig, ConfigError
 
 _REFRESH_EVERY_S = 10.0
@@ -26,10 +26,6 @@ def _default_path() -> str:
     env = os.environ.get("KUBECONFIG", "")
     first = env.split(os.pathsep)[0] if env else ""
     return first or str(Path.home() / ".kube" / "config")
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
 
 
 def _check_file(path: str, context: str | None) -> None:
@@ -75,10 +71,10 @@ def _load(path: str | None, context: str | None, config_dict: dict[str, Any] | N
                 persist_config=False,
             )
     except (k8s_config.ConfigException, OSError) as exc:
-        raise ConfigError(f"cannot load kubeconfig {path or _default_path()}: {_one_line(exc)}") from exc
+        raise ConfigError(f"cannot load kubeconfig {path or _default_path()}: {one_line(exc)}") from exc
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
         # the loader walks the YAML without checking its shape
-        raise ConfigError(f"malformed kubeconfig {path or 'given'}: {_one_line(exc)}") from exc
+        raise ConfigError(f"malformed kubeconfig {path or 'given'}: {one_line(exc)}") from exc
     return configuration
 
 
