@@ -1,6 +1,7 @@
 # The README's commands. Each target installs what it needs into .venv first.
 #   make run    install, print the node probe, then run the standalone koordlet (127.0.0.1:9316)
 #   make test   install test dependencies, provision every test tier, run the whole suite
+#   make audit  check the pinned dependencies (requirements/) against PyPI's yanked and vulnerability flags
 #   make bench  run the benchmark harness (JSON results in benchmarks/out/; webhook_admission builds
 #               its load generator, vegeta, with hack/vegeta.sh)
 
@@ -9,16 +10,19 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.koord-installed
+LOCK   := requirements/constraints.txt
+BUILD_LOCK := requirements/build-constraints.txt
 NATIVE := $(shell find native -type f \( -name '*.pyx' -o -name '*.py' -o -name '*.c' -o -name '*.h' \) -not -name '_*.c' 2>/dev/null)
 
-.PHONY: run test bench lint crds install clean
+.PHONY: run test bench lint crds install audit clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet --constraint $(LOCK) pip setuptools
 
-$(STAMP): $(PY) pyproject.toml setup.py $(NATIVE)
-	$(PIP) install --quiet -e '.[test]'
+# only the pinned versions (hack/lock.sh writes the pins; make audit checks them)
+$(STAMP): $(PY) pyproject.toml setup.py $(LOCK) $(BUILD_LOCK) $(NATIVE)
+	$(PIP) install --quiet --constraint $(LOCK) --build-constraint $(BUILD_LOCK) -e '.[test]'
 	@touch $@
 
 install: $(STAMP)
@@ -34,6 +38,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+audit: $(STAMP)
+	$(PY) hack/depaudit.py
 
 crds: $(STAMP)
 	$(PY) -m koordinator.api.crdgen --output-dir crds
