@@ -1,6 +1,8 @@
 """The koordlet agent: wiring and lifecycle, in upstream's order.
 
 1. metrics registry and the HTTP server (``/metrics``, ``/healthz``) on ``--addr``;
+   ``/metrics`` is one rendering shared by concurrent scrapers and bounded in
+   concurrency (:mod:`koordlet.scrape`), so a scrape flood cannot grow the agent's memory;
 2. host access (cgroup version and kubepods layout detected once), metric cache;
 3. the states informer, and a wait until it has synced (pods from the kubelet; Node,
    NodeSLO and NodeMetric from the apiserver);
@@ -56,6 +58,7 @@ from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.protocol import NodeFacts
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks
+from koordlet.scrape import MetricsEndpoint, ScrapeLimits
 from koordlet.statesinformer.callbacks import CallbackType
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, KubeletError
@@ -116,6 +119,7 @@ class AgentConfig:
     cpu_evict_cooldown: float = 20.0
     resource_force_update_seconds: float = 60.0
     runtime_hooks_reconcile_interval: float = 10.0
+    scrape_limits: ScrapeLimits = field(default_factory=ScrapeLimits)
 
 
 def service_account_token() -> FileToken | None:
@@ -159,6 +163,8 @@ class Agent:
         self.config = config
         self.registry = CollectorRegistry()
         self.metrics = KoordletMetrics(self.registry, config.node_name)
+        #: /metrics: one rendering shared by concurrent scrapes, bounded (koordlet.scrape)
+        self.metrics_endpoint = MetricsEndpoint(lambda: render_async(self.registry), config.scrape_limits)
         self.cache = MetricCache(config.metric_retention_seconds, config.metric_max_bytes)
         self.kv = KVStore()
         self.cgroups = CgroupFS.detect(config.paths)
@@ -181,19 +187,13 @@ class Agent:
 
     # --- HTTP ----------------------------------------------------------------------------
 
-    async def _metrics(self, _request: web.Request) -> web.Response:
-        body = await render_async(self.registry)
-        return web.Response(
-            body=body, content_type="text/plain", charset="utf-8", headers={"X-Format": "0.0.4"}
-        )
-
     async def _healthz(self, _request: web.Request) -> web.Response:
         return web.Response(text="ok" if self.ready else "starting", status=200 if self.ready else 503)
 
     async def start_http(self) -> int:
         app = web.Application()
         for path in ("/metrics", "/internal-metrics", "/external-metrics"):
-            app.router.add_get(path, self._metrics)
+            app.router.add_get(path, self.metrics_endpoint.handle)
         app.router.add_get("/healthz", self._healthz)
         self._web = web.AppRunner(app, access_log=None)
         await self._web.setup()
