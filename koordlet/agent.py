@@ -170,6 +170,8 @@ class Agent:
         self.cgroups = CgroupFS.detect(config.paths)
         self.client = client
         self.states: StatesInformer | None = None
+        #: Events of the koordlet (cluster mode): evictions, refused and deleted NodeSLOs
+        self.recorder: EventRecorder | None = None
         self.runner: CollectorRunner | None = None
         self.ready = False
         self.port = config.port
@@ -230,6 +232,7 @@ class Agent:
                 burst=self.config.kube_api_burst,
             )
         self._pods_source = KubeletPodsSource(self.config, None, self.metrics)
+        self.recorder = EventRecorder(self.client, "koordlet", self.config.node_name)
         states = StatesInformer(
             self.config.node_name,
             self.cgroups,
@@ -237,6 +240,7 @@ class Agent:
             factory=InformerFactory(self.client, freeze_after_sync=False),
             metrics=self.metrics,
             kubelet_sync_interval=self.config.kubelet_sync_interval,
+            recorder=self.recorder,
         )
         self._pods_source.states = states
         return states
@@ -344,8 +348,7 @@ class Agent:
             return
         evictor = None
         if self.client is not None:
-            recorder = EventRecorder(self.client, "koordlet", config.node_name)
-            evictor = Evictor(self.client, self.metrics, recorder)
+            evictor = Evictor(self.client, self.metrics, self.recorder)
         self.qos = QoSManager(
             strategies(config.qos_interval, config.memory_evict_cooldown, config.cpu_evict_cooldown),
             self.snapshot,

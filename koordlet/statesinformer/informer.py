@@ -6,7 +6,11 @@
   Node's batch and mid allocatable are recorded each time it is seen;
 * the NodeSLO spec is merged onto upstream's defaults section by section, with disabled
   classes reset, before anyone sees it; a NodeSLO that fails validation is refused and
-  the last good spec stays in force.
+  the last good spec stays in force, which a Warning Event on the Node says (reason
+  ``NodeSLORefused``, with the validation errors); a deleted NodeSLO puts the defaults
+  back in force, which a Warning Event on the Node says too (reason ``NodeSLODeleted``).
+  The Events are on the Node, as upstream's koordlet records its own, so that
+  ``kubectl describe node`` shows them (a deleted NodeSLO has nothing to describe).
 
 In standalone mode there is no apiserver: the Node is described from the host and the
 NodeSLO is the defaults.
@@ -24,6 +28,7 @@ from koordinator.api.schema import validator_for
 from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
 from koordinator.api.types.slo import NodeMetricSpec, NodeSLOSpec
 from koordinator.kube import resources as res
+from koordinator.kube.events import WARNING, EventRecorder
 from koordinator.kube.informer import InformerFactory, Tombstone
 from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.callbacks import CallbackRunner, CallbackType
@@ -38,6 +43,11 @@ from koordlet.system.cgroup.cgroupfs import CgroupFS
 log = logging.getLogger(__name__)
 
 _METADATA_KEYS = ("labels", "annotations")
+#: Event reasons about the NodeSLO, recorded on the Node
+NODE_SLO_REFUSED = "NodeSLORefused"
+NODE_SLO_DELETED = "NodeSLODeleted"
+#: the longest Event message the apiserver keeps
+EVENT_MESSAGE_LIMIT = 1024
 
 
 def _metadata(node: Mapping[str, Any] | None) -> tuple[Any, ...]:
@@ -58,6 +68,7 @@ class StatesInformer:
         standalone_node_slo: NodeSLOSpec | None = None,
         kubelet_sync_interval: float = 10.0,
         enable_pleg: bool = True,
+        recorder: EventRecorder | None = None,
     ) -> None:
         if factory is None and standalone_node is None:
             raise ValueError("a states informer needs an apiserver (factory) or a standalone node")
@@ -80,6 +91,10 @@ class StatesInformer:
         self._node: Mapping[str, Any] | None = standalone_node
         self._node_slo = merge_node_slo_spec(standalone_node_slo)
         self._node_slo_raw: Mapping[str, Any] | None = None
+        #: resourceVersion of the NodeSLO in force (None: the defaults)
+        self._node_slo_version: str | None = None
+        self.recorder = recorder
+        self._recording: set[asyncio.Task[Any]] = set()
         self._node_metric_spec: NodeMetricSpec | None = None
         self._node_metric_seen = False
         self._numa_nodes: list[int] | None = None
@@ -96,7 +111,7 @@ class StatesInformer:
                 name="koordlet-nodeslo",
                 on_add=self._on_node_slo,
                 on_update=lambda _o, n: self._on_node_slo(n),
-                on_delete=lambda _obj: self._on_node_slo(None),
+                on_delete=self._on_node_slo_deleted,
             )
             factory.informer(res.NODE_METRICS, field_selector=selector).add_consumer(
                 name="koordlet-nodemetric",
@@ -152,17 +167,56 @@ class StatesInformer:
         raw = None if obj is None or isinstance(obj, Tombstone) else (obj.get("spec") or {})
         if raw == self._node_slo_raw:
             return
+        version = None if obj is None or isinstance(obj, Tombstone) else _resource_version(obj)
         try:
             if raw is not None:
                 self._validate(raw)
             spec = NodeSLOSpec.from_dict(raw) if raw is not None else None
             merged = merge_node_slo_spec(spec)
         except (ModelError, ValueError) as err:
-            log.error("NodeSLO %s refused, keeping the last good one: %s", self.node_name, err)
+            self._refused(version, str(err))
             return
         self._node_slo_raw = raw
+        self._node_slo_version = version
         self._node_slo = merged
         self.callbacks.signal(CallbackType.NODE_SLO_SPEC)
+
+    def _on_node_slo_deleted(self, _obj: Any) -> None:
+        if self._node_slo_raw is None:
+            return  # the defaults were in force already (no NodeSLO was ever accepted)
+        was = _version_text(self._node_slo_version)
+        self._on_node_slo(None)
+        message = (
+            f"NodeSLO {self.node_name} was deleted: the koordlet reverted to the default NodeSLO spec "
+            f"(the spec of NodeSLO {self.node_name}{was} was in force until now)"
+        )
+        log.warning("%s", message)
+        self._record(NODE_SLO_DELETED, message)
+
+    def _refused(self, version: str | None, errors: str) -> None:
+        """Log and record the refusal of a NodeSLO, and which spec stays in force."""
+        kept = (
+            f"keeping the last good spec (NodeSLO {self.node_name}{_version_text(self._node_slo_version)})"
+            if self._node_slo_raw is not None
+            else "keeping the default spec (no valid NodeSLO seen yet)"
+        )
+        refused = f"NodeSLO {self.node_name}{_version_text(version)} refused, {kept}: "
+        log.error("%s%s", refused, errors)
+        self._record(NODE_SLO_REFUSED, refused + errors)
+
+    def _record(self, reason: str, message: str) -> None:
+        """A Warning Event on this Node, its message cut to what the apiserver keeps
+        (written in the background; never raises)."""
+        if self.recorder is None:
+            return
+        if len(message) > EVENT_MESSAGE_LIMIT:
+            message = message[: EVENT_MESSAGE_LIMIT - 3] + "..."
+        node = self._node or {"metadata": {"name": self.node_name, "uid": self.node_name}}
+        task = asyncio.get_running_loop().create_task(
+            self.recorder.record(node, WARNING, reason, message, kind="Node"), name=f"event-{reason}"
+        )
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
 
     def _validate(self, spec: Mapping[str, Any]) -> None:
         """The CRD's own rules (percentages within 0-100 ...), checked again here: an
@@ -213,9 +267,19 @@ class StatesInformer:
 
     async def stop(self) -> None:
         self.pleg.stop()
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._recording]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.callbacks.stop()
         if self.factory is not None:
             await self.factory.stop()
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version else None
+
+
+def _version_text(version: str | None) -> str:
+    return f" at resourceVersion {version}" if version else ""

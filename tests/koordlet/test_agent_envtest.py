@@ -1,6 +1,7 @@
 """Envtest: a koordlet in cluster mode against a real kube-apiserver, a small test kubelet
-serving a PodList, and a fake host tree. Its NodeMetric status matches the tree, and a
-NodeSLO change reaches it without a restart."""
+serving a PodList, and a fake host tree. Its NodeMetric status matches the tree, a
+NodeSLO change reaches it without a restart, and deleting the NodeSLO puts the defaults
+back with a Warning Event on the Node saying so."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import threading
 import time
 import uuid
+from typing import Any
 
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
@@ -79,6 +81,21 @@ async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, en
             await client.replace(res.NODE_SLOS, current)
             states = agent.states
             await eventually(lambda: suppress_percent(states) == 45)
+            # the NodeSLO is deleted: the defaults, and an Event on the Node saying so
+            await client.delete(res.NODE_SLOS, node_name)
+            await eventually(lambda: suppress_percent(states) == 65)
+
+            async def deleted_events() -> list[dict[str, Any]]:
+                events = (await client.list(res.EVENTS, "default"))["items"]
+                return [
+                    e
+                    for e in events
+                    if e["reason"] == "NodeSLODeleted" and e["involvedObject"]["name"] == node_name
+                ]
+
+            async with asyncio.timeout(10):
+                while not (deleted := await deleted_events()):  # noqa: ASYNC110 - in the apiserver
+                    await asyncio.sleep(0.2)
             nrt = None
             while nrt is None:
                 try:
@@ -99,3 +116,8 @@ async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, en
     assert nrt["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Koordinator"
     assert nrt["zones"][0]["name"] == "node-0"
     assert "node.koordinator.sh/cpu-topology" in nrt["metadata"]["annotations"]
+    [event] = deleted
+    assert (event["type"], event["involvedObject"]["kind"]) == ("Warning", "Node")
+    assert event["message"].startswith(
+        f"NodeSLO {node_name} was deleted: the koordlet reverted to the default NodeSLO spec"
+    )

@@ -198,7 +198,7 @@ def test_an_invalid_nodeslo_is_refused_and_the_last_good_one_stays(fake_host_v1)
     broken = {"metadata": {"name": NODE}, "spec": {"resourceUsedThresholdWithBE": {"enable": "yes"}}}
     states._on_node_slo(broken)
     assert suppress_percent(states) == 55
-    states._on_node_slo(None)  # deleted: back to the defaults
+    states._on_node_slo_deleted(None)  # deleted: back to the defaults
     assert suppress_percent(states) == 65
 
 
