@@ -17,13 +17,15 @@ configurations. koord-manager runs its own small CA, as upstream does:
   is off), and points them at ``https://WEBHOOK_HOST:PORT/path`` when a host is set;
 * :class:`ServingTLS` holds the server's ``SSLContext``: loading a new pair into the live
   context changes what new handshakes present while open connections keep going;
-* :class:`CertController` ties it together: at start and every minute it checks the
-  certificate -- it is renewed when it no longer verifies for the DNS name against the CA
-  ``renew_before`` from now (the CA itself is renewed when it expires within a year) --
-  writes the files to the cert directory, patches the ``caBundle`` and reloads the
-  server. When the CA changes, the bundle carries the old and the new CA for
-  ``ca_overlap`` seconds and is patched *before* the server switches certificates, so the
-  apiserver trusts both sides of the switch.
+* :class:`CertController` ties it together: at start, every minute, and at once when the
+  Secret or a webhook configuration is added, changed or deleted (the manager's informers
+  call :meth:`CertController.trigger`) it checks the certificate -- it is renewed when it
+  no longer verifies for the DNS name against the CA ``renew_before`` from now (the CA
+  itself is renewed when it expires within a year) -- writes the files to the cert
+  directory, patches the ``caBundle`` and reloads the server. When the CA changes, the
+  bundle carries the old and the new CA for ``ca_overlap`` seconds and is patched
+  *before* the server switches certificates, so the apiserver trusts both sides of the
+  switch.
 
 Readiness (:meth:`CertController.serving_valid`) needs one successful sync and the
 server's TLS context presenting a certificate that verifies against the current CA
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import datetime
 import ipaddress
@@ -102,6 +105,9 @@ MUTATING_CONFIGURATION = "koordinator-mutating-webhook-configuration"
 VALIDATING_CONFIGURATION = "koordinator-validating-webhook-configuration"
 TEMPLATE_ANNOTATION = "template"
 _CONFLICT_RETRIES = 5
+#: Syncs that wrote something within one resync period before a trigger waits (see
+#: :meth:`CertController.run`).
+_WRITES_BEFORE_PAUSE = 3
 _DAY = datetime.timedelta(days=1)
 
 
@@ -743,13 +749,13 @@ class CertController:
     _previous_cas: list[tuple[bytes, float]] = field(default_factory=list)
     _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def _ensure_bundle(self) -> tuple[CertBundle, bytes | None]:
-        """The valid bundle (renewing it if needed) and the CA it replaced, if any."""
+    async def _ensure_bundle(self) -> tuple[CertBundle, bytes | None, bool]:
+        """The valid bundle (renewed if needed), the CA it replaced if any, and whether it was written."""
         for _ in range(3):
             current = await self.store.read()
             renew_at = _now() + self.policy.renew_before
             if current is not None and certificate_valid(current, self.dns_name, renew_at):
-                return current, None
+                return current, None, False
             keep_ca = current is not None and ca_valid(current, _now() + self.policy.ca_renew_before)
             ca = (current.ca_cert, current.ca_key) if current is not None and keep_ca else None
             fresh = generate_bundle(self.dns_name, self.policy, ca=ca)
@@ -766,7 +772,7 @@ class CertController:
                 "" if ca is not None else ", with a new CA",
             )
             replaced_ca = current.ca_cert if current is not None and ca is None and current.ca_cert else None
-            return stored, replaced_ca
+            return stored, replaced_ca, True
         raise CertError("certificates keep changing under concurrent writers")
 
     def ca_bundle(self, bundle: CertBundle) -> bytes:
@@ -792,43 +798,60 @@ class CertController:
 
     async def prepare(self) -> None:
         """Ensure the certificate and load it into the server context (nothing is published yet)."""
-        bundle, replaced_ca = await self._ensure_bundle()
+        bundle, replaced_ca, _ = await self._ensure_bundle()
         self._remember(bundle, replaced_ca)
         self._serve(bundle)
 
-    async def sync(self) -> None:
+    async def sync(self) -> bool:
         """One pass: ensure the certificate, publish the CA bundle, serve the certificate.
 
         A server that already serves a certificate switches only after the bundle that
         trusts the new one is published; a server that serves nothing yet starts first.
+        Returns whether it wrote anything (the Secret or a webhook configuration).
         """
-        bundle, replaced_ca = await self._ensure_bundle()
+        bundle, replaced_ca, wrote = await self._ensure_bundle()
         self._remember(bundle, replaced_ca)
         if self.tls.loaded is None:
             self._serve(bundle)
         if self.client is not None:
-            await ensure_webhook_configurations(
-                self.client,
-                self.ca_bundle(bundle),
-                self.served_paths,
-                self.target,
-                mutating_name=self.mutating_name,
-                validating_name=self.validating_name,
+            wrote = (
+                await ensure_webhook_configurations(
+                    self.client,
+                    self.ca_bundle(bundle),
+                    self.served_paths,
+                    self.target,
+                    mutating_name=self.mutating_name,
+                    validating_name=self.validating_name,
+                )
+                or wrote
             )
         self._serve(bundle)
         self.last_error = ""
         self.initialized.set()
+        return wrote
 
     def trigger(self) -> None:
-        """Sync soon (the Secret or a webhook configuration changed)."""
+        """Sync at once (the Secret or a webhook configuration was added, changed or deleted)."""
         self._wakeup.set()
 
     async def run(self) -> None:
-        """Sync now, then every ``resync_period`` (or when triggered); failures retry with backoff."""
+        """Sync now, then every ``resync_period`` and whenever :meth:`trigger` is called.
+
+        Failures retry with backoff. A trigger that arrives while a sync runs (its own writes
+        included) gives one more sync, which finds nothing to do. Another writer that
+        disagrees (a replica of another version during a rolling upgrade, a tool that keeps
+        resetting the ``caBundle``) must not make the two fight in a tight loop: once
+        :data:`_WRITES_BEFORE_PAUSE` syncs within the last ``resync_period`` wrote something,
+        a trigger waits 1 s, then 2 s, 4 s ... (at most ``resync_period``) before its sync.
+        """
         backoff = 1.0
+        writes: collections.deque[float] = collections.deque()
         while True:
+            # cleared before the sync: a change made while it runs is not lost
+            self._wakeup.clear()
             try:
-                await self.sync()
+                if await self.sync():
+                    writes.append(self.clock())
                 backoff = 1.0
                 delay = self.resync_period
             except (CertError, ApiError, ApiConnectionError, OSError, ValueError) as exc:
@@ -836,10 +859,21 @@ class CertController:
                 log.error("sync of webhook certificates and configurations failed: %s", exc)
                 delay = backoff
                 backoff = min(backoff * 2, self.resync_period)
-            self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wakeup.wait()
+            while writes and writes[0] <= self.clock() - self.resync_period:
+                writes.popleft()
+            if self._wakeup.is_set() and len(writes) >= _WRITES_BEFORE_PAUSE:
+                pause = min(2.0 ** (len(writes) - _WRITES_BEFORE_PAUSE), self.resync_period)
+                log.warning(
+                    "webhook certificates or configurations were rewritten %d times in %.0fs: another "
+                    "writer disagrees with this replica? next sync in %.0fs",
+                    len(writes),
+                    self.resync_period,
+                    pause,
+                )
+                await asyncio.sleep(pause)
 
     def serving_valid(self) -> str:
         """``""`` when the server presents a certificate that verifies against the current CA.

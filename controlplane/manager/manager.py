@@ -202,11 +202,21 @@ class Manager:
             self.metrics.set_shared_weight(new.name, {k: v.value() for k, v in new.shared_weight.items()})
 
     def _watch_certificate_inputs(self) -> None:
-        """A changed Secret or webhook configuration (another replica, a helm upgrade) triggers a sync."""
+        """The Secret or a webhook configuration added, changed or deleted triggers a sync at once.
+
+        Another replica, a helm upgrade or a person may replace the certificate, garble it or
+        break a ``caBundle``; the periodic sync (``cert_resync_s``) is only the fallback. Each
+        consumer stores the object's resourceVersion: the informer tells an update from an
+        add by the record it stored before, so a consumer that stores nothing (``None``)
+        never sees its update handler run.
+        """
         options = self.options
 
         def changed(*_: object) -> None:
             self.certs.trigger()
+
+        def resource_version(obj: dict[str, Any]) -> str:
+            return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
         watched: list[tuple[res.Resource, str | None, str]] = [
             (res.MUTATING_WEBHOOK_CONFIGURATIONS, None, self.certs.mutating_name),
@@ -217,7 +227,13 @@ class Manager:
         for resource, namespace, name in watched:
             self.factory.informer(
                 resource, namespace=namespace, field_selector=f"metadata.name={name}"
-            ).add_consumer(lambda _obj: None, name=f"webhook-cert-{resource.plural}", on_update=changed)
+            ).add_consumer(
+                resource_version,
+                name=f"webhook-cert-{resource.plural}",
+                on_add=changed,
+                on_update=changed,
+                on_delete=changed,
+            )
 
     def add_runnable(self, name: str, runnable: Runnable) -> None:
         """Run ``runnable`` on every replica once the webhook server is up."""

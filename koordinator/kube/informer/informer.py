@@ -191,6 +191,9 @@ class Informer:
 
         Objects passed to the default (identity) transform are shared between consumers: treat
         them as read-only. A consumer added to a running informer is filled by a relist.
+        The transform must not return ``None``: a stored ``None`` reads as "not known", so such
+        a consumer gets ``on_add`` for every change and never ``on_update`` (store a small
+        record, e.g. the resourceVersion, when only the events matter).
         """
         consumer: Consumer[T] = Consumer(
             name or f"consumer-{len(self._consumers)}",
