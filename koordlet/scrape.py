@@ -73,14 +73,13 @@ class SharedRendering:
         self._body: bytes | None = None
         self._rendered_at = 0.0
         self._running: asyncio.Task[bytes] | None = None
-        #: renderings started so far
-        self.renderings = 0
 
     async def body(self) -> bytes:
-        if self._body is not None and self._clock() - self._rendered_at < self.share_window:
-            return self._body
+        if self._body is not None:
+            if self._clock() - self._rendered_at < self.share_window:
+                return self._body
+            self._body = None  # stale: not kept alive beside the next rendering
         if self._running is None:
-            self.renderings += 1
             self._running = asyncio.create_task(self._run(), name="metrics-rendering")
             self._running.add_done_callback(_retrieve)
         # shielded: a scraper that goes away does not cancel the others' rendering
@@ -96,8 +95,8 @@ class SharedRendering:
 
 
 def _retrieve(task: asyncio.Task[bytes]) -> None:
-    """Mark a rendering's failure as seen when every waiter has gone: the waiters that
-    remain get it (and answer 500); asyncio would otherwise log it again at collection."""
+    """Mark a failed rendering's exception as retrieved: its waiters get it (each answers
+    500, logged by aiohttp); with none left, asyncio would log it as never retrieved."""
     if not task.cancelled():
         task.exception()
 
