@@ -1,0 +1,1 @@
+"""Reliability tests: faults and attacks reproduced against real processes on loopback."""
