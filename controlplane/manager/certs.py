@@ -639,12 +639,19 @@ class _Verdict:
     valid_until: float = 0.0
 
 
+#: The TLS 1.2 suites the webhook server offers (OpenSSL names): ECDHE with AES-GCM or
+#: ChaCha20-Poly1305.
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL"
+
+
 class ServingTLS:
     """The server's SSLContext; :meth:`load` swaps the certificate for new handshakes only."""
 
     def __init__(self) -> None:
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        # TLS 1.2: forward-secret AEAD suites only (no CBC); TLS 1.3 suites are all AEAD.
+        self.context.set_ciphers(TLS12_CIPHERS)
         self.context.set_alpn_protocols(["http/1.1"])
         self.loaded: CertBundle | None = None
         self.not_after: datetime.datetime | None = None
