@@ -20,13 +20,20 @@ heap is built (imports, wiring, synced informer caches), before the webhook serv
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import ssl
+from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.streams import StreamReader
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -35,8 +42,12 @@ from controlplane.manager.webhooks.review import encode_review, errored
 from koordinator.heap import freeze_startup_heap
 
 __all__ = [
+    "BODY_TIMEOUT_S",
+    "IDLE_TIMEOUT_S",
+    "READ_HEADER_TIMEOUT_S",
     "Readiness",
     "SiteSpec",
+    "WebhookLimits",
     "health_app",
     "metrics_app",
     "parse_address",
@@ -49,6 +60,19 @@ log = logging.getLogger(__name__)
 
 #: Returns ``""`` when ready, else the reasons it is not.
 Readiness = Callable[[], Awaitable[str]]
+
+#: controller-runtime's webhook, health and metrics servers (``httpserver.New``): the TLS
+#: handshake, and each request's headers, within 32 s ...
+READ_HEADER_TIMEOUT_S = 32.0
+#: ... and a kept-alive connection closed after 90 s without a request.
+IDLE_TIMEOUT_S = 90.0
+#: An admitted webhook request's body within 30 s (Go's server sets no such bound; ours
+#: frees the in-flight budget a slow sender holds).
+BODY_TIMEOUT_S = 30.0
+#: After answering a request without reading its body (refused), what the client still
+#: sends is discarded for up to this long before the connection closes, so the client
+#: reads the answer rather than a reset (Go's server waits 0.5 s).
+LINGER_S = 2.0
 
 
 def settle_after_start() -> None:
@@ -86,45 +110,195 @@ def _readiness_handler(readiness: Readiness) -> Callable[[web.Request], Awaitabl
     return handle
 
 
-async def _body(request: web.Request) -> bytes:
-    """The request body; one that has arrived whole is taken from the buffer without waiting.
+@dataclass(frozen=True, slots=True)
+class WebhookLimits:
+    """What the webhook server admits at once, and how long it waits for a request's body.
 
-    The same bytes ``request.read()`` returns, and the same refusal above the app's
-    ``client_max_size``, without its copies and waits (the apiserver's bodies arrive whole
-    in the segments the headers came in, almost always).
+    Every admission request first takes its ``Content-Length`` from a budget of body
+    bytes in flight (a body without one -- chunked -- takes ``max_body_bytes``), before
+    any of its body is read, and gives it back once it is answered. While the budget is
+    spent, requests wait in arrival order with their bodies unread (TCP holds the
+    senders back); one that waits ``queue_timeout_s`` is answered with status code 429.
+    At most ``max_requests`` are admitted or waiting; the next is answered with 429 at
+    once. A body above ``max_body_bytes`` is refused from its ``Content-Length``, unread.
+    """
+
+    #: Largest request body (controller-runtime's 7 MiB).
+    max_body_bytes: int = MAX_REQUEST_BYTES
+    #: Body bytes of all admitted requests together.
+    in_flight_bytes: int = 4 * MAX_REQUEST_BYTES
+    #: Requests admitted or waiting for the budget.
+    max_requests: int = 128
+    #: Longest wait for the budget before the 429 answer.
+    queue_timeout_s: float = 10.0
+    #: Longest time to receive an admitted request's body, from its first read.
+    body_timeout_s: float = BODY_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.in_flight_bytes < self.max_body_bytes:
+            raise ValueError("in_flight_bytes must hold at least one body of max_body_bytes")
+        if self.max_requests < 1:
+            raise ValueError("max_requests must be at least 1")
+
+
+class _InFlight:
+    """The budget of body bytes and the count of admission requests in flight.
+
+    A request that fits while nobody waits takes its share without waiting (every
+    request, as long as the server is not flooded); the others queue in arrival order.
+    """
+
+    __slots__ = ("_queue", "free", "requests")
+
+    def __init__(self, budget: int) -> None:
+        self.free = budget
+        self.requests = 0
+        self._queue: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    def take_now(self, size: int) -> bool:
+        if size <= self.free and not self._queue:
+            self.free -= size
+            return True
+        return False
+
+    async def take(self, size: int, wait_s: float) -> bool:
+        """Wait in line for ``size`` bytes; ``False`` after ``wait_s`` seconds without them."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (size, waiter)
+        self._queue.append(entry)
+        try:
+            async with asyncio.timeout(wait_s):
+                await waiter
+        except BaseException as exc:  # the wait ended (TimeoutError) or was cancelled
+            if waiter.done() and not waiter.cancelled():
+                self.give(size)  # granted just as the wait ended
+            else:
+                waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._queue.remove(entry)
+                self._grant()  # it may have held up the line
+            if isinstance(exc, TimeoutError):
+                return False
+            raise
+        return True
+
+    def give(self, size: int) -> None:
+        self.free += size
+        if self._queue:
+            self._grant()
+
+    def _grant(self) -> None:
+        queue = self._queue
+        while queue:
+            size, waiter = queue[0]
+            if waiter.done():
+                queue.popleft()
+            elif size <= self.free:
+                queue.popleft()
+                self.free -= size
+                waiter.set_result(None)
+            else:
+                return
+
+
+class _RefusedError(Exception):
+    """A request answered with an error review before (or instead of) its handler."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _refusal(code: int, message: str) -> web.Response:
+    """An error AdmissionReview (HTTP 200, ``status.code`` ``code``) that closes the connection."""
+    answer = encode_review("admission.k8s.io/v1", "", errored(code, message))
+    response = web.Response(body=answer, content_type="application/json")
+    response.force_close()
+    return response
+
+
+async def _read_exactly(content: StreamReader, length: int) -> bytearray:
+    """A body of known length, read into one buffer of that size as it arrives."""
+    body = bytearray(length)
+    view = memoryview(body)
+    filled = 0
+    while filled < length:
+        chunk = await content.readany()
+        if not chunk:
+            raise _RefusedError(400, f"request body ended after {filled} of {length} bytes")
+        view[filled : filled + len(chunk)] = chunk
+        filled += len(chunk)
+    return body
+
+
+async def _body(request: web.Request, length: int | None, timeout_s: float) -> bytes | bytearray:
+    """The request body, within ``timeout_s``; one that has arrived whole is taken without waiting.
+
+    The apiserver's bodies arrive whole in the segments the headers came in, almost
+    always: no timer, no copy beyond the one out of the buffer.
     """
     content = request.content
     if content.is_eof():
         body = content.read_nowait(-1)
         if len(body) > request.client_max_size:
-            raise web.HTTPRequestEntityTooLarge(request.client_max_size, len(body))
+            raise _RefusedError(400, f"request entity is too large; limit is {request.client_max_size} bytes")
         return body
-    return await request.read()
+    try:
+        async with asyncio.timeout(timeout_s):
+            if length is not None:
+                return await _read_exactly(content, length)
+            return await request.read()
+    except TimeoutError:
+        raise _RefusedError(408, f"request body not received within {timeout_s:g}s") from None
+    except web.HTTPRequestEntityTooLarge:
+        raise _RefusedError(
+            400, f"request entity is too large; limit is {request.client_max_size} bytes"
+        ) from None
+    except web.RequestPayloadError as exc:
+        raise _RefusedError(400, f"couldn't read the request body: {exc}") from None
+    except ConnectionError:  # the client left: nobody reads the answer, nothing to log
+        raise _RefusedError(400, "connection lost while reading the request body") from None
 
 
 def webhook_app(
     dispatcher: AdmissionDispatcher,
     readiness: Readiness,
     debug_quota: Callable[[], dict[str, Any]] | None = None,
+    *,
+    limits: WebhookLimits = WebhookLimits(),
 ) -> web.Application:
-    # aiohttp refuses bodies above client_max_size with a bare 413; leave room so the
-    # dispatcher sees oversized bodies up to twice its limit and answers with a review.
-    app = web.Application(client_max_size=2 * MAX_REQUEST_BYTES)
+    # Bodies are read here, not by aiohttp: client_max_size bounds what request.read()
+    # takes for a body without Content-Length.
+    app = web.Application(client_max_size=limits.max_body_bytes)
+    in_flight = _InFlight(limits.in_flight_bytes)
+    too_large = f"request entity is too large; limit is {limits.max_body_bytes} bytes"
+    busy = f"too many requests in flight (limit {limits.max_requests}); retry later"
+    queued_out = (
+        f"request not admitted within {limits.queue_timeout_s:g}s: "
+        f"{limits.in_flight_bytes} bytes of request bodies already in flight; retry later"
+    )
 
     def admission(path: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
+            length = request.content_length
+            if length is not None and length > limits.max_body_bytes:
+                return _refusal(400, too_large)
+            if in_flight.requests >= limits.max_requests:
+                return _refusal(429, busy)
+            size = limits.max_body_bytes if length is None else length
+            in_flight.requests += 1
             try:
-                body = await _body(request)
-            except web.HTTPRequestEntityTooLarge:
-                answer = encode_review(
-                    "admission.k8s.io/v1",
-                    "",
-                    errored(400, f"request entity is too large; limit is {MAX_REQUEST_BYTES} bytes"),
-                )
-                return web.Response(
-                    body=answer, content_type="application/json", headers={"Connection": "close"}
-                )
-            answer = await dispatcher.review(path, body, request.headers.get("Content-Type"))
+                if not in_flight.take_now(size) and not await in_flight.take(size, limits.queue_timeout_s):
+                    return _refusal(429, queued_out)
+                try:
+                    body = await _body(request, length, limits.body_timeout_s)
+                    answer = await dispatcher.review(path, body, request.headers.get("Content-Type"))
+                finally:
+                    in_flight.give(size)
+            except _RefusedError as refused:
+                return _refusal(refused.code, str(refused))
+            finally:
+                in_flight.requests -= 1
             return web.Response(body=answer, content_type="application/json")
 
         return handle
@@ -168,6 +342,114 @@ def metrics_app(
     return app
 
 
+class _Connection(RequestHandler):
+    """aiohttp's connection handler, with a deadline for each request's headers.
+
+    The deadline (``header_timeout``) runs from the connection's start for its first
+    request, and from the first byte of each later one (a kept-alive connection waits
+    for that byte up to the idle timeout, aiohttp's ``keepalive_timeout``); it ends when
+    the request's headers are complete. Past it the connection is closed, as Go's
+    ``ReadHeaderTimeout`` does. A request whose headers come in one segment with their
+    first byte (every request of a well-behaved client) arms no timer.
+    """
+
+    __slots__ = ("_awaiting_headers", "_header_timeout", "_header_timer", "_previous_body")
+
+    def __init__(self, manager: web.Server, *, header_timeout: float, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._header_timeout = header_timeout
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._awaiting_headers = True
+        #: the body of the request answered last: bytes that arrive before it ends are its own
+        self._previous_body: StreamReader | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        self._previous_body = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        parsed = self._request_count
+        super().data_received(data)
+        if not self._awaiting_headers:
+            return
+        if self._request_count != parsed:  # a request's headers are complete
+            self._awaiting_headers = False
+            self._disarm()
+        elif (
+            self._header_timer is None
+            and data
+            and (self._previous_body is None or self._previous_body.is_eof())
+        ):
+            self._arm()  # the first bytes of the next request
+
+    async def finish_response(
+        self, request: BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            self._previous_body = request.content
+            self._awaiting_headers = not self._messages  # a pipelined request is parsed already
+
+    def _arm(self) -> None:
+        self._header_timer = asyncio.get_running_loop().call_later(self._header_timeout, self._overdue)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _overdue(self) -> None:
+        self._header_timer = None
+        if self._awaiting_headers and self.transport is not None:
+            log.debug(
+                "closing the connection from %s: no request headers within %gs",
+                self.peername,
+                self._header_timeout,
+            )
+            self.force_close()
+
+
+class _Site(web.BaseSite):
+    """A TCP site whose connections are :class:`_Connection` handlers, with a TLS handshake deadline."""
+
+    __slots__ = ("_connection", "_handshake_timeout", "_host", "_port")
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        connection: Callable[[], _Connection],
+        handshake_timeout: float,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context, backlog=1024)
+        self._host = host
+        self._port = port
+        self._connection = connection
+        self._handshake_timeout = handshake_timeout
+
+    @property
+    def name(self) -> str:
+        scheme = "https" if self._ssl_context else "http"
+        return f"{scheme}://{self._host or '0.0.0.0'}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        tls: dict[str, Any] = {}
+        if self._ssl_context is not None:
+            tls = {"ssl": self._ssl_context, "ssl_handshake_timeout": self._handshake_timeout}
+        self._server = await asyncio.get_running_loop().create_server(
+            self._connection, self._host or None, self._port, backlog=self._backlog, reuse_address=True, **tls
+        )
+
+
 class SiteSpec:
     """A started aiohttp site: its runner and the port it really listens on."""
 
@@ -188,11 +470,33 @@ async def start_site(
     ssl_context: ssl.SSLContext | None = None,
     *,
     shutdown_timeout: float = 10.0,
+    header_timeout: float = READ_HEADER_TIMEOUT_S,
+    idle_timeout: float = IDLE_TIMEOUT_S,
 ) -> SiteSpec:
-    """Listen on ``host:port`` (port 0 picks a free one; ``host`` ``""`` means every address)."""
+    """Listen on ``host:port`` (port 0 picks a free one; ``host`` ``""`` means every address).
+
+    ``header_timeout`` bounds the TLS handshake and each request's headers,
+    ``idle_timeout`` a kept-alive connection waiting for its next request (see
+    :class:`_Connection`).
+    """
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context, backlog=1024, reuse_address=True)
+    server = runner.server
+    assert server is not None  # set up above
+    loop = asyncio.get_running_loop()
+
+    def connection() -> _Connection:
+        return _Connection(
+            server,
+            loop=loop,
+            header_timeout=header_timeout,
+            keepalive_timeout=idle_timeout,
+            access_log=None,
+            lingering_time=LINGER_S,
+            auto_decompress=False,
+        )
+
+    site = _Site(runner, host, port, ssl_context, connection, header_timeout)
     await site.start()
     addresses = runner.addresses
     bound = int(addresses[0][1]) if addresses else port

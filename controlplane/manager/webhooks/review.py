@@ -14,6 +14,12 @@ controller-runtime's conventions, which the apiserver relays to clients:
 * :func:`errored` -- ``allowed: false`` with ``status.code`` (400 for invalid objects, 500
   for internal failures) and the error text as ``status.message``;
 * :func:`denied` -- ``allowed: false``, ``403``/``Forbidden`` (``ValidationResponse(false)``).
+
+Nesting: a request whose fields nest JSON objects and arrays more than
+:data:`MAX_NESTING_DEPTH` levels deep is refused right after decoding (Kubernetes objects
+nest about 15 levels; the handlers, the JSON patch and the encoder recurse, and would fail
+deep inside with a RecursionError). The check walks the decoded request level by level,
+without recursion, and is skipped when the body holds too few brackets to nest that deep.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from controlplane.manager.webhooks.objects import json_type
 
 __all__ = [
     "ADMISSION_GROUP",
+    "MAX_NESTING_DEPTH",
     "OPERATIONS",
     "SUPPORTED_VERSIONS",
     "AdmissionRequest",
@@ -48,6 +55,9 @@ V1BETA1 = f"{ADMISSION_GROUP}/v1beta1"
 SUPPORTED_VERSIONS = (V1, V1BETA1)
 KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+#: The deepest nesting of objects and arrays accepted in a request field (``object`` is
+#: level 1, ``object.metadata`` level 2, ...).
+MAX_NESTING_DEPTH = 100
 
 Obj = dict[str, Any]
 
@@ -261,7 +271,7 @@ def _well_typed(request: dict[str, Any], api_version: str) -> AdmissionRequest |
     )
 
 
-def decode_review(body: bytes) -> AdmissionRequest:
+def decode_review(body: bytes | bytearray) -> AdmissionRequest:
     """Parse an AdmissionReview body; raises :class:`ReviewError` with the reason."""
     if not body:
         raise ReviewError("request body is empty")
@@ -287,7 +297,34 @@ def decode_review(body: bytes) -> AdmissionRequest:
         raise ReviewError("got an empty AdmissionRequest", api_version)
     if not isinstance(request, dict):
         raise ReviewError(f"request: expected an object, got {json_type(request)}", api_version)
+    if body.count(b"{") + body.count(b"[") > MAX_NESTING_DEPTH and _nested_deeper(request, MAX_NESTING_DEPTH):
+        uid = request.get("uid")
+        raise ReviewError(
+            f"object nesting exceeds {MAX_NESTING_DEPTH} levels", api_version, uid if type(uid) is str else ""
+        )
     return _well_typed(request, api_version) or _checked_request(request, api_version)
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
+def _nested_deeper(request: dict[str, Any], limit: int) -> bool:
+    """Whether a value of ``request`` nests objects and arrays more than ``limit`` levels deep.
+
+    Breadth first, one level at a time: no recursion, whatever the depth (the decoder
+    already stops past 1024 levels).
+    """
+    level: list[Any] = [request]
+    for _ in range(limit + 1):
+        level = [
+            child
+            for value in level
+            for child in (value.values() if type(value) is dict else value)
+            if type(child) in _CONTAINERS
+        ]
+        if not level:
+            return False
+    return True
 
 
 def _checked_request(request: dict[str, Any], api_version: str) -> AdmissionRequest:

@@ -11,6 +11,12 @@ when it was readable); ``kind: AdmissionReview``; a ``response`` with a string `
 one sent when readable), a boolean ``allowed`` and a ``status.code`` of 200, 400 or 403 --
 never an internal error; a patch only on allowed answers, as base64 JSON that applies
 cleanly to the object that was sent.
+
+Deep reviews: objects, arrays and both alternating, nested 50 to 5000 levels deep as the
+object, the old object, a ``spec`` field or an annotation value, on every served path --
+answered with a 400 error review past the nesting limit (the decoder's own 1024-level
+limit beyond that), never a 500 from a RecursionError; a grid of depths around the
+limits for every path, and hypothesis-drawn ones in process and over TLS.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from hypothesis import strategies as st
 
 from controlplane.manager.certs import ServingTLS, generate_bundle
 from controlplane.manager.server import start_site, webhook_app
+from controlplane.manager.webhooks.review import MAX_NESTING_DEPTH
 from tests.controlplane.manager.builders import (
     Admission,
     config_map,
@@ -57,6 +64,9 @@ STRUCTURED_EXAMPLES = 1000
 TLS_BULK_EXAMPLES = 25
 TLS_BULK_BATCH = 200
 TLS_STRUCTURED_EXAMPLES = 200
+#: Deeply nested reviews: hypothesis-drawn in process, and over TLS.
+DEEP_EXAMPLES = 300
+TLS_DEEP_EXAMPLES = 60
 VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 
 CLUSTER = [
@@ -313,6 +323,93 @@ def reviews(draw: st.DrawFn) -> tuple[bytes, Any]:
     elif shape == 3:
         request[draw(st.sampled_from(list(request)))] = draw(json_values)
     return orjson.dumps(review), obj if isinstance(obj, dict) else None
+
+
+# ---- deep reviews --------------------------------------------------------------------------------------
+
+DEEP_KINDS = ("object", "array", "mixed")
+#: Where the deep value goes, and how many levels sit above it (``object`` is level 1).
+DEEP_PLACES = {"object": 0, "oldObject": 0, "spec": 1, "annotation": 3}
+
+
+def deep_json(depth: int, kind: str) -> bytes:
+    """``depth`` levels of objects, arrays or both alternating, as JSON text (built without recursion)."""
+    openers: list[bytes] = []
+    closers: list[bytes] = []
+    for level in range(depth):
+        if kind == "object" or (kind == "mixed" and level % 2 == 0):
+            openers.append(b'{"k":')
+            closers.append(b"}")
+        else:
+            openers.append(b"[")
+            closers.append(b"]")
+    return b"".join(openers) + b'"leaf"' + b"".join(reversed(closers))
+
+
+def deep_review(depth: int, kind: str, place: str, operation: str, uid: str, api_version: str) -> bytes:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "annotations": {"a": "b"}, "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]},
+    }
+    request: dict[str, Any] = {
+        "uid": uid,
+        "operation": operation,
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "default",
+        "name": "p",
+        "object": pod,
+    }
+    if operation in ("UPDATE", "DELETE"):
+        request["oldObject"] = dict(pod)
+    if place == "object":
+        request["object"] = "DEEP"
+    elif place == "oldObject":
+        request["oldObject"] = "DEEP"
+    elif place == "spec":
+        request["object"] = {**pod, "spec": {**pod["spec"], "affinity": "DEEP"}}
+    else:
+        request["object"] = {**pod, "metadata": {**pod["metadata"], "annotations": {"deep": "DEEP"}}}
+    body = orjson.dumps({"apiVersion": api_version, "kind": "AdmissionReview", "request": request})
+    return body.replace(b'"DEEP"', deep_json(depth, kind))
+
+
+@st.composite
+def deep_reviews(draw: st.DrawFn) -> tuple[bytes, Any, int]:
+    """(body, the object sent when it decodes, the nesting of the deepest request field)."""
+    place = draw(st.sampled_from(sorted(DEEP_PLACES)))
+    kind = draw(st.sampled_from(DEEP_KINDS if place not in ("object", "oldObject") else ("object", "mixed")))
+    depth = draw(st.integers(50, 5000) | st.sampled_from([99, 100, 101, 1021, 1022, 1023]))
+    body = deep_review(
+        depth,
+        kind,
+        place,
+        draw(st.sampled_from(["CREATE", "UPDATE", "DELETE"])),
+        draw(st.uuids().map(str)),
+        draw(st.sampled_from(VERSIONS)),
+    )
+    return body, sent_object(body), depth + DEEP_PLACES[place]
+
+
+def sent_object(body: bytes) -> Any:
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError:  # past the decoder's own limit
+        return None
+    obj = review["request"].get("object")
+    return obj if isinstance(obj, dict) else None
+
+
+def check_deep_reply(body: bytes, sent: Any, nesting: int, reply: bytes) -> None:
+    check_reply(body, sent, reply)
+    status = orjson.loads(reply)["response"]["status"]
+    if nesting > MAX_NESTING_DEPTH:
+        assert status["code"] == 400, status
+        assert (
+            status["message"] == f"object nesting exceeds {MAX_NESTING_DEPTH} levels"
+            or "depth limit exceeded" in status["message"]
+        ), status
 
 
 # ---- checks -----------------------------------------------------------------------------------------
@@ -705,6 +802,49 @@ def test_fuzzed_reviews_in_process_structured(admission, loop):
     assert total[0] >= STRUCTURED_EXAMPLES
 
 
+def test_deep_reviews_on_every_path_grid(admission, loop):
+    """Every path, every place and kind, depths around the nesting limit and the decoder's.
+
+    Under Python's default recursion limit (1000), which the server runs with until the CEL
+    engine raises it (hypothesis raises it too while it runs a test, so this grid does not use
+    hypothesis).
+    """
+    count = 0
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        for path in admission.dispatcher.paths:
+            for place, above in DEEP_PLACES.items():
+                kinds = DEEP_KINDS if place not in ("object", "oldObject") else ("object", "mixed")
+                for kind in kinds:
+                    for depth in (50, 98, 99, 100, 101, 300, 500, 1000, 1022, 1023, 5000):
+                        for operation in ("CREATE", "UPDATE"):
+                            uid, version = f"deep-{count}", VERSIONS[count % 2]
+                            body = deep_review(depth, kind, place, operation, uid, version)
+                            reply = loop.run_until_complete(admission.dispatcher.review(path, body))
+                            check_deep_reply(body, sent_object(body), depth + above, reply)
+                            count += 1
+    finally:
+        sys.setrecursionlimit(before)
+    assert count == len(admission.dispatcher.paths) * 10 * 11 * 2
+
+
+def test_deep_reviews_in_process(admission, loop):
+    total = [0]
+
+    @fuzz_settings(DEEP_EXAMPLES)
+    @given(st.sampled_from(admission.dispatcher.paths), deep_reviews())
+    def deep(path: str, generated: tuple[bytes, Any, int]) -> None:
+        body, sent, nesting = generated
+        check_deep_reply(
+            body, sent, nesting, loop.run_until_complete(admission.dispatcher.review(path, body))
+        )
+        total[0] += 1
+
+    deep()
+    assert total[0] >= DEEP_EXAMPLES
+
+
 class ServerThread:
     """The real aiohttp webhook app over TLS, on its own event loop in a thread."""
 
@@ -803,6 +943,29 @@ def test_fuzzed_reviews_over_tls_structured(server):
     finally:
         connection.close()
     assert total[0] >= TLS_STRUCTURED_EXAMPLES
+    assert_still_serving(server)
+
+
+def test_deep_reviews_over_tls(server):
+    connection = server.connection()
+    total = [0]
+
+    @fuzz_settings(TLS_DEEP_EXAMPLES)
+    @given(st.sampled_from(server.admission.dispatcher.paths), deep_reviews())
+    def deep(path: str, generated: tuple[bytes, Any, int]) -> None:
+        body, sent, nesting = generated
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        reply = response.read()
+        assert response.status == 200, reply
+        check_deep_reply(body, sent, nesting, reply)
+        total[0] += 1
+
+    try:
+        deep()
+    finally:
+        connection.close()
+    assert total[0] >= TLS_DEEP_EXAMPLES
     assert_still_serving(server)
 
 
