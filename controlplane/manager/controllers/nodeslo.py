@@ -8,7 +8,12 @@ node strategy whose selector matches the node; the node annotation
 ``node.koordinator.sh/network-bandwidth`` overrides ``systemStrategy.totalNetworkBandwidth``;
 ``hostApplications`` come from the first matching node entry, else the cluster list. A key
 of the ConfigMap that fails to parse keeps its last good value, so a typo in one strategy
-does not reset the others.
+does not reset the others. A broken key with no good value known at all (see
+:mod:`.sloconfig`: a new leader that finds no persisted copy) is *unavailable*: the
+NodeSLO section built from it (``resourceUsedThresholdWithBE`` for
+``resource-threshold-config``, ...) is left as it is on every existing NodeSLO instead of
+being reset to the defaults; a NodeSLO created meanwhile gets the defaults for it (no
+configuration was running there).
 
 The comparison with the stored spec applies the CRD's defaults to the computed spec first,
 as the apiserver does when it stores it, so defaulted fields never look like a change.
@@ -32,14 +37,7 @@ from controlplane.reactor import Result
 from koordinator.api.extension.node import ANNOTATION_NETWORK_BANDWIDTH
 from koordinator.api.openapi import model_schema
 from koordinator.api.schema.structural import apply_defaults, prune
-from koordinator.api.sloconfig.config import (
-    CPU_BURST_CONFIG_KEY,
-    HOST_APPLICATION_CONFIG_KEY,
-    RESOURCE_QOS_CONFIG_KEY,
-    RESOURCE_THRESHOLD_CONFIG_KEY,
-    SYSTEM_CONFIG_KEY,
-    node_slo_spec_for_node,
-)
+from koordinator.api.sloconfig.config import NODE_SLO_SPEC_FIELDS, node_slo_spec_for_node
 from koordinator.api.types.slo import NodeSLOSpec
 from koordinator.kube import resources as res
 from koordinator.kube.informer import Tombstone
@@ -49,15 +47,7 @@ __all__ = ["NAME", "NodeSLOController", "stored_form"]
 log = logging.getLogger(__name__)
 
 NAME = "nodeslo"
-NODE_SLO_KEYS = frozenset(
-    {
-        RESOURCE_THRESHOLD_CONFIG_KEY,
-        RESOURCE_QOS_CONFIG_KEY,
-        CPU_BURST_CONFIG_KEY,
-        SYSTEM_CONFIG_KEY,
-        HOST_APPLICATION_CONFIG_KEY,
-    }
-)
+NODE_SLO_KEYS = frozenset(NODE_SLO_SPEC_FIELDS)
 
 Obj = dict[str, Any]
 _SPEC_SCHEMA = model_schema(NodeSLOSpec)
@@ -134,10 +124,19 @@ class NodeSLOController:
                 log.warning("nodeslo: node %s: %s", node.name, problem)
         return stored_form(spec)
 
-    def _counted_spec(self, node: NodeLabels) -> Obj:
-        """:meth:`desired_spec`, counted in ``nodeslo_spec_parse``."""
+    def _counted_spec(self, node: NodeLabels, current: ObjectSpec | None) -> Obj:
+        """:meth:`desired_spec` with the sections of unavailable keys as ``current`` has them,
+        counted in ``nodeslo_spec_parse``."""
         spec = self.desired_spec(node)
-        failed = NODE_SLO_KEYS & set(self.ctx.config.errors)
+        config = self.ctx.config
+        if current is not None:
+            for key in sorted(NODE_SLO_KEYS & config.unavailable):
+                section = NODE_SLO_SPEC_FIELDS[key]
+                if section in current.spec:
+                    spec[section] = current.spec[section]
+                else:
+                    spec.pop(section, None)
+        failed = NODE_SLO_KEYS & set(config.errors)
         self.ctx.metrics.nodeslo_spec_parse.inc(FAILED if failed else SUCCEEDED, "nodeSLOSpec")
         return spec
 
@@ -146,12 +145,13 @@ class NodeSLOController:
         if not ctx.config.synced:
             return None
         node = self.nodes.store.get(name)
+        current = self.node_slos.store.get(name)
         await converge_spec(
             ctx,
             res.NODE_SLOS,
             name,
-            self.node_slos.store.get(name),
-            None if node is None else partial(self._counted_spec, node),
+            current,
+            None if node is None else partial(self._counted_spec, node, current),
             ctx.metrics.nodeslo_reconcile,
         )
         return None

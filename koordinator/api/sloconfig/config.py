@@ -80,6 +80,8 @@ __all__ = [
     "CPU_BURST_CONFIG_KEY",
     "CPU_NORMALIZATION_CONFIG_KEY",
     "HOST_APPLICATION_CONFIG_KEY",
+    "MAX_JSON_DEPTH",
+    "NODE_SLO_SPEC_FIELDS",
     "REASON_COLOCATION_INVALID",
     "REASON_SLO_INVALID",
     "RESOURCE_AMPLIFICATION_CONFIG_KEY",
@@ -91,10 +93,12 @@ __all__ = [
     "colocation_strategy_for_node",
     "cpu_burst_strategy_for_node",
     "cpu_normalization_strategy_for_node",
+    "decode_config_value",
     "default_colocation_strategy",
     "default_node_metric_collect_policy",
     "host_applications_for_node",
     "invalid_key_event",
+    "kept_outcome",
     "node_metric_spec_for_node",
     "node_slo_spec_for_node",
     "parse_config",
@@ -102,6 +106,7 @@ __all__ = [
     "resource_qos_strategy_for_node",
     "resource_threshold_strategy_for_node",
     "system_strategy_for_node",
+    "unavailable_outcome",
     "validate_config_data",
 ]
 
@@ -137,6 +142,24 @@ _NODE_LIST_FIELD = {
     CPU_NORMALIZATION_CONFIG_KEY: "nodeConfigs",
     RESOURCE_AMPLIFICATION_CONFIG_KEY: "nodeConfigs",
 }
+
+#: ConfigMap key -> the NodeSLO spec field the nodeslo controller builds from it.
+NODE_SLO_SPEC_FIELDS: dict[str, str] = {
+    RESOURCE_THRESHOLD_CONFIG_KEY: "resourceUsedThresholdWithBE",
+    RESOURCE_QOS_CONFIG_KEY: "resourceQOSStrategy",
+    CPU_BURST_CONFIG_KEY: "cpuBurstStrategy",
+    SYSTEM_CONFIG_KEY: "systemStrategy",
+    HOST_APPLICATION_CONFIG_KEY: "hostApplications",
+}
+#: The deepest JSON nesting a ConfigMap value may have. The keys' own structure is at most
+#: six levels deep; the decoder and everything that walks a value recurse, so a value nested
+#: thousands of levels deep would exhaust the stack instead of failing as invalid (Go's
+#: decoder allows 10000 levels: a deliberate difference).
+MAX_JSON_DEPTH = 100
+#: Characters of a bad value quoted in an error (the whole value is in the ConfigMap).
+_EXCERPT = 80
+#: Characters of the errors quoted in an Event message.
+_EVENT_ERRORS_LIMIT = 1024
 
 M = TypeVar("M", bound=Model)
 
@@ -260,14 +283,47 @@ def _extra_checks(key: str, data: Mapping[str, Any], require_names: bool) -> lis
     return errors
 
 
+def _nested_deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` levels deep (no recursion)."""
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def decode_config_value(text: str | bytes) -> Any:
+    """The JSON value of a ConfigMap key; :class:`JSONError` when it is not JSON or nests too deep.
+
+    A value nested deeper than :data:`MAX_JSON_DEPTH` levels fails the same way at every
+    depth: the decoder's own recursion limit (about 1000 levels, less on a deep stack) is
+    reported as the same error instead of escaping as a :class:`RecursionError`.
+    """
+    too_deep = f"nested deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        data = unmarshal(text)
+    except RecursionError:
+        raise JSONError(too_deep) from None
+    if isinstance(data, dict | list) and _nested_deeper_than(data, MAX_JSON_DEPTH):
+        raise JSONError(too_deep)
+    return data
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= _EXCERPT else f"{text[:_EXCERPT]}... ({len(text)} characters)"
+
+
 def _parse_key(key: str, text: str, require_names: bool) -> tuple[Model | None, list[FieldError]]:
     model = CONFIG_KEYS[key]
     try:
-        data = unmarshal(text)
+        data = decode_config_value(text)
     except JSONError as exc:
-        return None, [FieldError.invalid(key, text, f"invalid JSON: {exc}")]
+        return None, [FieldError.invalid(key, _excerpt(text), f"invalid JSON: {exc}")]
     if not isinstance(data, dict):
-        return None, [FieldError.invalid(key, text, "must be a JSON object")]
+        return None, [FieldError.invalid(key, _excerpt(text), "must be a JSON object")]
     schema = model_schema(model)
     # the apiserver's "rules were not checked" note belongs to no field (and to no key): a
     # ConfigMap key has no CEL rules, and the note would otherwise be blamed on another key
@@ -508,8 +564,51 @@ _EVENT_NAMES = {
 }
 
 
-def invalid_key_event(key: str, errors: Sequence[FieldError | str]) -> tuple[str, str]:
-    """Reason and message of the Warning Event for a ConfigMap ``key`` that failed, in upstream's words."""
+#: What the controllers leave alone while a key has no good value, by key.
+_LEFT_AS_IS = {
+    COLOCATION_CONFIG_KEY: (
+        "the batch and mid resources of the nodes and their NodeMetrics are left as they are"
+    ),
+    **{
+        key: f"spec.{spec_field} of every NodeSLO is left as it is"
+        for key, spec_field in NODE_SLO_SPEC_FIELDS.items()
+    },
+}
+
+
+def kept_outcome(key: str, last_good: str, source: str = "") -> str:
+    """What an Event says about a broken ``key`` whose last good value (raw text) stays in use.
+
+    ``last_good`` empty: the key had no value, so its defaults stay; ``source``: where the
+    value was read from when it is not this process's own (the persisted copy).
+    """
+    text = f"kept the last good value of {key}"
+    if not last_good:
+        text += " (it had no value: the defaults)"
+    if source:
+        text += f", read from {source}"
+    return text
+
+
+def unavailable_outcome(key: str) -> str:
+    """What an Event says about a broken ``key`` without any known good value: what is left as it is."""
+    what = _LEFT_AS_IS.get(key)
+    if what is None:
+        return f"no good value of {key} known: it is ignored until it is fixed (no controller reads it)"
+    return f"no good value of {key} known: {what} until it is fixed, not reset to the defaults"
+
+
+def invalid_key_event(key: str, errors: Sequence[FieldError | str], outcome: str = "") -> tuple[str, str]:
+    """Reason and message of the Warning Event for a ConfigMap ``key`` that failed.
+
+    Upstream's reason and words (``failed to unmarshal ThresholdCfg, err: ...``, the errors
+    cut at about 1 KiB), then ``outcome``: what was done about it (``kept the last good
+    value ...``), which is never cut.
+    """
     reason = REASON_COLOCATION_INVALID if key == COLOCATION_CONFIG_KEY else REASON_SLO_INVALID
     name = _EVENT_NAMES.get(key) or CONFIG_KEYS[key].__name__
-    return reason, f"failed to unmarshal {name}, err: {'; '.join(map(str, errors))}"
+    text = "; ".join(map(str, errors))
+    if len(text) > _EVENT_ERRORS_LIMIT:
+        text = f"{text[:_EVENT_ERRORS_LIMIT]}... ({len(text) - _EVENT_ERRORS_LIMIT} more characters)"
+    message = f"failed to unmarshal {name}, err: {text}"
+    return reason, f"{message}; {outcome}" if outcome else message

@@ -53,11 +53,13 @@ from koordinator.api.sloconfig.config import (
     cpu_burst_strategy_for_node,
     default_colocation_strategy,
     invalid_key_event,
+    kept_outcome,
     node_metric_spec_for_node,
     node_slo_spec_for_node,
     parse_config,
     resource_threshold_strategy_for_node,
     system_strategy_for_node,
+    unavailable_outcome,
 )
 from koordinator.api.sloconfig.nodeslo import (
     default_cpu_burst_strategy,
@@ -1521,9 +1523,22 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def event_message(errors: Mapping[str, Sequence[str]]) -> str:
-    """The Warning Events the slo-controller records for broken keys, one ``reason: message`` line each."""
-    return "\n".join(": ".join(invalid_key_event(key, errors[key])) for key in sorted(errors))
+def event_message(errors: Mapping[str, Sequence[str]], last_good: Mapping[str, str]) -> str:
+    """The Warning Events the slo-controller records for broken keys, one ``reason: message`` line each.
+
+    ``last_good``: the raw last good value of each key the process knows one of (the others
+    are unavailable).
+    """
+    return "\n".join(
+        ": ".join(
+            invalid_key_event(
+                key,
+                errors[key],
+                kept_outcome(key, last_good[key]) if key in last_good else unavailable_outcome(key),
+            )
+        )
+        for key in sorted(errors)
+    )
 
 
 def _example_block() -> str:
@@ -1631,7 +1646,7 @@ def _example_block() -> str:
         f"`{REASON_SLO_INVALID}` for the others); reason and message of each:",
         "",
         "```text",
-        event_message(by_key),
+        event_message(by_key, _data(EXAMPLE)),
         "```",
         "",
         "Both keys keep their last good value -- `worker-1`'s `cpuSuppressThresholdPercent` stays "

@@ -7,7 +7,10 @@ gives a node the *first* entry whose ``nodeSelector`` matches, so entries that c
 the same node make the outcome depend on list order.
 
 A key is checked as upstream's checkers do, in their order (the keys above, in that
-order), stopping at the first problem: the JSON parses; every entry has a non-empty,
+order), stopping at the first problem: the JSON parses (and nests at most
+:data:`~koordinator.api.sloconfig.config.MAX_JSON_DEPTH` levels deep: a deeper value is
+refused as ``ParseConfigFail`` with ``err: nested deeper than 100 levels``, never answered
+with a 500); every entry has a non-empty,
 valid ``nodeSelector``; the values are in range; with ``--node-strategy-name-need-check``
 every entry has a unique name; no two entries' selectors can select one node
 (:meth:`KeyCheck.overlap`); and, against real nodes, no node is selected by two entries
@@ -35,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from koordinator.api.jsonutil import JSONError, unmarshal
+from koordinator.api.jsonutil import JSONError
 from koordinator.api.selectors import SelectorError, label_selector_matches, validate_label_selector
 from koordinator.api.sloconfig.config import (
     COLOCATION_CONFIG_KEY,
@@ -43,6 +46,7 @@ from koordinator.api.sloconfig.config import (
     RESOURCE_QOS_CONFIG_KEY,
     RESOURCE_THRESHOLD_CONFIG_KEY,
     SYSTEM_CONFIG_KEY,
+    decode_config_value,
     validate_config_data,
 )
 
@@ -136,7 +140,7 @@ class KeyCheck:
         ``config_map`` is ``namespace/name``, for the parse error.
         """
         try:
-            data = unmarshal(text)
+            data = decode_config_value(text)
             if not isinstance(data, dict):
                 raise JSONError(f"cannot unmarshal {type(data).__name__} into a {key} object")
         except JSONError as exc:

@@ -7,8 +7,10 @@ the cluster, so they must not share one with other tests' nodes.
 * a NodeMetric that stops being reported loses its node's batch resources once it is
   older than ``degradeTimeMinutes`` (one minute, for one node selected by a node entry);
 * a ConfigMap change reaches the NodeSLOs;
-* two ``koord-manager`` processes: the leader is killed (SIGKILL, no lease release), the
-  other takes over after the lease expires, and writes nothing the first one already wrote.
+* two ``koord-manager`` processes: the leader is killed (SIGKILL, no lease release) while a
+  key of the ConfigMap is broken, the other takes over after the lease expires, finds the
+  last good value in the persisted copy and writes nothing the first one already wrote
+  (before the copy existed it reset every NodeSLO's thresholds to the defaults).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.envtest import ControlPlane, ControlPlaneError
 from koordinator.kube.envtest.controlplane import free_port
-from koordinator.kube.errors import AlreadyExistsError
+from koordinator.kube.errors import AlreadyExistsError, NotFoundError
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod, pod_metric
 from tests.envtest import Envtest, apply_crds
@@ -200,10 +202,26 @@ async def test_batch_resources_degrade_and_configmap_changes_on_a_real_apiserver
             )
             await client.replace(res.CONFIG_MAPS, cm)
             await wait_for(lambda: slos_have(45))
+            # the leader copied the good value, owned by the ConfigMap (a real apiserver checks the reference)
+            await wait_for(lambda: copied(client, cm["data"]["resource-threshold-config"]))
             metrics = (await client.list(res.NODE_METRICS))["items"]
             assert sorted(m["metadata"]["name"] for m in metrics) == ["node-a", "node-b", "node-c"]
     finally:
         await client.close()
+
+
+async def copied(client: ApiClient, threshold: str) -> bool:
+    """The persisted copy holds ``threshold`` and is owned by the current slo-controller-config."""
+    try:
+        copy = await client.get(res.CONFIG_MAPS, "slo-controller-config-last-good", SYSTEM)
+    except NotFoundError:
+        return False
+    cm = await client.get(res.CONFIG_MAPS, "slo-controller-config", SYSTEM)
+    owners = copy["metadata"].get("ownerReferences") or [{}]
+    return (
+        copy.get("data", {}).get("resource-threshold-config") == threshold
+        and owners[0].get("uid") == cm["metadata"]["uid"]
+    )
 
 
 # ---- two manager processes ---------------------------------------------------------------------
@@ -315,6 +333,10 @@ async def test_leader_killed_the_other_replica_takes_over_without_rewriting(envt
                 await client.create(kind, body)
         with contextlib.suppress(AlreadyExistsError):
             await client.create(res.CONFIG_MAPS, config_map({"enable": True}))
+        cm = await client.get(res.CONFIG_MAPS, "slo-controller-config", SYSTEM)
+        good = json.dumps({"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 45}})
+        cm["data"]["resource-threshold-config"] = good
+        await client.replace(res.CONFIG_MAPS, cm)
         for name in ("replica-node-1", "replica-node-2"):
             await create_with_status(client, res.NODES, node(name))
             await create_with_status(
@@ -333,6 +355,29 @@ async def test_leader_killed_the_other_replica_takes_over_without_rewriting(envt
                 return slos == names and all(batch_of(n) is not None for n in replica_nodes)
 
             await wait_for(all_written, within=60)
+
+            # the key breaks: the leader keeps 45 (and has it copied for whoever leads next)
+            async def thresholds_45() -> bool:
+                items = (await client.list(res.NODE_SLOS))["items"]
+                return all(
+                    i["spec"]["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] == 45
+                    for i in items
+                )
+
+            await wait_for(thresholds_45)
+            await wait_for(lambda: copied(client, good))
+            cm = await client.get(res.CONFIG_MAPS, "slo-controller-config", SYSTEM)
+            cm["data"]["resource-threshold-config"] = '{"clusterStrategy": {"cpuSuppressThresholdPercent": 45'
+            await client.replace(res.CONFIG_MAPS, cm)
+
+            async def kept() -> bool:
+                events = (await client.list(res.EVENTS, SYSTEM))["items"]
+                return any(
+                    e["message"].endswith("kept the last good value of resource-threshold-config")
+                    for e in events
+                )
+
+            await wait_for(kept)
             second = Replica(envtest_slo, tmp_path, "b")
             replicas.append(second)
             await wait_for(second.ready, within=60)  # webhooks serve on the follower too
@@ -356,6 +401,7 @@ async def test_leader_killed_the_other_replica_takes_over_without_rewriting(envt
             await asyncio.sleep(2)
             after = await versions(client)
             assert after == before, "the new leader rewrote objects the old one had written"
+            assert await thresholds_45(), "the new leader reset the thresholds of the broken key"
             taken = await client.get(res.LEASES, "koordinator-manager", SYSTEM)
             assert taken["spec"]["holderIdentity"] != lease["spec"]["holderIdentity"]
             assert taken["spec"]["leaseTransitions"] == lease["spec"]["leaseTransitions"] + 1

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
+
+import pytest
 
 from controlplane.manager.controllers.sloconfig import SLOConfigCache, parse_slo_config
-from koordinator.api.sloconfig.config import cluster_colocation_strategy
+from koordinator.api.sloconfig.config import (
+    CONFIG_KEYS,
+    cluster_colocation_strategy,
+    cpu_burst_strategy_for_node,
+    resource_threshold_strategy_for_node,
+)
 from tests.controlplane.manager.controllers.objects import config_map
 
 
@@ -103,3 +112,114 @@ def test_an_error_in_one_key_is_never_blamed_on_colocation_config():
     config.apply({"metadata": {"name": "slo-controller-config"}, "data": data})
     config.mark_synced()
     assert available(config)
+
+
+# ---- what the Warning Events say -------------------------------------------------------------------
+
+
+class Recorder:
+    """Collects the Events the cache records, as ``(type, reason, message)``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def record(
+        self, obj: Any, event_type: str, reason: str, message: str, *, kind: str = "Pod"
+    ) -> None:
+        self.events.append((event_type, reason, message))
+
+
+def recording_cache() -> tuple[SLOConfigCache, Recorder]:
+    recorder = Recorder()
+    config = SLOConfigCache("koordinator-system", "slo-controller-config", recorder=recorder)  # type: ignore[arg-type]
+    return config, recorder
+
+
+def with_data(**data: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "slo-controller-config"},
+        "data": {k.replace("_", "-"): v for k, v in data.items()},
+    }
+
+
+THRESHOLD_45 = json.dumps({"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 45}})
+THRESHOLD_50 = json.dumps({"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 50}})
+BURST_AUTO = json.dumps({"clusterStrategy": {"policy": "auto"}})
+BURST_BROKEN = json.dumps({"clusterStrategy": {"policy": "sometimes"}})
+BURST_ERROR = (
+    'cpu-burst-config.clusterStrategy.policy: Unsupported value: "sometimes": supported values: '
+    '"none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"'
+)
+
+
+async def test_a_mixed_change_tells_exactly_which_key_was_kept_and_applies_the_others():
+    """Thresholds changed (good) and cpu-burst-config broken in one update: one Event, for cpu-burst-config
+    only, saying it was kept; the thresholds' new value is applied and never called kept."""
+    config, recorder = recording_cache()
+    config.apply(with_data(resource_threshold_config=THRESHOLD_45, cpu_burst_config=BURST_AUTO))
+    config.mark_synced()
+    changed = config.apply(with_data(resource_threshold_config=THRESHOLD_50, cpu_burst_config=BURST_BROKEN))
+    await asyncio.sleep(0)
+    assert changed == {"resource-threshold-config"}
+    assert resource_threshold_strategy_for_node(config.config, None).cpu_suppress_threshold_percent == 50
+    assert cpu_burst_strategy_for_node(config.config, None).policy == "auto"
+    assert recorder.events == [
+        (
+            "Warning",
+            "SLOCfgUnmarshalFailed",
+            f"failed to unmarshal CPUBurstCfg, err: {BURST_ERROR}; "
+            "kept the last good value of cpu-burst-config",
+        )
+    ]
+    assert config.last_good() == {
+        **dict.fromkeys(CONFIG_KEYS, ""),
+        "resource-threshold-config": THRESHOLD_50,
+        "cpu-burst-config": BURST_AUTO,
+    }
+
+
+async def test_a_key_that_had_no_value_says_its_defaults_were_kept():
+    config, recorder = recording_cache()
+    config.apply(with_data(resource_threshold_config=THRESHOLD_45))
+    config.mark_synced()
+    config.apply(with_data(resource_threshold_config=THRESHOLD_45, cpu_burst_config=BURST_BROKEN))
+    await asyncio.sleep(0)
+    assert [message for _, _, message in recorder.events] == [
+        f"failed to unmarshal CPUBurstCfg, err: {BURST_ERROR}; "
+        "kept the last good value of cpu-burst-config (it had no value: the defaults)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "reason", "outcome"),
+    [
+        pytest.param(
+            "resource-threshold-config",
+            "SLOCfgUnmarshalFailed",
+            "no good value of resource-threshold-config known: spec.resourceUsedThresholdWithBE of every "
+            "NodeSLO is left as it is until it is fixed, not reset to the defaults",
+            id="nodeslo-key",
+        ),
+        pytest.param(
+            "colocation-config",
+            "ColocationCfgUnmarshalFailed",
+            "no good value of colocation-config known: the batch and mid resources of the nodes and their "
+            "NodeMetrics are left as they are until it is fixed, not reset to the defaults",
+            id="colocation-config",
+        ),
+    ],
+)
+async def test_a_key_broken_since_start_says_that_no_good_value_is_known(key, reason, outcome):
+    config, recorder = recording_cache()
+    config.apply({"metadata": {"name": "slo-controller-config"}, "data": {key: '{"broken": '}})
+    config.mark_synced()
+    await asyncio.sleep(0)
+    assert config.is_unavailable(key)
+    assert [(r, m.rsplit("; ", 1)[1]) for _, r, m in recorder.events] == [(reason, outcome)]
+    assert key not in config.last_good()
+    # fixed: available again, and told to the controllers
+    seen: list[set[str]] = []
+    config.subscribe(seen.append)
+    config.apply({"metadata": {"name": "slo-controller-config"}, "data": {key: "{}"}})
+    assert not config.is_unavailable(key)
+    assert seen == [{key}]

@@ -286,6 +286,7 @@ def test_event_reasons_and_messages_are_the_controllers():
     async def run() -> None:
         cache = SLOConfigCache("koordinator-system", "slo-controller-config", recorder=Recorder())  # type: ignore[arg-type]
         cache.apply({"metadata": {"name": "slo-controller-config"}, "data": good})
+        cache.mark_synced()
         cache.apply({"metadata": {"name": "slo-controller-config"}, "data": broken})
         await asyncio.sleep(0)
 
