@@ -218,7 +218,7 @@ async def copied(client: ApiClient, threshold: str) -> bool:
         return False
     cm = await client.get(res.CONFIG_MAPS, "slo-controller-config", SYSTEM)
     owners = copy["metadata"].get("ownerReferences") or [{}]
-    return (
+    return bool(
         copy.get("data", {}).get("resource-threshold-config") == threshold
         and owners[0].get("uid") == cm["metadata"]["uid"]
     )
