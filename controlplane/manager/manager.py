@@ -17,8 +17,15 @@ Start-up order, chosen so no request meets a half-started server:
 6. leader election on the ``koordinator-manager`` Lease: the controllers
    (:mod:`controlplane.manager.controllers`) and runnables added with
    :meth:`Manager.add_leader_runnable` run only while this replica leads. Webhooks serve
-   on every replica. Losing the lease stops them at once and ends the process (status 1,
-   as client-go does: another replica may already be writing).
+   on every replica. The controllers write through a view of the API client fenced by the
+   lease: before each write it checks that the last successful renewal started less than
+   the renew deadline ago (:meth:`LeaderElector.check_lease`), so a leader that was paused
+   past its lease writes nothing on resuming. Losing the lease (renewal failed, another
+   holder seen, or a write refused by the fence) cancels the leader runnables at once --
+   another replica may already be writing -- and the replica contends again, running them
+   afresh when it wins. Unlike controller-runtime, which exits on a lost lease, the
+   process keeps running: it serves the webhooks, and exiting would take them down on
+   every replica an apiserver outage reaches.
 
 ``/readyz`` turns green once the caches are synced and the webhook server presents a
 certificate that verifies against the current CA. :meth:`Manager.stop` stops accepting
@@ -69,7 +76,7 @@ from koordinator.cli import cannot_listen
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
-from koordinator.kube.errors import NotFoundError
+from koordinator.kube.errors import NotFoundError, NotLeaderError
 from koordinator.kube.informer import InformerFactory
 from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
 
@@ -166,9 +173,12 @@ class Manager:
         self._leader_runnables: list[tuple[str, Runnable]] = []
         self.identity = options.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.controllers: ControllerSet | None = None
+        #: what the leader-only work writes through: fenced by the lease when there is one. The
+        #: elector's own Lease writes and the certificate controller (every replica) use ``client``.
+        self.leader_client = client.with_write_guard(self._fence) if options.leader_election else client
         if options.controllers:
             self.controllers = ControllerSet(
-                client,
+                self.leader_client,
                 ControllerSettings(
                     controllers=options.controllers,
                     config_namespace=options.webhook.config_namespace,
@@ -242,12 +252,27 @@ class Manager:
         self._runnables.append((name, runnable))
 
     def add_leader_runnable(self, name: str, runnable: Runnable) -> None:
-        """Run ``runnable`` only while this replica holds the lease (cancelled when it is lost)."""
+        """Run ``runnable`` only while this replica holds the lease.
+
+        It is cancelled when the lease is lost and called again when it is won again; it should
+        write through :attr:`leader_client`, whose writes are refused once the lease is lost.
+        """
         if self._tasks:
             raise ManagerError("runnables must be added before the manager starts")
         self._leader_runnables.append((name, runnable))
 
     # --- leadership -----------------------------------------------------------------------
+
+    def _fence(self) -> None:
+        """The write guard of :attr:`leader_client`: raises :class:`NotLeaderError` unless this replica
+        holds the lease now (and then steps down at once: the elector cancels the leader runnables)."""
+        if self.elector is None:
+            raise NotLeaderError(f"{self.identity} has not started contending for the lease")
+        try:
+            self.elector.check_lease()
+        except NotLeaderError:
+            self.slo_metrics.is_leader.set(0)
+            raise
 
     async def _lead(self) -> None:
         """Everything that runs on the leader only, until cancelled or one of them ends."""
@@ -257,6 +282,8 @@ class Manager:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 error = task.exception()
+                if isinstance(error, NotLeaderError):
+                    raise error  # the lease is gone: the elector steps down and contends again
                 raise ManagerError(
                     f"leader runnable {task.get_name()} stopped: {error or 'returned'}"
                 ) from error
@@ -265,9 +292,20 @@ class Manager:
             self.slo_metrics.is_leader.set(0)
 
     async def _elect(self) -> None:
+        """Contend, lead, and after losing the lease contend again, for as long as the process runs.
+
+        A lost lease is not a reason to exit: the webhooks served by this process must keep
+        answering, and the leader runnables are already stopped when ``run`` returns.
+        """
         assert self.elector is not None
-        await self.elector.run()
-        raise ManagerError(f"lost the {self.options.leader_election_id} lease")
+        options = self.options
+        while True:
+            await self.elector.run()
+            log.warning(
+                "lost the %s/%s lease: controllers stopped, webhooks still serving; contending again",
+                options.leader_election_namespace,
+                options.leader_election_id,
+            )
 
     def _new_leader(self, identity: str) -> None:
         if identity == self.identity:

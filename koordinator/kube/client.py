@@ -11,13 +11,21 @@ limit (token bucket, ``qps``/``burst``). Failures become typed errors
 * a connection that could not be opened is retried for every verb (nothing was sent).
 
 A 401 makes the token source fetch a fresh token once before the error is raised.
+
+Writes can be fenced: :meth:`ApiClient.with_write_guard` gives a view of the client (same
+connection pool, rate limit and credentials) that calls a guard right before sending each
+mutating request (POST, PUT, PATCH, DELETE), retries included; a guard that raises
+(:class:`~koordinator.kube.errors.NotLeaderError`) keeps the request from being sent. The
+manager's controllers write through such a view, fenced by the leader lease.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import enum
-from collections.abc import AsyncIterator, Mapping
+import ssl as ssl_module
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +51,10 @@ Obj = dict[str, Any]
 JSON = "application/json"
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _RETRY_CODES = frozenset({500, 502, 503, 504})
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+#: called right before each mutating request is sent; raises to keep it from being sent
+WriteGuard = Callable[[], None]
 
 
 class PatchType(enum.StrEnum):
@@ -102,11 +114,35 @@ def is_pdb_refusal(error: ApiError) -> bool:
     )
 
 
+class _SessionPool:
+    """The one aiohttp session (connection pool) a client and its guarded views share."""
+
+    def __init__(self, ssl: ssl_module.SSLContext | None, max_connections: int) -> None:
+        self._ssl = ssl
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                ssl=self._ssl if self._ssl is not None else False, limit=self._max_connections
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, json_serialize=lambda o: orjson.dumps(o).decode()
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
 class ApiClient:
     """Async Kubernetes API client over plain dicts.
 
     ``timeout`` bounds each non-watch request (seconds). Use as ``async with`` or call
-    :meth:`close`.
+    :meth:`close`. ``write_guard`` is None except on views made by :meth:`with_write_guard`.
     """
 
     def __init__(
@@ -123,26 +159,30 @@ class ApiClient:
         self.limiter = TokenBucket(qps, burst)
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-        self._ssl = config.ssl_context()
+        self.write_guard: WriteGuard | None = None
+        self._pool = _SessionPool(config.ssl_context(), max_connections)
+        #: False on a view: the client it was made from owns (and closes) the pool
+        self._owns_pool = True
 
     # --- plumbing ----------------------------------------------------------------
 
+    def with_write_guard(self, guard: WriteGuard) -> ApiClient:
+        """A view of this client whose mutating requests call ``guard`` right before each is sent.
+
+        The view shares this client's connection pool, rate limit, retry policy and
+        credentials; reads are not guarded. Closing the view closes nothing: close this client.
+        """
+        view = copy.copy(self)
+        view.write_guard = guard
+        view._owns_pool = False
+        return view
+
     def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                ssl=self._ssl if self._ssl is not None else False, limit=self._max_connections
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector, json_serialize=lambda o: orjson.dumps(o).decode()
-            )
-        return self._session
+        return self._pool.session()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._owns_pool:
+            await self._pool.close()
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -187,6 +227,9 @@ class ApiClient:
             attempt += 1
             await self.limiter.acquire()
             headers = await self._headers(content_type)
+            if self.write_guard is not None and method not in _READ_METHODS:
+                # last, after every wait: the guard's answer must hold when the request leaves
+                self.write_guard()
             error: ApiError | ApiConnectionError
             retryable = False
             retry_after: float | None = None

@@ -30,6 +30,17 @@ class ApiConnectionError(KubeError):
     """The request never got an HTTP answer (refused, reset, TLS, timeout)."""
 
 
+class NotLeaderError(ApiConnectionError):
+    """A write refused before it was sent: the leader lease that fences it is no longer held.
+
+    Raised by a client's write guard (:meth:`koordinator.kube.client.ApiClient.with_write_guard`)
+    when this process has not renewed its lease within the renew deadline, or has seen
+    another holder take it. Nothing reached the apiserver, so, like a refused connection, it
+    is a transient failure for whoever retries; the leader steps down at once, so a retry
+    happens, if at all, in a later term.
+    """
+
+
 class ApiError(KubeError):
     """The apiserver answered with a failure ``Status``."""
 

@@ -8,12 +8,29 @@ a record is expired ``leaseDurationSeconds`` after this contender last *saw it c
 on the Lease's resourceVersion, so two contenders can never both win.
 
 * acquire: try every ``retry_period`` stretched by up to ``jitter_factor`` (1.2);
-* renew: if the lease cannot be renewed within ``renew_deadline``, leadership is lost;
+* renew: every ``retry_period``; leadership is lost once ``renew_deadline`` has passed
+  since the last successful renewal *started*, or as soon as another holder is seen;
+* fence (:meth:`LeaderElector.holds_lease`, :meth:`LeaderElector.check_lease`): the leader
+  may act as leader only while its last successful acquire or renew request started less
+  than ``renew_deadline`` ago on its own monotonic clock. Others take the lease over no
+  sooner than ``lease_duration`` after they saw that renewal, which is after the request
+  started, so the ``lease_duration - renew_deadline`` margin (5 s by default) covers the
+  request's flight and clocks that run at slightly different rates. A process paused
+  (SIGSTOP, a VM freeze, a long GC) past its lease finds the time gone on resuming: the
+  check fails before any write, :meth:`check_lease` raises
+  :class:`~koordinator.kube.errors.NotLeaderError` and wakes :meth:`LeaderElector.run`,
+  which stops leading at once. Write the leader's objects through a client guarded by
+  :meth:`check_lease` (:meth:`koordinator.kube.client.ApiClient.with_write_guard`) and,
+  for writes that must not race a successor, on the resourceVersion they were decided on:
+  the check is made before sending, and a process can be paused between the two;
 * release (on cancellation, when ``release_on_cancel``): write an empty holder with a
   one-second duration so the next contender takes over at once;
 * callbacks: ``on_started_leading`` runs as a task while leading and is cancelled on loss,
   ``on_stopped_leading`` runs after leading ends, ``on_new_leader`` on every observed
   change of holder.
+
+:meth:`LeaderElector.run` may be called again after it returns: a replica that lost the
+lease contends for it again.
 
 Defaults are client-go's: 15 s lease duration, 10 s renew deadline, 2 s retry period.
 """
@@ -30,7 +47,13 @@ from typing import Any
 
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
-from koordinator.kube.errors import ApiConnectionError, ApiError, ConflictError, NotFoundError
+from koordinator.kube.errors import (
+    ApiConnectionError,
+    ApiError,
+    ConflictError,
+    NotFoundError,
+    NotLeaderError,
+)
 from koordinator.kube.resources import LEASES
 from koordinator.kube.timeutil import format_micro_time
 
@@ -158,6 +181,10 @@ class LeaderElector:
         self._observed_raw = b""
         self._reported_leader: str | None = None
         self._leading = False
+        #: monotonic time the last successful acquire or renew request started (None: not leading)
+        self._renewed_at: float | None = None
+        #: the current term's (None between terms): set when a fence check fails, so run() stops leading
+        self._fenced: asyncio.Event | None = None
 
     # --- state -------------------------------------------------------------------------
 
@@ -177,6 +204,45 @@ class LeaderElector:
     def leading(self) -> bool:
         """True while this contender runs as leader."""
         return self._leading
+
+    def holds_lease(self) -> bool:
+        """Whether this contender may act as leader now.
+
+        True while the lease record it last saw names it and its last successful acquire or
+        renew request started less than ``renew_deadline`` ago on its monotonic clock.
+        """
+        renewed = self._renewed_at
+        return (
+            renewed is not None
+            and self.is_leader()
+            and self.clock.monotonic() - renewed < self.config.renew_deadline
+        )
+
+    def check_lease(self) -> None:
+        """The fence: return if :meth:`holds_lease`, else stop leading and raise :class:`NotLeaderError`.
+
+        Call it before each write the leader makes (as a client's write guard). A failed
+        check wakes :meth:`run`, which cancels ``on_started_leading`` at once.
+        """
+        if self.holds_lease():
+            return
+        if self._fenced is not None and not self._fenced.is_set():
+            self._fenced.set()
+            log.warning(
+                "leader election %s: %s no longer holds the lease (%s); refusing writes and stepping down",
+                self.config.name,
+                self.identity,
+                self._why_not_held(),
+            )
+        raise NotLeaderError(f"{self.identity} does not hold the {self.config.name} lease")
+
+    def _why_not_held(self) -> str:
+        if self._renewed_at is None:
+            return "not leading"
+        if not self.is_leader():
+            return f"held by {self.leader or 'nobody'}"
+        since = self.clock.monotonic() - self._renewed_at
+        return f"last renewed {since:.1f}s ago, renew deadline {self.config.renew_deadline:.1f}s"
 
     def _lease_valid(self, now: float) -> bool:
         if self.observed_record is None:
@@ -200,6 +266,14 @@ class LeaderElector:
     # --- one attempt ---------------------------------------------------------------------
 
     async def try_acquire_or_renew(self) -> bool:
+        """One acquire or renew attempt; on success the fence counts from this call's start."""
+        started = self.clock.monotonic()
+        if await self._try_acquire_or_renew():
+            self._renewed_at = started
+            return True
+        return False
+
+    async def _try_acquire_or_renew(self) -> bool:
         now_wall = format_micro_time(self.clock.time())
         record = LeaderElectionRecord(self.identity, int(self.config.lease_duration), now_wall, now_wall, 0)
         try:
@@ -278,27 +352,32 @@ class LeaderElector:
             await self.clock.sleep(cfg.retry_period * (1.0 + self._rng.random() * cfg.jitter_factor))
 
     async def _renew(self) -> None:
+        """Renew every ``retry_period``; return when the lease is no longer held."""
         cfg = self.config
         while True:
-            deadline = self.clock.monotonic() + cfg.renew_deadline
-            renewed = False
-            while True:
-                if await self._attempt(deadline - self.clock.monotonic()):
-                    renewed = True
-                    break
-                await self.clock.sleep(cfg.retry_period)
-                if self.clock.monotonic() >= deadline:
-                    break
+            if not self.holds_lease():
+                self._report_transition()
+                why = self._why_not_held()
+                log.warning("leader election %s: %s lost the lease (%s)", cfg.name, self.identity, why)
+                return
+            assert self._renewed_at is not None
+            # an attempt never outlives the lease it is renewing
+            budget = self._renewed_at + cfg.renew_deadline - self.clock.monotonic()
+            renewed = await self._attempt(budget)
             self._report_transition()
-            if not renewed:
+            if not renewed and not self.is_leader():
                 log.warning(
-                    "leader election %s: %s failed to renew within %.1fs",
+                    "leader election %s: %s lost the lease to %s",
                     cfg.name,
                     self.identity,
-                    cfg.renew_deadline,
+                    self.leader or "nobody",
                 )
                 return
-            await self.clock.sleep(cfg.retry_period)
+            wait = cfg.retry_period
+            if not renewed:
+                # wake when the lease lapses, to step down then rather than up to a retry period later
+                wait = min(wait, max(0.0, self._renewed_at + cfg.renew_deadline - self.clock.monotonic()))
+            await self.clock.sleep(wait)
 
     async def release(self) -> bool:
         """Give the lease up if this contender holds it."""
@@ -329,24 +408,33 @@ class LeaderElector:
     async def run(self) -> None:
         """Contend until leading, lead until the lease is lost or the task is cancelled.
 
-        Returns after leadership is lost (or the leading callback returned); a process
-        should then exit, as client-go users do. Cancelling the task releases the lease
-        first when ``release_on_cancel`` is set.
+        Returns after leadership is lost -- renewal failed, another holder was seen, or a
+        :meth:`check_lease` failed -- or after the leading callback returned; it may then be
+        called again to contend again. Cancelling the task releases the lease first when
+        ``release_on_cancel`` is set. An error of the leading callback is raised, except
+        :class:`NotLeaderError` (a write refused by the fence), which is the lease lost.
         """
+        self._renewed_at = None
         await self._acquire()
+        fenced = self._fenced = asyncio.Event()
         self._leading = True
         leading: asyncio.Task[None] | None = None
         if self.on_started_leading is not None:
             leading = asyncio.ensure_future(self.on_started_leading())
         renewing = asyncio.ensure_future(self._renew())
+        fence = asyncio.ensure_future(fenced.wait())
         cancelled = False
         try:
-            waiting: set[asyncio.Future[None]] = {renewing} | ({leading} if leading else set())
+            waiting: set[asyncio.Future[Any]] = {renewing, fence} | ({leading} if leading else set())
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             cancelled = True
         finally:
+            # from here on every fence check fails: nothing is written while the callback stops
+            self._renewed_at = None
+            self._fenced = None
             self._leading = False
+            fence.cancel()
             for task in (renewing, leading):
                 if task is not None and not task.done():
                     task.cancel()
@@ -361,10 +449,7 @@ class LeaderElector:
                     log.exception("leader election %s: on_stopped_leading failed", self.config.name)
         if cancelled:
             raise asyncio.CancelledError
-        if (
-            leading is not None
-            and leading.done()
-            and not leading.cancelled()
-            and leading.exception() is not None
-        ):
-            raise leading.exception()  # type: ignore[misc]
+        if leading is not None and leading.done() and not leading.cancelled():
+            error = leading.exception()
+            if error is not None and not isinstance(error, NotLeaderError):
+                raise error

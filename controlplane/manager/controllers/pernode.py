@@ -3,8 +3,11 @@ one of them to the spec its node should have.
 
 :func:`converge_spec` deletes the object when its Node is gone (only the one the cache saw,
 by uid), creates it named after the node when missing, and replaces its spec (a JSON patch)
-when it differs; it counts the outcome in the controller's reconcile counter and turns
-conflicts and not-yet-cached objects into temporary errors the reactor retries.
+when it differs -- on the resourceVersion the cache showed, so a write decided on an old
+version (a paused former leader's, say) is refused with a Conflict instead of undoing a
+newer one, as upstream's ``Update`` of the cached object is; it counts the outcome in the
+controller's reconcile counter and turns conflicts and not-yet-cached objects into
+temporary errors the reactor retries.
 """
 
 from __future__ import annotations
@@ -28,24 +31,35 @@ Obj = dict[str, Any]
 
 
 class ObjectSpec(NamedTuple):
-    """A NodeMetric or NodeSLO as the controllers keep it: identity and spec."""
+    """A NodeMetric or NodeSLO as the controllers keep it: identity, version and spec."""
 
     name: str
     uid: str
     spec: Obj
+    resource_version: str = ""
 
 
 def object_spec(obj: Obj) -> ObjectSpec:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec")
     return ObjectSpec(
-        str(meta.get("name") or ""), str(meta.get("uid") or ""), spec if isinstance(spec, dict) else {}
+        str(meta.get("name") or ""),
+        str(meta.get("uid") or ""),
+        spec if isinstance(spec, dict) else {},
+        str(meta.get("resourceVersion") or ""),
     )
 
 
-def spec_patch(spec: Obj) -> list[Obj]:
-    """A JSON patch replacing the whole spec (``add`` replaces an existing member)."""
-    return [{"op": "add", "path": "/spec", "value": spec}]
+def spec_patch(spec: Obj, resource_version: str = "") -> list[Obj]:
+    """A JSON patch replacing the whole spec (``add`` replaces an existing member).
+
+    With ``resource_version`` the patch also sets ``metadata.resourceVersion``, which makes
+    it conditional: the apiserver answers 409 Conflict when the object is at another version.
+    """
+    patch: list[Obj] = [{"op": "add", "path": "/spec", "value": spec}]
+    if resource_version:
+        patch.append({"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version})
+    return patch
 
 
 async def converge_spec(
@@ -80,7 +94,11 @@ async def converge_spec(
             log.info("created %s %s", kind, name)
         elif current.spec != spec:
             await client.patch(
-                resource, name, spec_patch(spec), patch_type=PatchType.JSON, field_manager=FIELD_MANAGER
+                resource,
+                name,
+                spec_patch(spec, current.resource_version),
+                patch_type=PatchType.JSON,
+                field_manager=FIELD_MANAGER,
             )
             log.info("updated the spec of %s %s", kind, name)
     except AlreadyExistsError:

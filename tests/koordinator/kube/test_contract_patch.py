@@ -64,6 +64,40 @@ async def test_merge_patch_with_stale_resource_version_conflicts(backend: Backen
         await client.patch(res.CONFIG_MAPS, "c", stale, ns)
 
 
+async def test_json_patch_setting_the_resource_version_is_conditional(backend: Backend):
+    """How the slo-controller makes its spec patches conditional (NodeMetric, NodeSLO)."""
+    client, ns = backend.client, backend.namespace
+    created = await client.create(res.CONFIG_MAPS, config_map("c", ns, {"a": "1"}))
+    version = created["metadata"]["resourceVersion"]
+
+    def ops(value: str) -> list[dict[str, Any]]:
+        return [
+            {"op": "add", "path": "/data", "value": {"a": value}},
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": version},
+        ]
+
+    patched = await client.patch(res.CONFIG_MAPS, "c", ops("2"), ns, patch_type=PatchType.JSON)
+    assert patched["data"] == {"a": "2"}
+    assert patched["metadata"]["resourceVersion"] != version
+    with pytest.raises(ConflictError):  # ``version`` is stale now
+        await client.patch(res.CONFIG_MAPS, "c", ops("3"), ns, patch_type=PatchType.JSON)
+    assert (await client.get(res.CONFIG_MAPS, "c", ns))["data"] == {"a": "2"}
+
+
+async def test_status_merge_patch_with_stale_resource_version_conflicts(backend: Backend):
+    """How the noderesource controller makes its node status patches conditional."""
+    client, ns = backend.client, backend.namespace
+    created = await client.create(WIDGETS, widget("w", ns))
+    version = created["metadata"]["resourceVersion"]
+    patch = {"metadata": {"resourceVersion": version}, "status": {"ready": True}}
+    patched = await client.patch(WIDGETS, "w", patch, ns, subresource="status")
+    assert patched["status"]["ready"] is True
+    stale = {"metadata": {"resourceVersion": version}, "status": {"ready": False}}
+    with pytest.raises(ConflictError):
+        await client.patch(WIDGETS, "w", stale, ns, subresource="status")
+    assert (await client.get(WIDGETS, "w", ns))["status"]["ready"] is True
+
+
 async def test_merge_patch_replaces_lists(backend: Backend):
     client, ns = backend.client, backend.namespace
     await client.create(WIDGETS, widget("w", ns, tags=["a", "b"], ports=[{"name": "http", "port": 80}]))

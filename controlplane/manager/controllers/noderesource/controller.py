@@ -12,9 +12,12 @@ Reconcile of one node:
 2. :func:`~.calculator.calculate` on the cached Node, NodeMetric and the node's pods;
 3. :func:`~.sync.decide` whether to write; if so, one JSON merge patch of ``nodes/status``
    sets (or removes, with ``null``) batch-cpu, batch-memory, mid-cpu and mid-memory in
-   ``capacity`` and ``allocatable`` together -- no read-modify-write, so kubelet heartbeats
-   never conflict with it. Nodes with third-party batch allocations also get their
-   ``originExtendedAllocatable`` annotation in a metadata patch just before;
+   ``capacity`` and ``allocatable`` together, on the resourceVersion of the cached Node the
+   decision was made on: a write decided on an old version (a paused former leader's, or
+   one racing a kubelet status update) gets a Conflict and the node is reconciled again on
+   a newer version, never overwriting newer values. Nodes with third-party batch
+   allocations also get their ``originExtendedAllocatable`` annotation in a metadata patch
+   just before, on the same version (the status patch then follows on the version it made);
 4. the key comes back when the NodeMetric would turn stale (so a silent koordlet leads to
    degradation without any event) or when a pending small change falls due.
 
@@ -47,13 +50,13 @@ from controlplane.manager.controllers.noderesource.views import (
     node_view,
     pod_view,
 )
-from controlplane.reactor import Result
+from controlplane.reactor import Result, TemporaryError
 from koordinator.api.extension.node import ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from koordinator.api.quantity import Quantity
 from koordinator.api.sloconfig.config import COLOCATION_CONFIG_KEY
 from koordinator.kube import resources as res
-from koordinator.kube.errors import NotFoundError
+from koordinator.kube.errors import ConflictError, NotFoundError
 from koordinator.kube.events import NORMAL, WARNING
 from koordinator.kube.informer import Tombstone
 
@@ -189,6 +192,11 @@ class NodeResourceController:
             except NotFoundError:
                 self._records.pop(name, None)
                 return None
+            except ConflictError as exc:
+                ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeFailed")
+                raise TemporaryError(
+                    f"node {name} changed since resourceVersion {node.resource_version}: {exc}"
+                ) from exc
             except Exception:
                 ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeFailed")
                 raise
@@ -223,17 +231,25 @@ class NodeResourceController:
         self, node: NodeView, calc: Calculation, desired: dict[str, Quantity | None], now: float
     ) -> None:
         client = self.ctx.client
+        # every patch is conditional on the version the decision was made on (see the module doc)
+        version = node.resource_version
         if calc.origin_batch is not None:
             origin = origin_annotation(calc.origin_batch)
             if origin != node.origin_annotation:
-                await client.patch(
+                annotation = {"annotations": {ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: origin}}
+                patched = await client.patch(
                     res.NODES,
                     node.name,
-                    {"metadata": {"annotations": {ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: origin}}},
+                    {"metadata": {**annotation, "resourceVersion": version}},
                     field_manager=FIELD_MANAGER,
                 )
+                version = str((patched.get("metadata") or {}).get("resourceVersion") or "")
         await client.patch(
-            res.NODES, node.name, status_patch(desired), subresource="status", field_manager=FIELD_MANAGER
+            res.NODES,
+            node.name,
+            status_patch(desired, version),
+            subresource="status",
+            field_manager=FIELD_MANAGER,
         )
         self._records[node.name] = SyncRecord(now, _present(desired), node.resource_version)
         removed = [n for n in EXTENDED_RESOURCES if desired[n] is None and n in node.allocatable_ext]

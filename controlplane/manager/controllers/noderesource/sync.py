@@ -84,9 +84,16 @@ def decide(
     )
 
 
-def status_patch(desired: Mapping[str, Quantity | None]) -> dict[str, object]:
-    """The JSON merge patch writing ``desired`` into capacity and allocatable (``null`` removes)."""
+def status_patch(desired: Mapping[str, Quantity | None], resource_version: str = "") -> dict[str, object]:
+    """The JSON merge patch writing ``desired`` into capacity and allocatable (``null`` removes).
+
+    With ``resource_version`` it carries ``metadata.resourceVersion``, which makes it
+    conditional: the apiserver answers 409 Conflict when the Node is at another version.
+    """
     values = {
         name: (str(desired[name]) if desired.get(name) is not None else None) for name in EXTENDED_RESOURCES
     }
-    return {"status": {"capacity": dict(values), "allocatable": dict(values)}}
+    patch: dict[str, object] = {"status": {"capacity": dict(values), "allocatable": dict(values)}}
+    if resource_version:
+        patch["metadata"] = {"resourceVersion": resource_version}
+    return patch

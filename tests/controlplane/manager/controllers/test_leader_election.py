@@ -2,7 +2,8 @@
 
 Both serve webhooks; the leader writes NodeMetrics, NodeSLOs and node resources; a
 graceful stop releases the lease and the other replica takes over without writing anything
-the first one already wrote. Losing the lease to someone else stops the process.
+the first one already wrote. Losing the lease to someone else stops the controllers, not
+the process: the replica contends again and, once it wins, runs them afresh.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from controlplane.manager.controllers.running import DEFAULT_CONTROLLERS
-from controlplane.manager.manager import Manager, ManagerError
+from controlplane.manager.manager import Manager
 from controlplane.manager.options import ManagerOptions
 from koordinator.kube import resources as res
 from koordinator.kube.fake import FakeApiServer
@@ -141,19 +142,33 @@ async def test_only_the_leader_reconciles_and_a_graceful_stop_hands_over_without
                 await stop(first)
 
 
-async def test_losing_the_lease_stops_the_manager(tmp_path):
+async def test_losing_the_lease_stops_the_controllers_and_the_replica_leads_again(tmp_path):
     async with cluster() as fake:
         manager = await start(fake, tmp_path, "replica-a")
         try:
             await eventually(lambda: is_leader(manager), within=10)
+            await eventually(lambda: len(fake.list_objects(res.NODE_SLOS)) == 1, within=10)
             lease = fake.get(res.LEASES, LEASE, "koordinator-system")
             lease["spec"]["holderIdentity"] = "intruder"
-            lease["spec"]["leaseDurationSeconds"] = 3600
+            lease["spec"]["leaseDurationSeconds"] = 3  # the intruder never renews it
             fake.update(res.LEASES, lease)
-            with pytest.raises(ManagerError, match="lost the koordinator-manager lease"):
-                async with asyncio.timeout(15):
+            await eventually(lambda: not is_leader(manager), within=10)
+            controllers = manager.controllers
+            assert controllers is not None
+            await eventually(lambda: not controllers.started.is_set(), within=10)
+            with pytest.raises(TimeoutError):  # nothing ended: the manager keeps running
+                async with asyncio.timeout(0.3):
                     await manager.wait()
-            assert not is_leader(manager)
+
+            fake.record_requests = True
+            fake.delete(res.NODE_SLOS, "node-1")
+            await eventually(lambda: holder(fake) == "replica-a", within=15)
+            await eventually(lambda: is_leader(manager), within=10)
+            await eventually(lambda: len(fake.list_objects(res.NODE_SLOS)) == 1, within=10)
+            writes = controller_writes(fake)
+            assert writes[0] == "POST /apis/slo.koordinator.sh/v1alpha1/nodeslos", writes
+            lease = fake.get(res.LEASES, LEASE, "koordinator-system")
+            assert lease["spec"]["leaseTransitions"] == 1, "taken over from the intruder"
         finally:
             await stop(manager)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from controlplane.manager.controllers.nodeslo import NodeSLOController
 from koordinator.kube import resources as res
 from tests.controlplane.manager.controllers.harness import SLOHarness, running
 from tests.controlplane.manager.controllers.objects import config_map, node
@@ -226,3 +227,37 @@ async def test_an_unchanged_nodeslo_is_never_rewritten_even_with_crd_defaults():
             await harness.settle(name, at_least=before + 1)
         assert writes(harness, "nodeslos") == []
         assert writes(harness, "nodemetrics") == []
+
+
+async def test_a_spec_write_decided_on_an_old_version_is_refused_and_redone(monkeypatch):
+    """The spec patch carries the resourceVersion the cache showed: a NodeSLO that moved on
+    meanwhile gets a 409 instead of being overwritten on the strength of what it used to be."""
+    async with running([node("a")], NOW, ["nodeslo"]) as harness:
+        await eventually(lambda: spec_of(harness, res.NODE_SLOS, "a") is not None)
+        await harness.settle("nodeslo")
+        controller = harness.set.controllers["nodeslo"]
+        assert isinstance(controller, NodeSLOController)
+        stale = controller.node_slos.store.get("a")
+        assert stale is not None
+        fresh_get = controller.node_slos.store.get
+        monkeypatch.setattr(controller.node_slos.store, "get", lambda name: stale)  # the cache lags
+        moved_on = harness.fake.get(res.NODE_SLOS, "a")  # another writer moves the NodeSLO on
+        moved_on["spec"]["systemStrategy"] = {"totalNetworkBandwidth": "10G"}
+        harness.fake.update(res.NODE_SLOS, moved_on)
+        harness.fake.record_requests = True
+        harness.fake.create(
+            res.CONFIG_MAPS,
+            config_map(resource_threshold_config={"clusterStrategy": {"cpuSuppressThresholdPercent": 50}}),
+        )
+        await eventually(lambda: writes(harness, "nodeslos") != [])
+        await harness.settle("nodeslo")
+        assert [r.status for r in harness.fake.requests if "/nodeslos/" in r.path] == [409]
+        assert spec_of(harness, res.NODE_SLOS, "a")["systemStrategy"] == {"totalNetworkBandwidth": "10G"}
+        monkeypatch.setattr(controller.node_slos.store, "get", fresh_get)
+        harness.clock.advance(1)  # past the first backoff: decided again on the newer version
+
+        def threshold() -> Any:
+            return spec_of(harness, res.NODE_SLOS, "a")["resourceUsedThresholdWithBE"]
+
+        await eventually(lambda: threshold()["cpuSuppressThresholdPercent"] == 50)
+        assert [r.status for r in harness.fake.requests if "/nodeslos/" in r.path] == [409, 200]

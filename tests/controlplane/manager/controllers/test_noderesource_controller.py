@@ -233,6 +233,29 @@ async def test_a_conflict_is_retried_with_backoff(harness):
     assert [r.status for r in harness.fake.requests if r.path == STATUS_PATH] == [409, 200]
 
 
+async def test_a_write_decided_on_an_old_version_of_the_node_is_refused_and_redone(harness, monkeypatch):
+    """The status patch carries the resourceVersion the decision was made on: when the node moved
+    on meanwhile (a former leader's write, a kubelet update) the apiserver answers 409 and the
+    newer values stay; the retry decides again on the newer version."""
+    await first_write(harness)
+    controller = harness.set.controllers["noderesource"]
+    stale = controller.nodes.store.get("node-1")
+    assert stale is not None
+    fresh_get = controller.nodes.store.get
+    monkeypatch.setattr(controller.nodes.store, "get", lambda name: stale)  # the cache lags behind
+    newer = harness.fake.get(res.NODES, "node-1")  # another writer moves the node on
+    newer["status"]["allocatable"][BATCH_CPU] = newer["status"]["capacity"][BATCH_CPU] = "1234"
+    harness.fake.update(res.NODES, newer, subresource="status")
+    harness.fake.requests.clear()
+    await report(harness, 60, "5")  # batch-cpu 4600 -> 2600, decided on the old version
+    assert [r.status for r in harness.fake.requests if r.path == STATUS_PATH] == [409]
+    assert batch_of(harness) == (1234, 28561532519), "the newer write is not overwritten"
+    monkeypatch.setattr(controller.nodes.store, "get", fresh_get)
+    harness.clock.advance(1)  # past the first backoff
+    await eventually(lambda: batch_of(harness) == (2600, 28561532519))
+    assert [r.status for r in harness.fake.requests if r.path == STATUS_PATH] == [409, 200]
+
+
 async def test_a_refused_write_is_not_retried_until_something_changes(harness):
     await first_write(harness)
     harness.fake.inject(Fault(status=422, reason="Invalid", method="PATCH", path=STATUS_PATH, times=1))
