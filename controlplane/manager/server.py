@@ -4,8 +4,14 @@
   webhook path, answered by the :class:`AdmissionDispatcher` (always an AdmissionReview;
   malformed bodies get an error review with status code 400), ``GET /healthz``,
   ``GET /readyz``, and ``GET /elasticQuota`` (the quota tree as JSON, when the quota
-  validating webhook is on). Request bodies above the dispatcher's limit are answered
-  with an error review, never a bare 413.
+  validating webhook is on). Limits (:class:`WebhookLimits`, docs/manager.md "Limits"):
+  a body declared above 7 MiB is answered with an error review from its
+  ``Content-Length``, unread (never a bare 413); admitted requests share a budget of body
+  bytes in flight and a cap on their number (past them: an error review with status code
+  429); a body must arrive within 30 s of its first read.
+* On every server: the TLS handshake and each request's headers within 32 s, a
+  kept-alive connection closed after 90 s without a request (controller-runtime's
+  values; :func:`start_site`).
 * Health server (HTTP, ``--health-probe-addr``, default ``:8000``): ``/healthz``
   (liveness: the event loop answers) and ``/readyz`` (informers synced, and the webhook
   server presents a certificate that verifies against the current CA).
@@ -33,7 +39,6 @@ from typing import Any
 from aiohttp import web
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -349,55 +354,45 @@ class _Connection(RequestHandler):
     request, and from the first byte of each later one (a kept-alive connection waits
     for that byte up to the idle timeout, aiohttp's ``keepalive_timeout``); it ends when
     the request's headers are complete. Past it the connection is closed, as Go's
-    ``ReadHeaderTimeout`` does. A request whose headers come in one segment with their
-    first byte (every request of a well-behaved client) arms no timer.
+    ``ReadHeaderTimeout`` does. Bytes of a body still arriving (read by its handler, or
+    discarded after an answer that did not read it) start no deadline. A request whose
+    headers come in one segment with its first byte (every request of a well-behaved
+    client) arms no timer.
     """
 
-    __slots__ = ("_awaiting_headers", "_header_timeout", "_header_timer", "_previous_body")
+    __slots__ = ("_header_timeout", "_header_timer", "_last_body")
 
     def __init__(self, manager: web.Server, *, header_timeout: float, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._header_timeout = header_timeout
         self._header_timer: asyncio.TimerHandle | None = None
-        self._awaiting_headers = True
-        #: the body of the request answered last: bytes that arrive before it ends are its own
-        self._previous_body: StreamReader | None = None
+        #: the body of the request whose headers came last: bytes before its end are its own
+        self._last_body: StreamReader | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self._arm()
+        self._header_timer = self._loop.call_later(self._header_timeout, self._overdue)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
-        self._previous_body = None
+        self._last_body = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         parsed = self._request_count
         super().data_received(data)
-        if not self._awaiting_headers:
-            return
         if self._request_count != parsed:  # a request's headers are complete
-            self._awaiting_headers = False
-            self._disarm()
+            self._last_body = self._messages[-1][1] if self._messages else None
+            if self._header_timer is not None:
+                self._disarm()
         elif (
             self._header_timer is None
             and data
-            and (self._previous_body is None or self._previous_body.is_eof())
+            and not self._messages
+            and (self._last_body is None or self._last_body.is_eof())
         ):
-            self._arm()  # the first bytes of the next request
-
-    async def finish_response(
-        self, request: BaseRequest, resp: web.StreamResponse, start_time: float | None
-    ) -> tuple[web.StreamResponse, bool]:
-        try:
-            return await super().finish_response(request, resp, start_time)
-        finally:
-            self._previous_body = request.content
-            self._awaiting_headers = not self._messages  # a pipelined request is parsed already
-
-    def _arm(self) -> None:
-        self._header_timer = asyncio.get_running_loop().call_later(self._header_timeout, self._overdue)
+            # the first bytes of the next request
+            self._header_timer = self._loop.call_later(self._header_timeout, self._overdue)
 
     def _disarm(self) -> None:
         if self._header_timer is not None:
@@ -406,13 +401,17 @@ class _Connection(RequestHandler):
 
     def _overdue(self) -> None:
         self._header_timer = None
-        if self._awaiting_headers and self.transport is not None:
-            log.debug(
-                "closing the connection from %s: no request headers within %gs",
-                self.peername,
-                self._header_timeout,
-            )
-            self.force_close()
+        if self.transport is None:
+            return
+        if self._request_in_progress:  # the next request's first bytes came while this one runs
+            self._header_timer = self._loop.call_later(self._header_timeout, self._overdue)
+            return
+        log.debug(
+            "closing the connection from %s: no request headers within %gs",
+            self.peername,
+            self._header_timeout,
+        )
+        self.force_close()
 
 
 class _Site(web.BaseSite):
