@@ -358,6 +358,11 @@ class _Connection(RequestHandler):
     discarded after an answer that did not read it) start no deadline. A request whose
     headers come in one segment with its first byte (every request of a well-behaved
     client) arms no timer.
+
+    It reads three attributes of aiohttp's handler (3.14): ``_request_count`` (requests
+    whose headers were parsed), ``_messages`` (parsed, not yet handled) and
+    ``_request_in_progress``; tests/controlplane/manager/test_webhook_server_limits.py
+    and tests/reliability/test_webhook_limits.py fail if an upgrade changes them.
     """
 
     __slots__ = ("_header_timeout", "_header_timer", "_last_body")

@@ -37,6 +37,7 @@ from controlplane.manager.webhooks.review import (
     AdmissionRequest,
     AdmissionResponse,
     ReviewError,
+    allowed,
     decode_review,
     patched,
 )
@@ -55,9 +56,13 @@ def serve() -> Callable[..., contextlib.AbstractAsyncContextManager[SiteSpec]]:
 
     @contextlib.asynccontextmanager
     async def started(
-        limits: WebhookLimits | None = None, *, header_timeout: float = 32.0, idle_timeout: float = 90.0
+        limits: WebhookLimits | None = None,
+        *,
+        dispatcher: AdmissionDispatcher | None = None,
+        header_timeout: float = 32.0,
+        idle_timeout: float = 90.0,
     ) -> AsyncIterator[SiteSpec]:
-        app = webhook_app(Admission([]).dispatcher, ready, limits=limits or WebhookLimits())
+        app = webhook_app(dispatcher or Admission([]).dispatcher, ready, limits=limits or WebhookLimits())
         site = await start_site(app, "127.0.0.1", 0, header_timeout=header_timeout, idle_timeout=idle_timeout)
         try:
             yield site
@@ -388,6 +393,31 @@ async def test_an_unread_body_trickling_in_does_not_count_against_the_next_reque
         finally:
             writer.close()
     assert b"HTTP/1.1 200 OK" in answer
+
+
+async def test_the_next_requests_first_bytes_during_a_slow_answer_wait_for_that_answer(serve):
+    """A deadline started by the next request's first bytes while the current one is still
+    being answered does not cut that answer off; it closes the connection after it."""
+
+    class Slow:
+        async def handle(self, request: AdmissionRequest) -> AdmissionResponse:
+            await asyncio.sleep(1.0)
+            return allowed()
+
+    dispatcher = AdmissionDispatcher(WebhookContext(cluster=StaticCluster([])), {"/slow": Slow()})
+    body = orjson.dumps(review(make_pod().build()))
+    async with serve(dispatcher=dispatcher, header_timeout=0.3, idle_timeout=30) as site:
+        reader, writer = await connect(site)
+        try:
+            writer.write(head(len(body), "/slow") + body)
+            await writer.drain()
+            await asyncio.sleep(0.1)
+            writer.write(b"GET /healthz HTTP/1.1\r\n")  # and never the rest
+            status, _, answer = await asyncio.wait_for(read_response(reader), 10)
+            assert (status, answer["response"]["allowed"]) == (200, True)
+            await closed(reader)
+        finally:
+            writer.close()
 
 
 # ---- nesting ------------------------------------------------------------------------------------------
