@@ -162,5 +162,6 @@ class ControllerSet:
             ) from None
         finally:
             await cancel_and_wait(tasks)
+            await config.close()
             self.started.clear()
             await factory.stop()

@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.reactor import cancel_and_wait
 from koordinator.api.schema.errors import FieldError
 from koordinator.api.sloconfig.config import (
     COLOCATION_CONFIG_KEY,
@@ -234,6 +235,12 @@ class SLOConfigCache:
         )
         self._client = factory.client
         self._last_good_informer = informer
+
+    async def close(self) -> None:
+        """Stop writing: cancel the copy's writer and the Events still being recorded (end of a term)."""
+        tasks = [task for task in (self._persister, *self._background) if task is not None]
+        self._persister = None
+        await cancel_and_wait(tasks)
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)

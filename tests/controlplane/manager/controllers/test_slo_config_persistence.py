@@ -8,6 +8,7 @@ section of a broken key without any known good value as it is.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from controlplane.manager.controllers.sloconfig import LAST_GOOD_ANNOTATION, MANAGED_BY_LABEL
 from koordinator.api.sloconfig.config import CONFIG_KEYS
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
+from koordinator.kube.fake import FakeApiServer, Fault
 from tests.controlplane.manager.controllers.harness import SLOHarness, seed, started_fake
 from tests.controlplane.manager.controllers.objects import CONFIG_NAME, CONFIG_NAMESPACE, config_map, node
 from tests.polling import eventually
@@ -183,3 +184,26 @@ async def test_a_copy_written_for_another_configmap_is_ignored_and_the_section_l
             await eventually(lambda: threshold(fake) == 65)
         finally:
             await harness.stop()
+
+
+async def test_a_term_that_ends_stops_writing_the_copy(fake):
+    """The copy's writer belongs to the term: once the controllers stopped, it is gone too, even
+    while it was retrying a refused write, and no write of the copy is sent after the stop."""
+    seed(fake, [node("a"), config_map(resource_threshold_config=THRESHOLD_45)])
+    refused = fake.inject(Fault(status=500, times=10_000, method="POST", path="/configmaps$"))
+
+    def copy_writes() -> int:
+        return sum(1 for r in fake.requests if r.method == "POST" and r.path.endswith("/configmaps"))
+
+    async with fake.client() as client:
+        harness = await leader(fake, client)
+        try:
+            await eventually(lambda: refused.hits >= 1)
+        finally:
+            await harness.stop()
+        writers = [t for t in asyncio.all_tasks() if t.get_name().startswith("persist ")]
+        assert writers == []
+        stopped_at = copy_writes()
+        await asyncio.sleep(2.5)  # longer than the writer's retry pauses so far (0.5 s, 1 s)
+        assert copy_writes() == stopped_at
+        assert the_copy(fake) is None
