@@ -21,9 +21,11 @@ each step with ``name``, ``cpu`` (milli-cores), ``memory`` (bytes) where it has 
 ``detail``. ``null`` means the resources are removed from the node (colocation disabled or
 NodeMetric stale).
 
-Differences from the running controller: a ConfigMap key that does not parse falls back
-to the defaults here, while the controller keeps its last good value (both are reported);
-live mode reads the apiserver directly instead of the controller's caches.
+A ConfigMap key that does not parse takes, as in the running controller, its last good
+value from the persisted copy (``<name>-last-good``, written by the leader for this
+ConfigMap) when live; from files, and when no good value is known, the defaults are used
+here (where the controller leaves the node as it is); each case is reported. Live mode reads
+the apiserver directly instead of the controller's caches.
 
 Exit status: 0 explained, 1 the node or the cluster could not be read, 2 usage error.
 """
@@ -52,7 +54,13 @@ from controlplane.manager.controllers.noderesource.views import (
     node_view,
     pod_view,
 )
-from controlplane.manager.controllers.sloconfig import parse_slo_config
+from controlplane.manager.controllers.sloconfig import (
+    LAST_GOOD_SUFFIX,
+    LastGood,
+    last_good_record,
+    parse_slo_config,
+    restore_last_good,
+)
 from koordinator.kube.timeutil import parse_time
 
 __all__ = [
@@ -83,6 +91,8 @@ class ExplainInputs:
     configmap_data: Mapping[str, str] | None
     now: float
     notes: list[str]
+    #: the persisted last good values of this ConfigMap (live mode), if any
+    last_good: LastGood | None = None
 
 
 def _documents(path: str) -> list[Any]:
@@ -185,15 +195,24 @@ async def inputs_from_cluster(
                 notes.append(f"NodeMetric {name} not found")
             listed = await client.list_all(res.PODS, field_selector=f"spec.nodeName={name}")
             pods = [p for p in listed.get("items") or () if isinstance(p, dict)]
+            last_good: LastGood | None = None
             try:
                 configmap = await client.get(res.CONFIG_MAPS, config_name, config_namespace)
                 data: Mapping[str, str] | None = configmap.get("data") or {}
+                copy_name = f"{config_name}{LAST_GOOD_SUFFIX}"
+                try:
+                    record = last_good_record(await client.get(res.CONFIG_MAPS, copy_name, config_namespace))
+                    if record.owner_uid == (configmap.get("metadata") or {}).get("uid"):
+                        last_good = record
+                        notes.append(f"last good values: ConfigMap {config_namespace}/{copy_name}")
+                except NotFoundError:
+                    pass
             except NotFoundError:
                 data = None
                 notes.append(f"ConfigMap {config_namespace}/{config_name} not found: the defaults apply")
         except (ApiError, ApiConnectionError) as exc:
             raise ClusterReadError(f"cannot read the cluster: {exc}") from exc
-    return ExplainInputs(node, metric, pods, data, time.time(), notes)
+    return ExplainInputs(node, metric, pods, data, time.time(), notes, last_good)
 
 
 def explain(inputs: ExplainInputs) -> tuple[Calculation, NodeView]:
@@ -201,13 +220,24 @@ def explain(inputs: ExplainInputs) -> tuple[Calculation, NodeView]:
     trace = Trace()
     for note in inputs.notes:
         trace.note("input", note)
-    parsed = parse_slo_config(inputs.configmap_data)
+    previous, good = (
+        restore_last_good(inputs.last_good) if inputs.last_good is not None else (None, dict[str, str]())
+    )
+    parsed = parse_slo_config(inputs.configmap_data, previous.config if previous is not None else None)
     for key, errors in sorted(parsed.errors.items()):
-        trace.note(
-            "config",
-            f"{key} does not parse, so the defaults are used here (the running controller keeps the "
-            f"last good value): " + "; ".join(str(e) for e in errors),
-        )
+        if key in good:
+            used = "its persisted last good value is used, as in the running controller"
+        elif inputs.last_good is not None:
+            used = (
+                "no good value of it is persisted, so the defaults are used here (the running "
+                "controller leaves what depends on it as it is)"
+            )
+        else:
+            used = (
+                "the defaults are used here (the running controller uses its last good value, or "
+                "leaves what depends on it as it is when it knows none)"
+            )
+        trace.note("config", f"{key} does not parse, {used}: " + "; ".join(str(e) for e in errors))
     node = node_view(inputs.node)
     metric: NodeMetricView | None = node_metric_view(inputs.node_metric) if inputs.node_metric else None
     pods: list[PodView] = [pod_view(p) for p in inputs.pods]

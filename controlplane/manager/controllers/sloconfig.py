@@ -76,9 +76,12 @@ __all__ = [
     "LAST_GOOD_SUFFIX",
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
+    "LastGood",
     "ParsedConfig",
     "SLOConfigCache",
+    "last_good_record",
     "parse_slo_config",
+    "restore_last_good",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,6 +162,16 @@ def last_good_record(obj: Obj) -> LastGood:
         str(meta.get("resourceVersion") or ""),
         owners[0] if owners else "",
     )
+
+
+def restore_last_good(
+    persisted: LastGood, *, require_names: bool = False
+) -> tuple[ParsedConfig, dict[str, str]]:
+    """The persisted copy parsed: the config it gives (invalid stored keys: defaults) and
+    key -> raw text of each stored key that is valid."""
+    stored = {key: text for key, text in persisted.data.items() if key in CONFIG_KEYS}
+    parsed = parse_slo_config(stored, require_names=require_names)
+    return parsed, {key: text for key, text in stored.items() if key not in parsed.errors}
 
 
 def _uid(configmap: Obj | None) -> str:
@@ -307,8 +320,7 @@ class SLOConfigCache:
                 _uid(configmap) or "none",
             )
             return
-        stored = {key: text for key, text in persisted.data.items() if key in CONFIG_KEYS}
-        parsed = parse_slo_config(stored, require_names=self.require_names)
+        parsed, good = restore_last_good(persisted, require_names=self.require_names)
         for key, errors in sorted(parsed.errors.items()):
             log.warning(
                 "ConfigMap %s/%s: the persisted value of %s is not valid (%s): ignoring it",
@@ -317,7 +329,6 @@ class SLOConfigCache:
                 key,
                 "; ".join(map(str, errors)),
             )
-        good = {key: text for key, text in stored.items() if key not in parsed.errors}
         self.config = parsed.config
         self._raw_good.update(good)
         self._restored = set(good)

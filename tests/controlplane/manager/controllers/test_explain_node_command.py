@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from controlplane.manager.__main__ import main as koord_manager
+from koordinator.kube import resources as res
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.golden import CASES, NODE
 from tests.controlplane.manager.controllers.harness import ROOT, seed, started_fake
@@ -105,6 +106,54 @@ def test_a_degraded_node_says_why(tmp_path):
     )
 
 
+async def test_live_a_broken_key_takes_the_persisted_last_good_value_as_the_controller_does(tmp_path):
+    """With colocation-config broken, the leader keeps its last good value from the persisted copy;
+    explain-node reads the same copy, so it explains the batch resources the node really gets."""
+    case = copy.deepcopy(MAX_USAGE_REQUEST)
+    assert case.metric is not None
+    case.metric["status"]["updateTime"] = format_time(time.time() - 30)
+    config = case.config()
+    assert config is not None
+    good = config["data"]["colocation-config"]
+    fake = await started_fake()
+    try:
+        seed(fake, [case.node, *case.pods, case.metric, config])
+        stored = fake.get(res.CONFIG_MAPS, config["metadata"]["name"], config["metadata"]["namespace"])
+        stored["data"]["colocation-config"] = "{broken"
+        fake.update(res.CONFIG_MAPS, stored)
+        owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": stored["metadata"]["name"]}
+        copy_of: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": stored["metadata"]["name"] + "-last-good",
+                "namespace": stored["metadata"]["namespace"],
+                "ownerReferences": [{**owner, "uid": stored["metadata"]["uid"]}],
+            },
+            "data": {"colocation-config": good},
+        }
+        seed(fake, [copy_of])
+        argv = ["explain-node", NODE, "--kubeconfig", kubeconfig(tmp_path, fake.url), "--output", "json"]
+        code, out, err = await asyncio.to_thread(run, argv)
+        assert (code, err) == (0, "")
+        live = json.loads(out)
+        assert live["batch"] == {"kubernetes.io/batch-cpu": "2k", "kubernetes.io/batch-memory": "33Gi"}
+        notes = [s["detail"] for s in live["steps"] if s["name"] == "config"]
+        assert notes[0].startswith(
+            "colocation-config does not parse, its persisted last good value is used, as in the running "
+            "controller"
+        )
+
+        # a copy written for another ConfigMap (another uid) is not this one's
+        other = fake.get(res.CONFIG_MAPS, copy_of["metadata"]["name"], stored["metadata"]["namespace"])
+        other["metadata"]["ownerReferences"] = [{**owner, "uid": "another"}]
+        fake.update(res.CONFIG_MAPS, other)
+        code, out, _ = await asyncio.to_thread(run, argv)
+        assert json.loads(out)["batch"] is None, "the defaults turn colocation off"
+    finally:
+        await fake.stop()
+
+
 def test_a_broken_config_key_is_reported_and_the_defaults_used(tmp_path):
     argv = write_inputs(DEFAULTS, tmp_path)
     broken = config_map({"enable": True})
@@ -116,7 +165,7 @@ def test_a_broken_config_key_is_reported_and_the_defaults_used(tmp_path):
     assert code == 0
     notes = [s["detail"] for s in result["steps"] if s["name"] == "config"]
     assert len(notes) == 2
-    assert notes[0].startswith("colocation-config does not parse, so the defaults are used here")
+    assert notes[0].startswith("colocation-config does not parse, the defaults are used here")
     assert "resource-threshold-config" in notes[1]
     assert result["batch"] is None, "the defaults turn colocation off"
 
