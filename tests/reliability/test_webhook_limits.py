@@ -1,11 +1,12 @@
 """koord-manager's webhook server under request floods and slow clients (real sockets, loopback).
 
 * A real koord-manager process against the fake apiserver takes 50 concurrent ~12.6 MB
-  bodies (above the 7 MiB limit, refused from their Content-Length, unread), then 50
-  concurrent ~7 MB reviews (under the limit, admitted through the in-flight byte budget):
-  every connection gets an AdmissionReview, the process's peak RSS (VmHWM) grows by a
-  bounded amount, and ``/healthz`` on the health port keeps answering throughout (the
-  event loop is not stalled). The figures are printed (``-s``).
+  bodies (above the 7 MiB limit, refused from their Content-Length, unread); another
+  takes 50 concurrent ~7 MB reviews of many small fields (under the limit, admitted
+  through the in-flight byte budget, decoded off the event loop): every connection gets
+  an AdmissionReview, the process's peak RSS (VmHWM) grows by a bounded amount, and
+  ``/healthz`` on the health port keeps answering throughout (the event loop is not
+  stalled). The figures are printed (``-s``).
 * Slow clients, against the server function with short timeouts: a client that sends
   its headers one byte at a time is dropped at the header deadline, one that never
   finishes the TLS handshake at the same deadline, a kept-alive connection without a
