@@ -449,9 +449,21 @@ class _Site(web.BaseSite):
         tls: dict[str, Any] = {}
         if self._ssl_context is not None:
             tls = {"ssl": self._ssl_context, "ssl_handshake_timeout": self._handshake_timeout}
-        self._server = await asyncio.get_running_loop().create_server(
-            self._connection, self._host or None, self._port, backlog=self._backlog, reuse_address=True, **tls
-        )
+        loop = asyncio.get_running_loop()
+
+        async def listen(port: int) -> asyncio.Server:
+            return await loop.create_server(
+                self._connection, self._host or None, port, backlog=self._backlog, reuse_address=True, **tls
+            )
+
+        server = await listen(self._port)
+        ports = [sock.getsockname()[1] for sock in server.sockets]
+        if self._port == 0 and len(set(ports)) > 1:
+            # on every address, each family picked a free port of its own: one port for all
+            server.close()
+            await server.wait_closed()
+            server = await listen(ports[0])
+        self._server = server
 
 
 class SiteSpec:

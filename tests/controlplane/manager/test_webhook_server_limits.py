@@ -591,3 +591,20 @@ async def test_a_tls12_client_with_its_default_suites_gets_an_aead_one(tls_site)
     name = await asyncio.to_thread(handshake, site.port, context)
     assert name.startswith("ECDHE-ECDSA-")
     assert name.endswith(("GCM-SHA256", "GCM-SHA384", "CHACHA20-POLY1305"))
+
+
+# ---- addresses ------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6 on this machine")
+async def test_a_free_port_on_every_address_is_one_port_for_ipv4_and_ipv6():
+    """Port 0 with no host listens on one port on every address, the port the site reports."""
+    site = await start_site(health_app(ready), "", 0)
+    try:
+        for host in ("127.0.0.1", "::1"):
+            reader, writer = await asyncio.open_connection(host, site.port)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert (await reader.read()).startswith(b"HTTP/1.1 200 OK"), host
+            writer.close()
+    finally:
+        await site.stop()
