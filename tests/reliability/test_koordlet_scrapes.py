@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from koordinator.kube.envtest.controlplane import free_port
 from tests.fakes.host import FakeHost
+from tests.reliability.procstatus import peak_rss_mib
 
 PODS = 100
 SCRAPES = 200
@@ -33,20 +34,6 @@ RSS_GROWTH_BOUND_MIB = 100
 #: the longest /healthz may take to answer during the flood (generous: the machine is shared)
 HEALTHZ_BOUND_S = 2.0
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _status_mib(pid: int, key: str) -> int:
-    """``VmRSS`` or ``VmHWM`` of ``pid`` in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{key}:"):
-            return int(line.split()[1]) // 1024
-    raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
 def _fake_node(root: Path, pods: int) -> FakeHost:
@@ -65,7 +52,7 @@ def _fake_node(root: Path, pods: int) -> FakeHost:
 def agent(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """``koordlet --standalone`` on the fake node, once ``/healthz`` says ok: (port, process)."""
     paths = _fake_node(tmp_path / "node", PODS).paths
-    port = _free_port()
+    port = free_port()
     roots = {
         "--cgroup-root-dir": paths.cgroup_root,
         "--proc-root-dir": paths.proc_root,
@@ -146,9 +133,9 @@ async def _flood(port: int) -> tuple[bytes, list[tuple[int, str | None, int]], f
 def test_a_scrape_flood_leaves_memory_flat_and_healthz_answering(agent):
     port, proc = agent
     time.sleep(1.5)  # a PSI round: every per-pod series is in the registry
-    before = _status_mib(proc.pid, "VmHWM")
+    before = peak_rss_mib(proc.pid)
     reference, answers, slowest_healthz = asyncio.run(_flood(port))
-    peak = _status_mib(proc.pid, "VmHWM")
+    peak = peak_rss_mib(proc.pid)
     assert reference.count(b"\nkoordlet_container_psi{") == PODS * 3 * 18  # every container's PSI series
     served = [length for status, _, length in answers if status == 200]
     refused = [retry for status, retry, _ in answers if status == 503]
@@ -158,6 +145,6 @@ def test_a_scrape_flood_leaves_memory_flat_and_healthz_answering(agent):
     assert all(abs(length - len(reference)) < len(reference) // 100 for length in served)
     assert all(retry is not None for retry in refused), "a 503 without Retry-After"
     assert peak - before <= RSS_GROWTH_BOUND_MIB, (
-        f"peak RSS grew from {before} MiB to {peak} MiB under {SCRAPES} concurrent scrapes"
+        f"peak RSS grew from {before:.0f} MiB to {peak:.0f} MiB under {SCRAPES} concurrent scrapes"
     )
     assert slowest_healthz <= HEALTHZ_BOUND_S, f"/healthz took {slowest_healthz:.2f}s during the flood"

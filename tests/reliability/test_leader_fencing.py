@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import datetime
 import json
-import os
 import re
 import signal
 import sys
@@ -29,18 +28,18 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import yaml
 from aiohttp import web
 
 from koordinator.kube import resources as res
 from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.fake.server import Fault
 from koordinator.kube.timeutil import format_time
+from tests.controlplane.manager import process as manager_process
 from tests.controlplane.manager.builders import make_pod, review
 from tests.controlplane.manager.controllers.golden import base_metrics
 from tests.controlplane.manager.controllers.harness import seed as seed_objects
 from tests.controlplane.manager.controllers.objects import CONFIG_NAME, CONFIG_NAMESPACE, node, node_metric
-from tests.controlplane.manager.test_manager_process import Process, free_port
+from tests.controlplane.manager.process import Process
 from tests.controlplane.manager.test_manager_server import seed as seed_webhook_objects
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,55 +138,13 @@ def batch_cpu(fake: FakeApiServer) -> set[str | None]:
     }
 
 
-def write_kubeconfig(path: Path, server: str, token: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": server}}],
-                "users": [{"name": "u", "user": {"token": token}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "c",
-            }
-        )
-    )
-    return path
-
-
 async def launch(tmp_path: Path, server: str, token: str) -> Process:
     """``koord-manager`` with its own kubeconfig token, health port and certificate directory."""
     directory = tmp_path / token
     directory.mkdir()
-    log = directory / "stderr.log"
-    health = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "KUBECONFIG"))}
-    env.update(
-        {"WEBHOOK_PORT": "0", "WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_CERT_DIR": str(directory / "certs")}
+    return await manager_process.launch(
+        directory, server, "--webhook-bind-address=127.0.0.1", *ELECTION, token=token
     )
-    with log.open("w") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "controlplane.manager",
-            "--kubeconfig",
-            str(write_kubeconfig(directory / "kubeconfig", server, token)),
-            "--metrics-addr=127.0.0.1:0",
-            f"--health-probe-addr=127.0.0.1:{health}",
-            "--webhook-bind-address=127.0.0.1",
-            *ELECTION,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=err,
-            env=env,
-            cwd=ROOT,
-        )
-    return Process(proc, log, health)
-
-
-def webhook_port(process: Process) -> int:
-    found = re.search(r"listening on \S+:(\d+) \(TLS\)", process.stderr)
-    assert found, process.stderr
-    return int(found.group(1))
 
 
 def logged_at(process: Process, text: str, *, after: float) -> float:
@@ -276,7 +233,7 @@ async def test_an_apiserver_outage_keeps_the_webhooks_serving_and_the_replica_le
         await process.until_logged("is the leader")
         await process.until_ready()
         await asyncio.wait_for(_until(lambda: None not in batch_cpu(fake)), 60)
-        port = webhook_port(process)
+        port = await process.webhook_port()
         body = json.dumps(review(make_pod("outage").namespace("web").build())).encode()
         answers: list[tuple[str, int | str]] = []
 

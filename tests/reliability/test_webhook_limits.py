@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.client
-import re
 import ssl
 import threading
 import time
@@ -35,12 +34,14 @@ from controlplane.manager.certs import ServingTLS, generate_bundle
 from controlplane.manager.server import SiteSpec, start_site, webhook_app
 from koordinator.kube.fake import FakeApiServer
 from tests.controlplane.manager.builders import Admission, make_pod, review
-from tests.controlplane.manager.test_manager_process import Process, launch
+from tests.controlplane.manager.process import Process, launch
 from tests.controlplane.manager.test_manager_server import fake, seed
+from tests.reliability.procstatus import peak_rss_mib
 
 __all__ = ["fake"]
 
 MB = 1_000_000
+MIB = 1024 * 1024
 FLOOD = 50
 OVERSIZED_BYTES = 12_600_000
 UNDER_LIMIT_BYTES = 7_000_000
@@ -60,20 +61,6 @@ def unverified_tls() -> ssl.SSLContext:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     return context
-
-
-def vm_hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
-
-
-async def webhook_port(process: Process) -> int:
-    await process.until_logged("(TLS)")
-    found = re.search(r"listening on 127\.0\.0\.1:(\d+) \(TLS\)", process.stderr)
-    assert found, process.stderr
-    return int(found.group(1))
 
 
 @dataclass
@@ -191,11 +178,9 @@ async def manager(tmp_path: Path, fake: FakeApiServer) -> AsyncIterator[tuple[Pr
     process = await launch(tmp_path, fake.url, "--webhook-bind-address=127.0.0.1")
     try:
         await process.until_ready()
-        yield process, await webhook_port(process)
+        yield process, await process.webhook_port()
     finally:
-        if process.proc.returncode is None:
-            process.proc.kill()
-            await process.proc.wait()
+        await process.kill()
 
 
 async def flood(process: Process, port: int, body: bytes) -> tuple[list[Reply], float, HealthPoller]:
@@ -205,7 +190,7 @@ async def flood(process: Process, port: int, body: bytes) -> tuple[list[Reply], 
     before it (start-up included).
     """
     pid = process.proc.pid
-    before = vm_hwm_mb(pid)
+    before = peak_rss_mib(pid) * MIB / MB
     with HealthPoller(process.health) as poller:
         await asyncio.sleep(0.2)
         outcomes = await asyncio.gather(
@@ -214,7 +199,7 @@ async def flood(process: Process, port: int, body: bytes) -> tuple[list[Reply], 
     replies = [outcome for outcome in outcomes if isinstance(outcome, Reply)]
     errors = [repr(outcome) for outcome in outcomes if not isinstance(outcome, Reply)]
     assert not errors, (errors[:3], process.proc.returncode, process.stderr[-3000:])
-    return replies, vm_hwm_mb(pid) - before, poller
+    return replies, peak_rss_mib(pid) * MIB / MB - before, poller
 
 
 def review_code(reply: Reply) -> int:
