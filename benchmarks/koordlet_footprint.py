@@ -53,6 +53,7 @@ from benchmarks.harness import Result
 from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
 from koordinator.api.types.slo import NodeSLOSpec
+from koordlet.__main__ import host_root_argv
 from koordlet.metriccache import KVStore, MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.metricsadvisor.framework import CollectContext, build_collectors
@@ -112,19 +113,8 @@ def _slope_per_s(points: list[tuple[float, float]]) -> float:
 
 
 def _agent_argv(node: _fakehost.FakeNode, port: int) -> list[str]:
-    paths = node.paths
-    roots = {
-        "--cgroup-root-dir": paths.cgroup_root,
-        "--proc-root-dir": paths.proc_root,
-        "--sys-root-dir": paths.sys_root,
-        "--sys-fs-root-dir": paths.sys_fs_root,
-        "--var-run-root-dir": paths.var_run_root,
-        "--run-root-dir": paths.run_root,
-        "--var-lib-kubelet-dir": paths.var_lib_kubelet,
-    }
     argv = [sys.executable, "-m", "koordlet", "--standalone", "--addr", f"127.0.0.1:{port}"]
-    for flag, path in roots.items():
-        argv += [flag, str(path)]
+    argv += host_root_argv(node.paths)
     return [*argv, "--feature-gates", "PSICollector=true"]
 
 

@@ -57,6 +57,11 @@ HOST_ROOT_FLAGS = {
 }
 
 
+def host_root_argv(paths: HostPaths) -> list[str]:
+    """The flags that point a koordlet at ``paths`` (what a test or benchmark passes to a child)."""
+    return [arg for flag, field in HOST_ROOT_FLAGS.items() for arg in (flag, str(getattr(paths, field)))]
+
+
 def version_text() -> str:
     report = native.backend_report()
     details = ", ".join(f"{name}={kind}" for name, kind in report.items())

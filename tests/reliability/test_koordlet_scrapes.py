@@ -24,6 +24,7 @@ import aiohttp
 import pytest
 
 from koordinator.kube.envtest.controlplane import free_port
+from koordlet.__main__ import host_root_argv
 from tests.fakes.host import FakeHost
 from tests.reliability.procstatus import peak_rss_mib
 
@@ -53,18 +54,9 @@ def agent(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """``koordlet --standalone`` on the fake node, once ``/healthz`` says ok: (port, process)."""
     paths = _fake_node(tmp_path / "node", PODS).paths
     port = free_port()
-    roots = {
-        "--cgroup-root-dir": paths.cgroup_root,
-        "--proc-root-dir": paths.proc_root,
-        "--sys-root-dir": paths.sys_root,
-        "--sys-fs-root-dir": paths.sys_fs_root,
-        "--var-run-root-dir": paths.var_run_root,
-        "--run-root-dir": paths.run_root,
-        "--var-lib-kubelet-dir": paths.var_lib_kubelet,
-    }
     command = [sys.executable, "-m", "koordlet", "--standalone", "--addr", f"127.0.0.1:{port}"]
     command += ["--feature-gates", "PSICollector=true", "--psi-collector-interval", "1s"]
-    command += [arg for flag, root in roots.items() for arg in (flag, str(root))]
+    command += host_root_argv(paths)
     log = (tmp_path / "koordlet.log").open("wb")
     proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
