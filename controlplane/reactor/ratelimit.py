@@ -2,8 +2,9 @@
 
 Defaults are controller-runtime's: the larger of a per-key delay of 5 ms doubling on every
 failure up to 1000 s, and the delay until a token is free in a bucket refilled at 10 per
-second holding at most 100. A success forgets the key, so its next failure starts at 5 ms
-again. Time is read from an injectable clock.
+second holding at most 100 (the shared :class:`koordinator.kube.ratelimit.TokenBucket`).
+A success forgets the key, so its next failure starts at 5 ms again. Time is read from an
+injectable clock.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
+from koordinator.kube.ratelimit import TokenBucket
 
 __all__ = [
     "BucketRateLimiter",
@@ -64,20 +66,13 @@ class BucketRateLimiter:
     """One token per retry from a bucket refilled at ``qps`` and holding ``burst``; no per-key state."""
 
     def __init__(self, qps: float = 10.0, burst: int = 100, clock: Clock = SYSTEM_CLOCK) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError("need qps > 0 and burst >= 1")
-        self.qps = qps
-        self.burst = burst
         self.clock = clock
-        self._tokens = float(burst)
-        self._last = clock.monotonic()
+        self._bucket = TokenBucket(qps, burst, clock.monotonic)
+        self.qps = self._bucket.qps
+        self.burst = self._bucket.burst
 
     def when(self, key: str) -> float:
-        now = self.clock.monotonic()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-        self._last = now
-        self._tokens -= 1.0  # reserve a token now, possibly going into debt
-        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+        return self._bucket.reserve()
 
     def forget(self, key: str) -> None:
         return None

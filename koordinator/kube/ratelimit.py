@@ -1,7 +1,10 @@
-"""Client-side request limits: a token bucket refilled at ``qps`` holding up to ``burst`` tokens.
+"""The one token bucket: refilled at ``qps``, holding up to ``burst`` tokens.
 
-The same model as client-go's ``flowcontrol.NewTokenBucketRateLimiter``: a request takes
-one token, waiting for the refill when the bucket is empty. Waiters are served in order.
+The same model as client-go's ``flowcontrol.NewTokenBucketRateLimiter`` (golang.org/x/time/rate
+underneath): a request takes one token, waiting for the refill when the bucket is empty, and
+waiters are served in order. Users: the API client's request limit, the koordlet's eviction
+and pod-refresh limits, and the work queue's overall retry limit
+(:class:`controlplane.reactor.ratelimit.BucketRateLimiter`, through :meth:`TokenBucket.reserve`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,15 @@ class TokenBucket:
             self._tokens -= 1.0
             return True
         return False
+
+    def reserve(self) -> float:
+        """Take a token now, going into debt when none is free; returns the seconds until it is due.
+
+        ``rate.Limiter.Reserve().Delay()``: the caller acts after the returned delay instead of waiting here.
+        """
+        self._refill(self.clock())
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
     async def acquire(self) -> float:
         """Take a token, waiting for it; returns the seconds waited."""
