@@ -24,6 +24,7 @@ from typing import Any
 from controlplane.manager.webhooks.context import ClusterError
 from controlplane.manager.webhooks.elasticquota.topology import QuotaTopology
 from koordinator.api.features import FeatureGates
+from koordinator.api.selectors import label_selector
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ApiConnectionError, ApiError, NotFoundError
@@ -34,7 +35,6 @@ from koordinator.kube.resources import (
     ELASTIC_QUOTAS,
     Resource,
 )
-from koordinator.kube.selectors import label_selector
 
 __all__ = ["InformerCluster"]
 

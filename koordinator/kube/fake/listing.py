@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from koordinator.api.selectors import FieldSelector, LabelSelector, SelectorError
 from koordinator.kube.fake import status as st
 from koordinator.kube.fake.registry import ResourceType
-from koordinator.kube.selectors import FieldSelector, LabelSelector, SelectorError
 
 if TYPE_CHECKING:
     from koordinator.kube.fake.state import ClusterState

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from koordinator.api.selectors import FieldSelector, LabelSelector
 from koordinator.api.types.core import OBJECT_META_FIELDS
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.fake import apply as ssa
@@ -32,7 +33,6 @@ from koordinator.kube.fake.schema import prune
 from koordinator.kube.fake.validation import validate
 from koordinator.kube.fake.watching import HistoryEvent, Watcher
 from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, POD_DISRUPTION_BUDGETS, PODS
-from koordinator.kube.selectors import FieldSelector, LabelSelector
 from koordinator.kube.timeutil import format_time
 
 Obj = dict[str, Any]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from koordinator.api.selectors import field_selector
 from koordinator.kube import resources as res
 from koordinator.kube.client import Preconditions, PropagationPolicy
 from koordinator.kube.errors import (
@@ -17,7 +18,6 @@ from koordinator.kube.errors import (
     InvalidError,
     NotFoundError,
 )
-from koordinator.kube.selectors import field_selector
 from tests.koordinator.kube.builders import config_map, node, pod, widget
 from tests.koordinator.kube.conftest import WIDGETS, Backend
 

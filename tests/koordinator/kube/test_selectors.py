@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koordinator.kube.selectors import (
+from koordinator.api.selectors import (
     FieldSelector,
     LabelSelector,
     Requirement,
