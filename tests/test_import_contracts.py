@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -251,3 +252,17 @@ def test_a_renamed_layer_fails_the_contracts(tree: Path, old: str, new: str) -> 
     returncode, _, output = lint_imports(tree)
     assert returncode != 0, output
     assert re.search(rf"\b{re.escape(old)}'? does not exist", " ".join(output.split())), output
+
+
+def test_the_architecture_page_draws_every_layer_and_names_every_contract() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    layers = {
+        name.strip()
+        for contract in config["contracts"]
+        if contract["type"] == "layers"
+        for layer in contract["layers"]
+        for name in layer.split("|")
+    }
+    assert sorted(name for name in layers if name not in page) == []
+    assert sorted(c["name"] for c in config["contracts"] if c["name"] not in page) == []
