@@ -1,7 +1,9 @@
 """cffi (API mode) builder for koordlet._native._perf: perf_event_open and counter reads.
 
 Run by setup.py through ``cffi_modules``; the compiled module is private and imported
-only by koordlet.system.perf. This is a capability binding: it has no Python twin.
+only by koordlet.system.perf. Its pure-Python twin is ``_CtypesBackend`` there: the same
+syscalls through libc's ``syscall()``, used when ``KOORDLET_NO_EXTENSIONS=1`` is set or this
+module does not load (koordlet.system.native decides).
 """
 
 from cffi import FFI

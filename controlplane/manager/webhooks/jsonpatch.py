@@ -13,8 +13,11 @@ object it wants. :func:`create_patch` walks both documents once:
 
 Keys are escaped as RFC 6901 requires (``~`` -> ``~0``, ``/`` -> ``~1``), which matters for
 every Kubernetes label and resource name with a prefix (``koordinator.sh/qosClass``,
-``kubernetes.io/batch-cpu``). Building the patch by hand is about two orders of magnitude
-faster than a generic diff library and yields minimal, readable operations.
+``kubernetes.io/batch-cpu``). Building the patch by hand yields minimal, readable operations
+and is faster than a generic diff library: on a pod of three containers whose QoS label,
+scheduler, priority and resources a webhook rewrites, ``create_patch`` took about 57 us and
+``jsonpatch.make_patch`` (the library of the test extras) 1.0 to 1.4 ms, 16 to 24 times as
+long (timeit, best of five).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def create_patch(original: Any, modified: Any) -> list[dict[str, Any]]:
 
 
 def json_copy(value: Any) -> Any:
-    """A deep copy of decoded JSON (an order of magnitude faster than ``copy.deepcopy``)."""
+    """A deep copy of decoded JSON (7 times faster than ``copy.deepcopy`` on the pod measured above)."""
     try:
         return orjson.loads(orjson.dumps(value))
     except (TypeError, orjson.JSONEncodeError):
