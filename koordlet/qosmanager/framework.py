@@ -1,12 +1,17 @@
 """QoS strategy framework: the snapshot a strategy reads, the plan it returns, the runner.
 
-A strategy is a pure function of a :class:`Snapshot` (time, node, merged NodeSLO, pods,
-recent metrics, host facts and the current cgroup values) to a :class:`Plan` (cgroup and
-file updates, leveled cgroup batches, evictions, gauge values and which of its gauges'
-series may stay, or the reason it planned nothing). Only the runner acts: the executor
-writes, the evictor evicts. Each strategy runs on its own interval, and again as soon as
-the collectors bring new usage (the agent calls :meth:`QoSManager.wake`); a strategy that
-raises is logged and counted, and the others go on.
+A strategy turns a :class:`Snapshot` (time, node, merged NodeSLO, pods, recent metrics,
+host facts, and a view of the cgroups) into a :class:`Plan` (cgroup and file updates,
+leveled cgroup batches, evictions, gauge values and which of its gauges' series may stay,
+or the reason it planned nothing). Only the runner acts: the executor writes, the evictor
+evicts; a strategy writes nothing. Strategies are not pure functions of the snapshot yet:
+the snapshot is taken in a worker thread, but :meth:`Strategy.enabled` and
+:meth:`Strategy.plan` run on the event loop and read the live host there -- cgroup values
+and listings through :class:`CgroupView` (not captured in the snapshot), block devices,
+mounts and resctrl schemata under :attr:`Snapshot.host_paths` (blkio, resctrl) -- and some
+keep state between plans (the token buckets of cpu_burst). Each strategy runs on its own
+interval, and again as soon as the collectors bring new usage (the agent calls
+:meth:`QoSManager.wake`); a strategy that raises is logged and counted, and the others go on.
 """
 
 from __future__ import annotations
