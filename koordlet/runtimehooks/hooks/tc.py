@@ -1,64 +1,12 @@
 """TCNetworkQoS: egress bandwidth per QoS class, and per pod, with an HTB tree on the node's NIC.
 
 Enabled with the ``TCNetworkQoS`` gate when the NodeSLO's ``policies.netQOSPolicy`` is unset
-or ``tc``, on the link of the default route (or the link the hook is given). The hook
-computes the tree the link should have (:meth:`TCNetworkQoS.desired`, no netlink) and the host
-layer (:class:`koordlet.system.netqos.TrafficControl`) converges the link to it, creating
-what is missing, changing what differs and deleting what is extra:
-
-* qdisc ``htb 1:0`` at the root, unclassified traffic to the system class ``1:2``;
-* class ``1:1`` (root): rate = ceil = ``systemStrategy.totalNetworkBandwidth`` (bits/s;
-  0 means the link's speed from sysfs);
-* ``1:2`` system: rate = total - LS request - BE request, ceil = total, prio 1;
-  ``1:3`` LS: rate = LS ``egressRequest``, ceil = LS ``egressLimit``, prio 2;
-  ``1:4`` BE: the same from the BE class, prio 3. Each value is an IntOrString: an int is a
-  percent of the total (outside 0-100 it counts as 0), a string a quantity in bits/s;
-* ``cgroup`` filters at prio 1, 2, 3 (handles 2, 3, 4): a socket whose cgroup has
-  ``net_cls.classid`` 1:N goes to class 1:N. The pod level sets ``net_cls.classid`` of every
-  pod with a QoS label (SYSTEM 1:2; LSE, LSR, LS 1:3; BE 1:4; a pod with its own class: that);
-* pods with ``koordinator.sh/networkQOS`` ``egressLimit`` (``{"egressLimit": "10M"}``, bits/s;
-  an int is a percent of the total) get a class ``1:<minor>`` under ``1:1`` with rate = ceil
-  = the limit and their class's priority;
-* the pod IPs (``status.podIPs``, else ``status.podIP``) of pods that are not hostNetwork
-  go to their class through ``u32`` filters matching the source address exactly (IPv4 at
-  prio 4, IPv6 at prio 5).
-
-**What replaces upstream's ipsets and iptables.** Upstream puts pod IPs into the ipsets
-``system_class``, ``ls_class`` and ``be_class`` and classifies them with iptables
-``-t mangle -A POSTROUTING -m set --match-set <set> src -j CLASSIFY --set-class 1:N``; per-pod
-classes already use u32 filters. That path needs the ``iptables`` binary (with xt_set and
-CLASSIFY), which a Python agent should not shell out to and which node images need not
-have. ipsets alone can be made over netlink (pyroute2's ``IPSet`` does it), but without an
-iptables rule nothing would consult them: the tc ``ipset`` ematch
-(``CONFIG_NET_EMATCH_IPSET``) that could is often not built. So membership is expressed
-directly as one u32 source-address filter per pod IP, pointing at the pod's class; no ipset
-or iptables rule is created. The difference to know: iptables' mangle POSTROUTING sees the
-pod's address before SNAT, a tc filter on the NIC sees it after, so with masquerading (pod
-traffic leaving with the node's address) the u32 filters do not match and that traffic
-falls to the default (system) class. Clusters whose pod addresses reach the wire
-(VPC-routed CNIs, BGP, no SNAT) are classified as upstream.
-
-**Deliberate differences.** Upstream divides a pod's limit by 8 twice (bits to bytes when
-reading the annotation, then again in its HTB class constructor), so ``10M`` became 156250
-bytes/s (1.25 Mbit/s); here it is divided once: 1250000 bytes/s, 10 Mbit/s. A class whose
-rate works out to 0 (a disabled class, a 0 request, requests above the total) gets the
-minimal rate of 1 kbit/s instead of a rate the kernel refuses, and a limit of 0 (the merged
-NodeSLO default) means no cap (ceil = total). hostNetwork pods are not matched by address
-(their address is the node's, and would classify all of the node's traffic) but through
-``net_cls.classid``. Per-pod class minors are 0x100-0xffff, derived from the pod UID (stable
-across restarts; a pod's current ``net_cls.classid`` is reused) instead of random. Ingress
-limits are not enforced (upstream does not either; it needs an ifb redirect).
-
-**Cleanup.** Pods that are gone lose their filters and classes at the next all-pods pass.
-When the hook turns off (gate, policy, unknown bandwidth) after it shaped the link, it
-deletes its root qdisc (classes and filters go with it) and resets the ``net_cls.classid``
-of pods that name one of its classes, once. A restarted agent whose gate is on but whose
-policy is not ``tc`` does the same once for what a previous run left; with the gate off
-from the start nothing on the link is touched.
-
-The ``cgroup`` classifier needs ``CONFIG_NET_CLS_CGROUP`` and cgroup v1 ``net_cls``; where the
-kernel lacks it the cgroup filters are reported (once) as unsupported and address
-filters still work. Only egress is shaped.
+or ``tc``. The hook computes the tree the link should have (:meth:`TCNetworkQoS.desired`, no
+netlink) and the host layer (:class:`koordlet.system.netqos.TrafficControl`) converges the
+link to it. The design -- the tree and its filters, what replaces upstream's ipsets and
+iptables (and what that misses under SNAT), the deliberate differences from upstream, the
+cleanup, the kernel options it needs -- is in ``docs/runtime-hooks.md``, section
+"TCNetworkQoS: the HTB tree".
 """
 
 from __future__ import annotations
