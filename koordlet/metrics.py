@@ -1,10 +1,13 @@
 """The koordlet's Prometheus metrics: upstream's ``koordlet_*`` names and labels, on an
-injectable registry, and a Go-compatible text rendering.
+injectable registry.
 
 Dashboards built for Koordinator query these exact names. The Python client appends
 ``_total`` to counters and adds ``_created`` samples; Go's client does neither, so
-:func:`render` writes counters under their plain names (``koordlet_pod_eviction``) and
-omits ``_created``. The HTTP handler renders on the event loop in slices
+:func:`render` (:mod:`koordinator.metrics.exposition`, shared with koord-manager) writes
+counters under their plain names (``koordlet_pod_eviction``) and omits ``_created``.
+Values are not written as Go writes them: integral values have no fractional part and
+others are Python's shortest ``repr`` (``34359738368`` where Go writes ``3.4359738368e+10``),
+the same numbers to Prometheus. The HTTP handler renders on the event loop in slices
 (:func:`render_async`), so a scrape of thousands of series never stalls the loop.
 
 Series labelled by pod or container are pruned with :func:`prune` (or replaced as a whole
@@ -19,19 +22,28 @@ owner registers a refresher with :meth:`KoordletMetrics.on_scrape`, and every sc
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import math
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
-log = logging.getLogger(__name__)
+from koordinator.metrics.exposition import RENDER_SLICE, Refresher, ScrapeRefreshers, render, render_async
+
+__all__ = [
+    "BYTE",
+    "CORE",
+    "INTEGER",
+    "NAMESPACE",
+    "RENDER_SLICE",
+    "KoordletMetrics",
+    "Refresher",
+    "ScrapeRefreshers",
+    "prune",
+    "render",
+    "render_async",
+    "sync_gauge",
+]
 
 NAMESPACE = "koordlet"
 CORE, BYTE, INTEGER = "core", "byte", "integer"
@@ -39,45 +51,6 @@ CORE, BYTE, INTEGER = "core", "byte", "integer"
 _CONTAINER = ("node", "container_id", "container_name", "pod_uid", "pod_name", "pod_namespace")
 _PSI = ("psi_resource_type", "psi_precision", "psi_degree", "cpu_full_supported")
 _MS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
-
-#: brings some gauges up to date before a scrape reads them; a generator that yields
-#: between slices of its work, so a scrape on the event loop never stalls it
-Refresher = Callable[[], Iterator[None]]
-
-
-class ScrapeRefreshers:
-    """A collector without metrics of its own: the refreshers of lazily kept gauges.
-
-    Registered on the registry before every koordlet metric, so each scrape runs the
-    refreshers before it reads the gauges they keep. A refresher that fails is logged;
-    the scrape goes on with what the gauges hold.
-    """
-
-    def __init__(self) -> None:
-        self._refreshers: list[Refresher] = []
-        self._lock = threading.Lock()
-
-    def add(self, refresher: Refresher) -> None:
-        with self._lock:
-            self._refreshers.append(refresher)
-
-    def refresh(self) -> Iterator[None]:
-        """Run every refresher, yielding whenever one does."""
-        with self._lock:
-            refreshers = list(self._refreshers)
-        for refresher in refreshers:
-            try:
-                yield from refresher()
-            except Exception:
-                log.exception("refreshing metrics before a scrape failed")
-
-    def describe(self) -> list[Metric]:
-        return []
-
-    def collect(self) -> list[Metric]:
-        for _ in self.refresh():
-            pass
-        return []
 
 
 class KoordletMetrics:
@@ -280,129 +253,3 @@ def sync_gauge(gauge: Gauge, series: Iterable[tuple[tuple[str, ...], float]]) ->
             yield
     if len(children) > len(keep):
         prune(gauge, keep)
-
-
-def _go_float(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-
-
-def _render_family(family: Metric, out: list[str]) -> None:
-    name, kind = family.name, family.type
-    if kind == "unknown":
-        kind = "untyped"
-    samples = [s for s in family.samples if not s.name.endswith("_created")]
-    if not samples:
-        return
-    doc = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
-    out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
-    for sample in samples:
-        sample_name = name if kind == "counter" else sample.name
-        if sample.labels:
-            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()))
-            out.append(f"{sample_name}{{{labels}}} {_go_float(sample.value)}\n")
-        else:
-            out.append(f"{sample_name} {_go_float(sample.value)}\n")
-
-
-#: series written between two yields of :func:`render_async` (about a millisecond of work)
-RENDER_SLICE = 500
-
-
-def _gauge_children(collector: Collector) -> list[tuple[Sequence[str], Gauge]] | None:
-    """The children of a labelled gauge whose children all hold a value (none reads a
-    function), or None for any other collector."""
-    if type(collector) is not Gauge or not collector._labelnames or collector._labelvalues or collector._unit:
-        return None
-    with collector._lock:
-        children = cast(list[tuple[Sequence[str], Gauge]], list(collector._metrics.items()))
-    if any("_child_samples" in vars(child) for _, child in children):
-        return None
-    return children
-
-
-def _render_gauge(
-    gauge: Gauge, children: list[tuple[Sequence[str], Gauge]], out: list[str]
-) -> Iterator[None]:
-    """Write a labelled gauge straight from its children: what :func:`_render_family`
-    writes for it, without building a Sample and a label dict per series. Yields every
-    :data:`RENDER_SLICE` series."""
-    if not children:
-        return
-    names = gauge._labelnames
-    # Go sorts a series' labels by name; "{i}" is the i-th label value, escaped
-    order = sorted(range(len(names)), key=names.__getitem__)
-    template = gauge._name + "{{" + ",".join(f'{names[i]}="{{{i}}}"' for i in order) + "}} {value}\n"
-    fmt = template.format
-    doc = gauge._documentation.replace("\\", r"\\").replace("\n", r"\n")
-    out.append(f"# HELP {gauge._name} {doc}\n# TYPE {gauge._name} gauge\n")
-    for first in range(0, len(children), RENDER_SLICE):
-        for values, child in children[first : first + RENDER_SLICE]:
-            joined = "".join(values)
-            if "\\" in joined or "\n" in joined or '"' in joined:
-                values = tuple(map(_escape, values))
-            out.append(fmt(*values, value=_go_float(child._value.get())))
-        yield
-
-
-def _collectors(registry: CollectorRegistry) -> list[Collector] | None:
-    """The registry's collectors in the order ``registry.collect()`` visits them, or None
-    when they cannot be listed (a registry with target info or of another kind)."""
-    collectors = getattr(registry, "_collector_to_names", None)
-    if type(registry) is not CollectorRegistry or not isinstance(collectors, dict) or registry._target_info:
-        return None
-    with registry._lock:
-        return list(collectors)
-
-
-def _render(registry: CollectorRegistry, out: list[str]) -> Iterator[None]:
-    """Write the registry into ``out``, yielding after each family or slice of series.
-
-    Labelled gauges (the per-pod and per-container series, nearly all of a busy node's)
-    are written from their children directly; every other family goes through
-    ``collect()``. Both paths write the same text.
-    """
-    collectors = _collectors(registry)
-    if collectors is None:
-        for family in registry.collect():
-            _render_family(family, out)
-            yield
-        return
-    for collector in collectors:
-        if isinstance(collector, ScrapeRefreshers):
-            yield from collector.refresh()
-            continue
-        children = _gauge_children(collector)
-        if children is not None:
-            yield from _render_gauge(cast(Gauge, collector), children, out)
-            continue
-        for family in collector.collect():
-            _render_family(family, out)
-        yield
-
-
-def render(registry: CollectorRegistry) -> bytes:
-    """The text exposition format as Go's client writes it (counters without ``_total``)."""
-    out: list[str] = []
-    for _ in _render(registry, out):
-        pass
-    return "".join(out).encode()
-
-
-async def render_async(registry: CollectorRegistry) -> bytes:
-    """:func:`render` on the event loop, in slices: other tasks run between two slices,
-    so a scrape never holds the loop for more than about a millisecond at a time (a
-    worker thread would, through the GIL, hold it for whole switch intervals)."""
-    out: list[str] = []
-    for _ in _render(registry, out):
-        await asyncio.sleep(0)
-    return "".join(out).encode()

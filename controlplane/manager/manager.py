@@ -62,7 +62,6 @@ from controlplane.manager.certs import (
     service_dns_name,
 )
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
-from controlplane.manager.controllers.metrics import render as render_metrics
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.manager.gates import report_gates
 from controlplane.manager.options import ManagerOptions
@@ -79,6 +78,7 @@ from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.errors import NotFoundError, NotLeaderError
 from koordinator.kube.informer import InformerFactory
 from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from koordinator.metrics.exposition import render_python_client as render_metrics
 
 __all__ = ["Manager", "ManagerError"]
 

@@ -7,7 +7,7 @@ import asyncio
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from koordlet import metrics as m
+from koordinator.metrics import exposition
 from koordlet.metrics import RENDER_SLICE, KoordletMetrics, render, render_async
 
 
@@ -15,7 +15,7 @@ def _general(registry: CollectorRegistry) -> bytes:
     """Every family through ``registry.collect()`` (the path for non-gauge families)."""
     out: list[str] = []
     for family in registry.collect():
-        m._render_family(family, out)
+        exposition.write_family(family, out)
     return "".join(out).encode()
 
 

@@ -13,9 +13,9 @@
 * ``koordinator_manager_is_leader`` (gauge): 1 while this replica holds the lease.
 
 Upstream's counters carry no ``_total`` suffix, and dashboards query them by these names.
-Python's client appends one, so these counters come from a collector of their own and
-:func:`render` writes them under their plain names (every other family exactly as the
-Python client does); the manager's metrics server uses it.
+Python's client appends one, so these counters come from a collector of their own
+(:class:`GoCounter`), whose families the manager's metrics server writes under their plain
+names (:func:`koordinator.metrics.exposition.render_python_client`).
 """
 
 from __future__ import annotations
@@ -23,57 +23,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["FAILED", "SUCCEEDED", "GoCounter", "SLOControllerMetrics", "render"]
+from koordinator.metrics.exposition import GoCounterFamily
+
+__all__ = ["FAILED", "SUCCEEDED", "GoCounter", "SLOControllerMetrics"]
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 UNIT_INTEGER = "integer"
 UNIT_BYTE = "byte"
-
-
-class GoCounterFamily(Metric):
-    """A counter family whose samples keep the family's plain name (see :func:`render`)."""
-
-
-class _Single:
-    """One family as a collector, for the Python client's renderer."""
-
-    def __init__(self, family: Metric) -> None:
-        self.family = family
-
-    def collect(self) -> Iterator[Metric]:
-        yield self.family
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def render(registry: CollectorRegistry) -> bytes:
-    """The text exposition format with :class:`GoCounter` families under their plain names."""
-    out: list[bytes] = []
-    for family in registry.collect():
-        if isinstance(family, GoCounterFamily):
-            lines = [
-                f"# HELP {family.name} {_escape_help(family.documentation)}\n",
-                f"# TYPE {family.name} counter\n",
-            ]
-            lines += generate_latest(_Single(_as_gauge(family))).decode().splitlines(keepends=True)[2:]
-            out.append("".join(lines).encode())
-        else:
-            out.append(generate_latest(_Single(family)))
-    return b"".join(out)
-
-
-def _as_gauge(family: Metric) -> Metric:
-    """The same samples as an untouched gauge family, so the sample lines render verbatim."""
-    gauge = Metric(family.name, family.documentation, "gauge")
-    gauge.samples = list(family.samples)
-    return gauge
 
 
 class GoCounter(Collector):

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from controlplane.manager.controllers.metrics import render
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.fake import Fault
 from koordinator.kube.timeutil import format_time, parse_time
+from koordinator.metrics.exposition import render_python_client as render
 from tests.controlplane.manager.controllers.golden import NOW, base_metrics, base_pods
 from tests.controlplane.manager.controllers.harness import SLOHarness, running
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod_metric
