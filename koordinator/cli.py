@@ -2,7 +2,9 @@
 
 Each binary builds its parser with :func:`component_parser`, which adds ``-v``/``--v``
 (klog verbosity), ``--feature-gates`` checked against the component's gate table and
-``--version``. Every usage error prints exactly one line on stderr and exits 2, so an
+``--version``. Flag values are read by the one set of converters here (Go durations and
+booleans, quantities, ``[host]:port`` addresses, feature gates), used as ``type=`` by the
+koordlet and koord-manager alike. Every usage error prints exactly one line on stderr and exits 2, so an
 init container or a systemd unit shows the real cause instead of a usage dump. Daemons
 stop cleanly on the first SIGTERM or SIGINT (:func:`stop_on_signals`) and at once on a
 second.
@@ -24,6 +26,8 @@ from typing import ClassVar, NoReturn
 import yaml
 
 from koordinator.api.features import FeatureGateError, FeatureGates, FeatureSpec
+from koordinator.api.goparse import parse_bool, parse_duration_seconds
+from koordinator.api.quantity import Quantity, QuantityError
 
 EXIT_USAGE = 2
 
@@ -50,7 +54,12 @@ def fail(prog: str, message: str) -> NoReturn:
     raise SystemExit(EXIT_USAGE)
 
 
-def _gates_type(known: Mapping[str, FeatureSpec]) -> Callable[[str], FeatureGates]:
+# ---- flag values: ``type=`` converters for argparse ----------------------------------------
+
+
+def feature_gates_flag(known: Mapping[str, FeatureSpec]) -> Callable[[str], FeatureGates]:
+    """``--feature-gates``: comma-separated ``Name=true|false`` pairs checked against ``known``."""
+
     def convert(text: str) -> FeatureGates:
         try:
             return FeatureGates.parse(known, text)
@@ -58,6 +67,53 @@ def _gates_type(known: Mapping[str, FeatureSpec]) -> Callable[[str], FeatureGate
             raise argparse.ArgumentTypeError(str(err)) from None
 
     return convert
+
+
+def duration_flag(text: str) -> float:
+    """A Go duration (``10s``, ``1m30s``), in seconds."""
+    try:
+        return parse_duration_seconds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {err}") from None
+
+
+def bool_flag(text: str) -> bool:
+    """A Go boolean (``strconv.ParseBool``: ``1``, ``t``, ``true``, ``TRUE``, ``0``, ``f``, ...)."""
+    try:
+        return parse_bool(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid boolean {text!r}") from None
+
+
+def size_flag(text: str) -> int:
+    """A quantity (``100Mi``, ``1G``), in bytes."""
+    try:
+        return Quantity.parse(text).value()
+    except QuantityError as err:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: {err}") from None
+
+
+def parse_address(address: str, default_host: str = "") -> tuple[str, int]:
+    """``":8080"``, ``"0.0.0.0:8080"``, ``"[::1]:8080"`` -> ``(host, port)``; port 0 picks a free port."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"invalid address {address!r}: expected [host]:port")
+    host = host.strip("[]") or default_host
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"invalid port in {address!r}") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"invalid port in {address!r}")
+    return host, number
+
+
+def address_flag(text: str) -> tuple[str, int]:
+    """A listen address, ``[host]:port`` (:func:`parse_address`)."""
+    try:
+        return parse_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _verbosity(text: str) -> int:
@@ -90,7 +146,7 @@ def component_parser(
     parser.add_argument(
         "--feature-gates",
         dest="feature_gates",
-        type=_gates_type(features),
+        type=feature_gates_flag(features),
         default=FeatureGates(features),
         metavar="GATES",
         help="comma-separated Name=true|false pairs; AllAlpha=true|false and AllBeta=true|false "

@@ -31,9 +31,17 @@ import orjson
 
 from koordinator import __version__
 from koordinator.api.features import KOORDLET_FEATURES
-from koordinator.api.goparse import parse_bool, parse_duration_seconds
-from koordinator.api.quantity import Quantity, QuantityError
-from koordinator.cli import component_parser, configure_logging, fail, one_line, tolerate_closed_stdout
+from koordinator.cli import (
+    address_flag,
+    bool_flag,
+    component_parser,
+    configure_logging,
+    duration_flag,
+    fail,
+    one_line,
+    size_flag,
+    tolerate_closed_stdout,
+)
 from koordlet.agent import AgentConfig, run_agent
 from koordlet.metricsadvisor.framework import CollectorConfig
 from koordlet.qosmanager.registry import strategies
@@ -85,40 +93,12 @@ def host_paths(args: argparse.Namespace) -> HostPaths:
     return HostPaths.from_environ().with_overrides(**overrides)
 
 
-def _duration(text: str) -> float:
-    try:
-        return parse_duration_seconds(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {err}") from None
-
-
-def _bool(text: str) -> bool:
-    try:
-        return parse_bool(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid boolean {text!r}") from None
-
-
-def _size(text: str) -> int:
-    try:
-        return Quantity.parse(text).value()
-    except QuantityError as err:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: {err}") from None
-
-
-def _addr(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid address {text!r}, want [host]:port")
-    return host.strip("[]"), int(port)
-
-
 #: (flag, dest, type, default, help) of the agent, upstream's names and defaults
 AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
     (
         "--addr",
         "addr",
-        _addr,
+        address_flag,
         None,
         "address of /metrics and /healthz (default :9316; 127.0.0.1:9316 standalone)",
     ),
@@ -132,49 +112,61 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "InternalIP",
         "node address used",
     ),
-    ("--kubelet-sync-interval", "kubelet_sync_interval", _duration, 10.0, "period of the kubelet /pods sync"),
-    ("--kubelet-sync-timeout", "kubelet_sync_timeout", _duration, 3.0, "timeout of a kubelet request"),
-    ("--kubelet-insecure-tls", "kubelet_insecure_tls", _bool, False, "use the kubelet's read-only HTTP port"),
+    (
+        "--kubelet-sync-interval",
+        "kubelet_sync_interval",
+        duration_flag,
+        10.0,
+        "period of the kubelet /pods sync",
+    ),
+    ("--kubelet-sync-timeout", "kubelet_sync_timeout", duration_flag, 3.0, "timeout of a kubelet request"),
+    (
+        "--kubelet-insecure-tls",
+        "kubelet_insecure_tls",
+        bool_flag,
+        False,
+        "use the kubelet's read-only HTTP port",
+    ),
     ("--kubelet-read-only-port", "kubelet_read_only_port", int, 10255, "the kubelet's read-only port"),
-    ("--node-topology-sync-interval", "node_topology_sync_interval", _duration, 3.0, "NRT report period"),
-    ("--enable-node-metric-report", "enable_node_metric_report", _bool, True, "write NodeMetric status"),
+    ("--node-topology-sync-interval", "node_topology_sync_interval", duration_flag, 3.0, "NRT report period"),
+    ("--enable-node-metric-report", "enable_node_metric_report", bool_flag, True, "write NodeMetric status"),
     (
         "--collect-res-used-interval",
         "collect_res_used_interval",
-        _duration,
+        duration_flag,
         1.0,
         "resource collection period",
     ),
     (
         "--collect-sys-metric-outdated-interval",
         "collect_sys_metric_outdated_interval",
-        _duration,
+        duration_flag,
         10.0,
         "max age of inputs of the system usage",
     ),
     (
         "--collect-node-cpu-info-interval",
         "collect_node_cpu_info_interval",
-        _duration,
+        duration_flag,
         60.0,
         "CPU info period",
     ),
-    ("--psi-collector-interval", "psi_collector_interval", _duration, 10.0, "PSI collection period"),
+    ("--psi-collector-interval", "psi_collector_interval", duration_flag, 10.0, "PSI collection period"),
     (
         "--enable-pagecache-collector",
         "enable_pagecache_collector",
-        _bool,
+        bool_flag,
         False,
         "collect usage with page cache",
     ),
     (
         "--tsdb-retention-duration",
         "tsdb_retention_duration",
-        _duration,
+        duration_flag,
         1800.0,
         "how long samples are kept (in memory; default 30m, the longest NodeMetric window)",
     ),
-    ("--tsdb-max-bytes", "tsdb_max_bytes", _size, 100 << 20, "memory budget of the metric cache"),
+    ("--tsdb-max-bytes", "tsdb_max_bytes", size_flag, 100 << 20, "memory budget of the metric cache"),
     (
         "--cpu-suppress-interval-seconds",
         "cpu_suppress_interval_seconds",
@@ -206,7 +198,7 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
     (
         "--runtime-hooks-reconcile-interval",
         "runtime_hooks_reconcile_interval",
-        _duration,
+        duration_flag,
         10.0,
         "period of the runtime hooks' reconciler",
     ),
@@ -215,9 +207,9 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
 
 def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     for flag, dest, kind, default, text in AGENT_FLAGS:
-        if kind is _bool:
+        if kind is bool_flag:
             parser.add_argument(
-                flag, dest=dest, type=_bool, nargs="?", const=True, default=default, help=text
+                flag, dest=dest, type=bool_flag, nargs="?", const=True, default=default, help=text
             )
         else:
             parser.add_argument(flag, dest=dest, type=kind, default=default, help=text)  # type: ignore[arg-type]

@@ -23,10 +23,11 @@ from controlplane.manager.explain import ExplainError
 from controlplane.manager.explain import run as run_explain
 from controlplane.manager.options import OptionsError, add_manager_flags, options_from_args
 from koordinator import __version__
-from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGateError, FeatureGates
+from koordinator.api.features import CONTROL_PLANE_FEATURES
 from koordinator.cli import (
     component_parser,
     fail,
+    feature_gates_flag,
     parse_component_args,
     stop_on_signals,
     tolerate_closed_stdout,
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     admit.add_argument(
         "--feature-gates",
         dest="feature_gates",
-        type=_gates,
+        type=feature_gates_flag(CONTROL_PLANE_FEATURES),
         default=argparse.SUPPRESS,
         metavar="GATES",
         help="feature gates deciding which webhooks and steps run (as for the manager)",
@@ -109,13 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
         # accepted after the subcommand too, without resetting a value given before it
         explain.add_argument(flag, default=argparse.SUPPRESS, help=f"as {flag} of the manager")
     return parser
-
-
-def _gates(text: str) -> FeatureGates:
-    try:
-        return FeatureGates.parse(CONTROL_PLANE_FEATURES, text)
-    except FeatureGateError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _serve(args: argparse.Namespace) -> int:

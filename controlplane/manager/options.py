@@ -25,10 +25,10 @@ from pathlib import Path
 
 from controlplane.manager.certs import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION, CertPolicy
 from controlplane.manager.controllers.running import CONTROLLERS, DEFAULT_CONTROLLERS, UNIMPLEMENTED
-from controlplane.manager.server import parse_address
 from controlplane.manager.webhooks.context import WebhookOptions
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.api.goparse import GoParseError, parse_duration
+from koordinator.cli import bool_flag, parse_address
 
 __all__ = ["ManagerOptions", "OptionsError", "add_manager_flags", "enabled_controllers", "options_from_args"]
 
@@ -182,7 +182,7 @@ def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str
     )
     parser.add_argument(
         "--enable-leader-election",
-        type=_bool,
+        type=bool_flag,
         nargs="?",
         const=True,
         default=True,
@@ -211,15 +211,6 @@ def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str
     parser.add_argument(
         "--controller-workers", type=int, default=4, help="concurrent reconciles of each controller"
     )
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "t", "true"):
-        return True
-    if lowered in ("0", "f", "false"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}")
 
 
 def enabled_controllers(spec: str) -> tuple[str, ...]:

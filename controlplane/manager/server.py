@@ -55,7 +55,6 @@ __all__ = [
     "WebhookLimits",
     "health_app",
     "metrics_app",
-    "parse_address",
     "settle_after_start",
     "start_site",
     "webhook_app",
@@ -84,21 +83,6 @@ def settle_after_start() -> None:
     """koord-manager's process tuning once its start-up heap is built: frozen, with rarer full
     collections (:func:`koordinator.heap.freeze_startup_heap`)."""
     freeze_startup_heap(rarer_full_collections=True)
-
-
-def parse_address(address: str, default_host: str = "") -> tuple[str, int]:
-    """``":8080"``, ``"0.0.0.0:8080"``, ``"[::1]:8080"`` -> ``(host, port)``; port 0 picks a free port."""
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        raise ValueError(f"invalid address {address!r}: expected [host]:port")
-    host = host.strip("[]") or default_host
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"invalid port in {address!r}") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"invalid port in {address!r}")
-    return host, number
 
 
 async def _ok(_: web.Request) -> web.StreamResponse:
