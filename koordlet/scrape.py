@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
+
 log = logging.getLogger(__name__)
 
 #: how often the refused scrapes are logged (with their count), at most
@@ -65,7 +67,7 @@ class SharedRendering:
         self,
         render: Callable[[], Awaitable[bytes]],
         share_window: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Now = SYSTEM_CLOCK.monotonic,
     ) -> None:
         self._render = render
         self.share_window = share_window

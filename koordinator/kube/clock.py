@@ -1,14 +1,20 @@
-"""Time sources: a :class:`Clock` protocol and the system clock.
+"""Time sources: the one :class:`Clock` protocol, the system clock, and :data:`Now` readings.
 
 Leader election, resync and backoff read time through a clock so tests can drive them
-with :class:`koordinator.kube.fake.FakeClock` instead of waiting.
+with :class:`koordinator.kube.fake.FakeClock` instead of waiting. Code that only reads
+the time (rate limits, caches with a time to live, timestamps of samples) takes a
+:data:`Now`, one of a clock's readings such as ``SYSTEM_CLOCK.monotonic``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeAlias
+
+Now: TypeAlias = Callable[[], float]
+"""One reading of a :class:`Clock` (its bound ``monotonic`` or ``time``, or a function like them)."""
 
 
 class Clock(Protocol):

@@ -10,12 +10,12 @@ and pod-refresh limits, and the work queue's overall retry limit
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
+
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 
 
 class TokenBucket:
-    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, qps: float, burst: int, clock: Now = SYSTEM_CLOCK.monotonic) -> None:
         if qps <= 0:
             raise ValueError(f"qps must be positive, got {qps}")
         if burst < 1:

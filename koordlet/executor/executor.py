@@ -23,11 +23,12 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from koordinator.api.cpuset import CPUSetError, format_cpuset, parse_cpuset
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordlet.executor.updates import (
     CgroupUpdate,
     FileUpdate,
@@ -86,7 +87,7 @@ class ResourceUpdateExecutor:
         *,
         metrics: KoordletMetrics | None = None,
         force_update_seconds: float = FORCE_UPDATE_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Now = SYSTEM_CLOCK.monotonic,
     ) -> None:
         self.cgroups = cgroups
         self.resctrl = Resctrl(cgroups.paths)

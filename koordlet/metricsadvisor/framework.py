@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Protocol
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordlet.metriccache import KVStore, MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.podmeta import PodMeta
@@ -245,7 +246,7 @@ def build_collectors(
 class CollectorRunner:
     """Runs each collector every ``interval`` in one worker thread."""
 
-    def __init__(self, collectors: Sequence[Collector], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, collectors: Sequence[Collector], clock: Now = SYSTEM_CLOCK.time) -> None:
         self.collectors = list(collectors)
         self.clock = clock
         self.failures: dict[str, int] = {c.NAME: 0 for c in collectors}

@@ -16,10 +16,10 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from koordinator.kube.client import ApiClient, Preconditions
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordinator.kube.errors import KubeError, NotFoundError, TooManyRequestsError
 from koordinator.kube.events import WARNING, EventRecorder
 from koordinator.kube.ratelimit import TokenBucket
@@ -45,7 +45,7 @@ class Evictor:
         *,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Now = SYSTEM_CLOCK.monotonic,
     ) -> None:
         self.client = client
         self.metrics = metrics

@@ -23,7 +23,6 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +33,7 @@ from koordinator.api.sloconfig.config import default_node_metric_collect_policy
 from koordinator.api.types.slo import NodeMetricCollectPolicy, NodeMetricSpec
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordinator.kube.errors import ConflictError, NotFoundError
 from koordinator.kube.timeutil import format_time
 from koordlet.metrics import BYTE, CORE, KoordletMetrics, prune
@@ -288,7 +288,7 @@ class NodeMetricReporter:
         states: NodeMetricStates,
         query: UsageQuerier,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Now = SYSTEM_CLOCK.time,
         metrics: KoordletMetrics | None = None,
     ) -> None:
         self.client = client

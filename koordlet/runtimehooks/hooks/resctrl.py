@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from koordinator.api.extension.annotations import AnnotationError
@@ -44,6 +43,7 @@ from koordinator.api.extension.topology import (
     get_resctrl,
 )
 from koordinator.api.extension.topology import Resctrl as ResctrlAnnotation
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordlet.executor import (
     ResctrlGroupRemoveUpdate,
     ResctrlGroupUpdate,
@@ -157,9 +157,7 @@ class Resctrl(HookBase):
     NAME = NAME
     GATE = NAME
 
-    def __init__(
-        self, *, detect_ttl: float = DETECT_TTL, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, *, detect_ttl: float = DETECT_TTL, clock: Now = SYSTEM_CLOCK.monotonic) -> None:
         self.detect_ttl = detect_ttl
         self.clock = clock
         self._lock = threading.Lock()

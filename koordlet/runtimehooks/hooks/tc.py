@@ -15,9 +15,8 @@ import enum
 import ipaddress
 import logging
 import threading
-import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.model import IntOrString
 from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.api.types.slo import NetworkQOSCfg, NodeSLOSpec
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordlet.executor import CgroupUpdate, Update
 from koordlet.runtimehooks.framework import HookBase
 from koordlet.runtimehooks.protocol import NodeFacts, PodContext
@@ -204,7 +204,7 @@ class TCNetworkQoS(HookBase):
         link: str | None = None,
         netns: str | None = None,
         link_ttl: float = LINK_TTL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Now = SYSTEM_CLOCK.monotonic,
     ) -> None:
         #: the link to shape; None follows the default route
         self.fixed_link = link

@@ -20,7 +20,6 @@ upstream's wording; resource names in them are sorted (Go prints maps in random 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +44,7 @@ from koordinator.api.extension.quota import (
 from koordinator.api.jsonutil import JSONError, unmarshal
 from koordinator.api.quantity import Quantity
 from koordinator.api.resourcelist import ResourceList, ResourceListError
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 
 __all__ = [
     "QuotaError",
@@ -395,7 +395,7 @@ class QuotaTopology:
         self,
         *,
         pending_ttl: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Now = SYSTEM_CLOCK.monotonic,
         on_change: Callable[[QuotaInfo | None, QuotaInfo | None], None] | None = None,
     ) -> None:
         self._confirmed: dict[str, QuotaInfo] = {}
