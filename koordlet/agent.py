@@ -42,7 +42,7 @@ from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer import InformerFactory
 from koordlet.executor import ResourceUpdateExecutor
 from koordlet.gates import report_gates
-from koordlet.metriccache import AggregateResult, KVStore, MetricCache, MetricKind, kinds
+from koordlet.metriccache import KVStore, MetricCache, kinds
 from koordlet.metrics import KoordletMetrics, render_async
 from koordlet.metricsadvisor.framework import (
     CollectContext,
@@ -71,7 +71,6 @@ from koordlet.system.paths import HostPaths
 log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
-KIND_BY_NAME: dict[str, MetricKind] = {k.name: k for k in vars(kinds).values() if isinstance(k, MetricKind)}
 EXIT_START_FAILED = 1
 
 
@@ -211,9 +210,6 @@ class Agent:
 
     # --- wiring --------------------------------------------------------------------------
 
-    def query(self, metric: str, start: float, end: float, **labels: str) -> AggregateResult:
-        return self.cache.query(KIND_BY_NAME[metric], start, end, **labels)
-
     def _build_states(self) -> StatesInformer:
         if self.config.standalone:
             return StatesInformer(
@@ -319,7 +315,9 @@ class Agent:
         self._tasks.append(asyncio.create_task(nrt.run(), name="nrt-reporter"))
         if self.client is not None and config.enable_node_metric_report and not config.standalone:
             mirror = self.metrics if config.gates.enabled("NodeMetricPromMetrics") else None
-            self.node_metric_reporter = NodeMetricReporter(self.client, states, self.query, metrics=mirror)
+            self.node_metric_reporter = NodeMetricReporter(
+                self.client, states, self.cache.query, metrics=mirror
+            )
             reporting = self.node_metric_reporter.run()
             self._tasks.append(asyncio.create_task(reporting, name="nodemetric-reporter"))
 

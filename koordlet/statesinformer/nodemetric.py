@@ -9,7 +9,8 @@ without values while its samples span less than half the duration (cold start). 
 follows ``nodeMemoryCollectPolicy``. CPU is written in milli-cores, memory in bytes.
 
 The metric cache is reached through the narrow :class:`UsageQuerier` protocol (the
-agent wires it), so this layer does not depend on the cache's storage.
+agent wires the cache's ``query``), asked by typed :class:`MetricKind`, so this layer
+depends on the cache's kinds but not on its storage.
 
 With the NodeMetricPromMetrics gate (the agent then hands the reporter its metrics),
 each report also mirrors the node, system and per-NUMA usages it writes to
@@ -36,6 +37,7 @@ from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordinator.kube.errors import ConflictError, NotFoundError
 from koordinator.kube.timeutil import format_time
+from koordlet.metriccache import MetricKind, kinds
 from koordlet.metrics import BYTE, CORE, KoordletMetrics, prune
 from koordlet.statesinformer.podmeta import PodMeta
 
@@ -45,12 +47,16 @@ AGGREGATIONS = ("avg", "p50", "p90", "p95", "p99")
 MIN_AGGREGATE_SECONDS = 60
 MIN_REPORT_SECONDS = 30
 MIN_UPDATE_GAP_SECONDS = 10.0  # 0.1 qps
-_MEMORY_METRICS = {
-    "usageWithoutPageCache": ("node_memory_usage", "pod_memory_usage", "host_application_memory_usage"),
+_MEMORY_METRICS: dict[str, tuple[MetricKind, MetricKind, MetricKind]] = {
+    "usageWithoutPageCache": (
+        kinds.NODE_MEMORY_USAGE,
+        kinds.POD_MEMORY_USAGE,
+        kinds.HOST_APPLICATION_MEMORY_USAGE,
+    ),
     "usageWithPageCache": (
-        "node_memory_usage_with_page_cache",
-        "pod_memory_usage_with_page_cache",
-        "host_application_memory_usage_with_page_cache",
+        kinds.NODE_MEMORY_USAGE_WITH_PAGE_CACHE,
+        kinds.POD_MEMORY_USAGE_WITH_PAGE_CACHE,
+        kinds.HOST_APPLICATION_MEMORY_USAGE_WITH_PAGE_CACHE,
     ),
 }
 
@@ -62,7 +68,7 @@ class Aggregate(Protocol):
 
 
 class UsageQuerier(Protocol):
-    def __call__(self, metric: str, start: float, end: float, **labels: str) -> Aggregate: ...
+    def __call__(self, kind: MetricKind, start: float, end: float, **labels: str) -> Aggregate: ...
 
 
 @dataclass(frozen=True)
@@ -106,13 +112,18 @@ def memory_quantity(value: float) -> str:
     return str(Quantity.from_int(int(value), Format.BINARY_SI))
 
 
-def _average(query: UsageQuerier, metric: str, start: float, end: float, **labels: str) -> float | None:
-    result = query(metric, start, end, **labels)
+def _average(query: UsageQuerier, kind: MetricKind, start: float, end: float, **labels: str) -> float | None:
+    result = query(kind, start, end, **labels)
     return result.value("avg") if result.count() else None
 
 
 def _usage(
-    query: UsageQuerier, cpu_metric: str, memory_metric: str, start: float, end: float, **labels: str
+    query: UsageQuerier,
+    cpu_metric: MetricKind,
+    memory_metric: MetricKind,
+    start: float,
+    end: float,
+    **labels: str,
 ) -> dict[str, Any] | None:
     cpu = _average(query, cpu_metric, start, end, **labels)
     memory = _average(query, memory_metric, start, end, **labels)
@@ -127,7 +138,11 @@ def _usage(
 
 
 def _aggregated(
-    query: UsageQuerier, cpu_metric: str, memory_metric: str, durations: tuple[str, ...], now: float
+    query: UsageQuerier,
+    cpu_metric: MetricKind,
+    memory_metric: MetricKind,
+    durations: tuple[str, ...],
+    now: float,
 ) -> list[dict[str, Any]]:
     out = []
     for text in durations:
@@ -171,26 +186,26 @@ def build_status(
         policy.memory_policy, _MEMORY_METRICS["usageWithoutPageCache"]
     )
     node_metric: dict[str, Any] = {}
-    node_usage = _usage(query, "node_cpu_usage", node_memory, start, now)
+    node_usage = _usage(query, kinds.NODE_CPU_USAGE, node_memory, start, now)
     if node_usage is not None:
         node_metric["nodeUsage"] = node_usage
-    aggregated = _aggregated(query, "node_cpu_usage", node_memory, policy.durations, now)
+    aggregated = _aggregated(query, kinds.NODE_CPU_USAGE, node_memory, policy.durations, now)
     if aggregated:
         node_metric["aggregatedNodeUsages"] = aggregated
-    system_usage = _usage(query, "sys_cpu_usage", "sys_memory_usage", start, now)
+    system_usage = _usage(query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, start, now)
     if system_usage is not None:
         node_metric["systemUsage"] = system_usage
-    aggregated = _aggregated(query, "sys_cpu_usage", "sys_memory_usage", policy.durations, now)
+    aggregated = _aggregated(query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, policy.durations, now)
     if aggregated:
         node_metric["aggregatedSystemUsages"] = aggregated
     numa_usages = []
     for node_id in sorted(numa_nodes):
         label = str(node_id)
         numa_node = _usage(
-            query, "node_numa_cpu_usage", "node_numa_memory_usage", start, now, numa_node_id=label
+            query, kinds.NODE_NUMA_CPU_USAGE, kinds.NODE_NUMA_MEMORY_USAGE, start, now, numa_node_id=label
         )
         numa_sys = _usage(
-            query, "sys_numa_cpu_usage", "sys_numa_memory_usage", start, now, numa_node_id=label
+            query, kinds.SYS_NUMA_CPU_USAGE, kinds.SYS_NUMA_MEMORY_USAGE, start, now, numa_node_id=label
         )
         if numa_node is None and numa_sys is None:
             continue
@@ -204,7 +219,7 @@ def build_status(
         node_metric["numaUsages"] = numa_usages
     pods_metric = []
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
-        usage = _usage(query, "pod_cpu_usage", pod_memory, start, now, pod_uid=pod.uid)
+        usage = _usage(query, kinds.POD_CPU_USAGE, pod_memory, start, now, pod_uid=pod.uid)
         if usage is None:
             continue
         pods_metric.append(
@@ -218,7 +233,9 @@ def build_status(
         )
     apps_metric = []
     for app in sorted(host_apps, key=lambda a: a.name):
-        usage = _usage(query, "host_application_cpu_usage", app_memory, start, now, host_app_name=app.name)
+        usage = _usage(
+            query, kinds.HOST_APPLICATION_CPU_USAGE, app_memory, start, now, host_app_name=app.name
+        )
         if usage is None:
             continue
         apps_metric.append({"name": app.name, "usage": usage, "priority": app.priority, "qos": app.qos})

@@ -9,7 +9,6 @@ from prometheus_client import CollectorRegistry
 
 from koordinator.api.types.slo import AggregatePolicy, NodeMetricCollectPolicy, NodeMetricSpec
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
 from koordlet.metriccache import MetricCache, MetricKind, kinds
 from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.nodemetric import (
@@ -22,15 +21,15 @@ from koordlet.statesinformer.nodemetric import (
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
 from tests.fakes.pods import make_pod
+from testsupport.fake import FakeApiServer
 
 NOW = 10_000.0
 GIB = 1 << 30
 CRDS = Path(__file__).resolve().parents[3] / "crds"
-KIND = {k.name: k for k in vars(kinds).values() if isinstance(k, MetricKind)}
 
 
 def _query(cache: MetricCache) -> UsageQuerier:
-    return lambda metric, start, end, **labels: cache.query(KIND[metric], start, end, **labels)
+    return cache.query
 
 
 def _series(
