@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +30,15 @@ from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.api.goparse import GoParseError, parse_duration
 from koordinator.cli import bool_flag, parse_address
 
-__all__ = ["ManagerOptions", "OptionsError", "add_manager_flags", "enabled_controllers", "options_from_args"]
+__all__ = [
+    "MANAGER_FLAGS",
+    "ManagerFlag",
+    "ManagerOptions",
+    "OptionsError",
+    "add_manager_flags",
+    "enabled_controllers",
+    "options_from_args",
+]
 
 DEFAULT_CERT_DIR = "/tmp/koordinator-webhook-certs"
 DEFAULT_NAMESPACE = "koordinator-system"
@@ -89,128 +97,142 @@ def _env(environ: Mapping[str, str], name: str, default: str) -> str:
     return value if value else default
 
 
-def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
-    """The process flags (defaults come from the environment where upstream reads it)."""
-    env = os.environ if environ is None else environ
-    parser.add_argument(
-        "--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)"
-    )
-    parser.add_argument(
-        "--kube-api-qps", type=float, default=50.0, help="client-side QPS limit to the apiserver"
-    )
-    parser.add_argument("--kube-api-burst", type=int, default=100, help="client-side burst to the apiserver")
-    parser.add_argument("--metrics-addr", default=":8080", help='metrics listen address ("0" disables)')
-    parser.add_argument(
-        "--health-probe-addr", default=":8000", help='health probe listen address ("0" disables)'
-    )
-    parser.add_argument(
+@dataclass(frozen=True)
+class ManagerFlag:
+    """One koord-manager flag: its name, value parser, default and help.
+
+    ``env`` names upstream's environment variable that supplies the default when set and
+    non-empty; ``switch`` makes a ``store_true`` flag. Values stay text where
+    :func:`options_from_args` validates them, so its messages name the flag.
+    """
+
+    flag: str
+    help: str
+    default: object = None
+    kind: Callable[[str], object] = str
+    env: str = ""
+    switch: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+#: The process flags in ``--help`` order, upstream's names and defaults.
+MANAGER_FLAGS: tuple[ManagerFlag, ...] = (
+    ManagerFlag("--kubeconfig", "kubeconfig file (default: in-cluster, then ~/.kube/config)"),
+    ManagerFlag("--kube-api-qps", "client-side QPS limit to the apiserver", 50.0, float),
+    ManagerFlag("--kube-api-burst", "client-side burst to the apiserver", 100, int),
+    ManagerFlag("--metrics-addr", 'metrics listen address ("0" disables)', ":8080"),
+    ManagerFlag("--health-probe-addr", 'health probe listen address ("0" disables)', ":8000"),
+    ManagerFlag(
         "--webhook-port",
-        default=_env(env, "WEBHOOK_PORT", str(DEFAULT_WEBHOOK_PORT)),
-        help="webhook server port (env WEBHOOK_PORT)",
-    )
-    parser.add_argument(
-        "--webhook-bind-address", default="", help="address the webhook server binds (default: all)"
-    )
-    parser.add_argument(
+        "webhook server port (env WEBHOOK_PORT)",
+        str(DEFAULT_WEBHOOK_PORT),
+        env="WEBHOOK_PORT",
+    ),
+    ManagerFlag("--webhook-bind-address", "address the webhook server binds (default: all)", ""),
+    ManagerFlag(
         "--webhook-host",
-        default=_env(env, "WEBHOOK_HOST", ""),
-        help="call the webhooks at https://HOST:PORT instead of the Service (env WEBHOOK_HOST)",
-    )
-    parser.add_argument(
+        "call the webhooks at https://HOST:PORT instead of the Service (env WEBHOOK_HOST)",
+        "",
+        env="WEBHOOK_HOST",
+    ),
+    ManagerFlag(
         "--webhook-cert-dir",
-        default=_env(env, "WEBHOOK_CERT_DIR", DEFAULT_CERT_DIR),
-        help="directory the serving certificate is written to (env WEBHOOK_CERT_DIR)",
-    )
-    parser.add_argument(
+        "directory the serving certificate is written to (env WEBHOOK_CERT_DIR)",
+        DEFAULT_CERT_DIR,
+        env="WEBHOOK_CERT_DIR",
+    ),
+    ManagerFlag(
         "--webhook-namespace",
-        default=_env(env, "POD_NAMESPACE", DEFAULT_NAMESPACE),
-        help="namespace of the certificate Secret and webhook Service (env POD_NAMESPACE)",
-    )
-    parser.add_argument(
+        "namespace of the certificate Secret and webhook Service (env POD_NAMESPACE)",
+        DEFAULT_NAMESPACE,
+        env="POD_NAMESPACE",
+    ),
+    ManagerFlag(
         "--webhook-secret-name",
-        default=_env(env, "SECRET_NAME", DEFAULT_SECRET),
-        help="Secret holding the webhook certificates (env SECRET_NAME)",
-    )
-    parser.add_argument(
+        "Secret holding the webhook certificates (env SECRET_NAME)",
+        DEFAULT_SECRET,
+        env="SECRET_NAME",
+    ),
+    ManagerFlag(
         "--webhook-service-name",
-        default=_env(env, "SERVICE_NAME", DEFAULT_SERVICE),
-        help="Service the apiserver calls the webhooks through (env SERVICE_NAME)",
-    )
-    parser.add_argument(
+        "Service the apiserver calls the webhooks through (env SERVICE_NAME)",
+        DEFAULT_SERVICE,
+        env="SERVICE_NAME",
+    ),
+    ManagerFlag(
         "--webhook-cert-writer",
-        default=_env(env, "WEBHOOK_CERT_WRITER", "secret"),
-        help="where certificates are kept: secret (shared by replicas) or fs (env WEBHOOK_CERT_WRITER)",
-    )
-    parser.add_argument(
-        "--webhook-cert-validity", default="8760h", help="lifetime of a serving certificate (Go duration)"
-    )
-    parser.add_argument(
+        "where certificates are kept: secret (shared by replicas) or fs (env WEBHOOK_CERT_WRITER)",
+        "secret",
+        env="WEBHOOK_CERT_WRITER",
+    ),
+    ManagerFlag("--webhook-cert-validity", "lifetime of a serving certificate (Go duration)", "8760h"),
+    ManagerFlag(
         "--webhook-cert-renew-before",
-        default="4320h",
-        help="renew the serving certificate when it would expire within this duration (Go duration)",
-    )
-    parser.add_argument(
-        "--config-namespace", default=DEFAULT_NAMESPACE, help="namespace of slo-controller-config"
-    )
-    parser.add_argument(
-        "--slo-config-name", default="slo-controller-config", help="name of the SLO ConfigMap"
-    )
-    parser.add_argument(
+        "renew the serving certificate when it would expire within this duration (Go duration)",
+        "4320h",
+    ),
+    ManagerFlag("--config-namespace", "namespace of slo-controller-config", DEFAULT_NAMESPACE),
+    ManagerFlag("--slo-config-name", "name of the SLO ConfigMap", "slo-controller-config"),
+    ManagerFlag(
         "--node-strategy-name-need-check",
-        action="store_true",
-        help="slo-controller-config node strategies need unique, non-empty names",
-    )
-    parser.add_argument(
+        "slo-controller-config node strategies need unique, non-empty names",
+        switch=True,
+    ),
+    ManagerFlag(
         "--binding-admission-user-name",
-        default="",
-        help="comma-separated substrings of user names allowed to bind pods (empty: no check)",
-    )
-    parser.add_argument(
-        "--binding-admission-namespaces", default="", help="comma-separated namespaces checked ('*': all)"
-    )
-    parser.add_argument(
-        "--binding-admission-exclude-namespaces", default="kube-system", help="namespaces never checked"
-    )
-    parser.add_argument(
-        "--binding-admission-dry-run", action="store_true", help="count would-be binding denials, allow all"
-    )
-    parser.add_argument(
+        "comma-separated substrings of user names allowed to bind pods (empty: no check)",
+        "",
+    ),
+    ManagerFlag("--binding-admission-namespaces", "comma-separated namespaces checked ('*': all)", ""),
+    ManagerFlag("--binding-admission-exclude-namespaces", "namespaces never checked", "kube-system"),
+    ManagerFlag("--binding-admission-dry-run", "count would-be binding denials, allow all", switch=True),
+    ManagerFlag(
         "--controllers",
-        default=",".join(DEFAULT_CONTROLLERS),
-        help="controllers to run: '*' for all, 'name' to enable one, '-name' to leave one out "
+        "controllers to run: '*' for all, 'name' to enable one, '-name' to leave one out "
         f"(all: {', '.join(DEFAULT_CONTROLLERS)})",
-    )
-    parser.add_argument(
+        ",".join(DEFAULT_CONTROLLERS),
+    ),
+    ManagerFlag(
         "--enable-leader-election",
-        type=bool_flag,
-        nargs="?",
-        const=True,
-        default=True,
-        metavar="BOOL",
-        help="run the controllers only on the replica holding the Lease (default true)",
-    )
-    parser.add_argument(
-        "--leader-election-namespace",
-        default=DEFAULT_NAMESPACE,
-        help="namespace of the koordinator-manager Lease",
-    )
-    parser.add_argument(
-        "--leader-elect-resource-lock", default=RESOURCE_LOCK_LEASES, help="lock object (only 'leases')"
-    )
-    parser.add_argument(
-        "--leader-elect-lease-duration", default="15s", help="how long a lease lasts unrenewed (Go duration)"
-    )
-    parser.add_argument(
-        "--leader-elect-renew-deadline",
-        default="10s",
-        help="the leader gives up if it cannot renew within this",
-    )
-    parser.add_argument(
-        "--leader-elect-retry-period", default="2s", help="how often contenders try to acquire or renew"
-    )
-    parser.add_argument(
-        "--controller-workers", type=int, default=4, help="concurrent reconciles of each controller"
-    )
+        "run the controllers only on the replica holding the Lease (default true)",
+        True,
+        bool_flag,
+    ),
+    ManagerFlag(
+        "--leader-election-namespace", "namespace of the koordinator-manager Lease", DEFAULT_NAMESPACE
+    ),
+    ManagerFlag("--leader-elect-resource-lock", "lock object (only 'leases')", RESOURCE_LOCK_LEASES),
+    ManagerFlag("--leader-elect-lease-duration", "how long a lease lasts unrenewed (Go duration)", "15s"),
+    ManagerFlag("--leader-elect-renew-deadline", "the leader gives up if it cannot renew within this", "10s"),
+    ManagerFlag("--leader-elect-retry-period", "how often contenders try to acquire or renew", "2s"),
+    ManagerFlag("--controller-workers", "concurrent reconciles of each controller", 4, int),
+)
+
+
+def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
+    """The process flags of :data:`MANAGER_FLAGS` (defaults come from the environment where upstream
+    reads it)."""
+    env = os.environ if environ is None else environ
+    for spec in MANAGER_FLAGS:
+        default = _env(env, spec.env, str(spec.default)) if spec.env else spec.default
+        if spec.switch:
+            parser.add_argument(spec.flag, dest=spec.dest, action="store_true", help=spec.help)
+        elif spec.kind is bool_flag:
+            parser.add_argument(
+                spec.flag,
+                dest=spec.dest,
+                type=bool_flag,
+                nargs="?",
+                const=True,
+                default=default,
+                metavar="BOOL",
+                help=spec.help,
+            )
+        else:
+            parser.add_argument(spec.flag, dest=spec.dest, type=spec.kind, default=default, help=spec.help)
 
 
 def enabled_controllers(spec: str) -> tuple[str, ...]:
