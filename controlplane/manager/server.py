@@ -42,7 +42,12 @@ from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from controlplane.manager.webhooks.dispatch import MAX_REQUEST_BYTES, AdmissionDispatcher
+from controlplane.manager.webhooks.dispatch import (
+    MAX_REQUEST_BYTES,
+    AdmissionDispatcher,
+    body_too_large,
+    oversized_body,
+)
 from controlplane.manager.webhooks.review import encode_review, errored
 from koordinator.heap import freeze_startup_heap
 
@@ -229,8 +234,9 @@ async def _body(request: web.Request, length: int | None, timeout_s: float) -> b
     content = request.content
     if content.is_eof():
         body = content.read_nowait(-1)
-        if len(body) > request.client_max_size:
-            raise _RefusedError(400, f"request entity is too large; limit is {request.client_max_size} bytes")
+        too_large = oversized_body(len(body), request.client_max_size)
+        if too_large is not None:
+            raise _RefusedError(400, too_large)
         return body
     try:
         async with asyncio.timeout(timeout_s):
@@ -240,9 +246,7 @@ async def _body(request: web.Request, length: int | None, timeout_s: float) -> b
     except TimeoutError:
         raise _RefusedError(408, f"request body not received within {timeout_s:g}s") from None
     except web.HTTPRequestEntityTooLarge:
-        raise _RefusedError(
-            400, f"request entity is too large; limit is {request.client_max_size} bytes"
-        ) from None
+        raise _RefusedError(400, body_too_large(request.client_max_size)) from None
     except web.RequestPayloadError as exc:
         raise _RefusedError(400, f"couldn't read the request body: {exc}") from None
     except ConnectionError:  # the client left: nobody reads the answer, nothing to log
@@ -260,7 +264,6 @@ def webhook_app(
     # takes for a body without Content-Length.
     app = web.Application(client_max_size=limits.max_body_bytes)
     in_flight = _InFlight(limits.in_flight_bytes)
-    too_large = f"request entity is too large; limit is {limits.max_body_bytes} bytes"
     busy = f"too many requests in flight (limit {limits.max_requests}); retry later"
     queued_out = (
         f"request not admitted within {limits.queue_timeout_s:g}s: "
@@ -270,7 +273,8 @@ def webhook_app(
     def admission(path: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             length = request.content_length
-            if length is not None and length > limits.max_body_bytes:
+            too_large = oversized_body(length, limits.max_body_bytes)
+            if too_large is not None:
                 return _refusal(400, too_large)
             if in_flight.requests >= limits.max_requests:
                 return _refusal(429, busy)

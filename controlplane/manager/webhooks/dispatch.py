@@ -46,6 +46,8 @@ __all__ = [
     "OFFLOAD_BYTES",
     "AdmissionDispatcher",
     "UnknownPathError",
+    "body_too_large",
+    "oversized_body",
 ]
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,24 @@ DEFAULT_TIMEOUT_S = 25.0
 #: Bodies above this are decoded off the event loop (the kube-apiserver's figure: 99% of
 #: serialized objects in surveyed clusters are smaller).
 OFFLOAD_BYTES = 256 * 1024
+
+
+def body_too_large(limit: int) -> str:
+    """The one refusal message for a request body above ``limit`` bytes."""
+    return f"request entity is too large; limit is {limit} bytes"
+
+
+def oversized_body(size: int | None, limit: int = MAX_REQUEST_BYTES) -> str | None:
+    """The refusal of a request body of ``size`` bytes above ``limit``; ``None`` when it fits
+    or its size is not known yet.
+
+    The one body-size check of the webhook path: the server asks it from ``Content-Length``
+    before reading, :meth:`AdmissionDispatcher.review` from the body it is given.
+    """
+    if size is None or size <= limit:
+        return None
+    return body_too_large(limit)
+
 
 _decoder: ThreadPoolExecutor | None = None
 _decoder_lock = threading.Lock()
@@ -167,8 +187,9 @@ class AdmissionDispatcher:
         """Answer a raw request body; raises :class:`UnknownPathError` only for unserved paths."""
         self._handler(path)
         try:
-            if len(body) > MAX_REQUEST_BYTES:
-                raise ReviewError(f"request entity is too large; limit is {MAX_REQUEST_BYTES} bytes")
+            too_large = oversized_body(len(body))
+            if too_large is not None:
+                raise ReviewError(too_large)
             if not _content_type_ok(content_type):
                 raise ReviewError(f"contentType={content_type or ''}, expected application/json")
             if len(body) > OFFLOAD_BYTES:
