@@ -53,8 +53,8 @@ from benchmarks.harness import Result
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig
-from koordinator.kube.envtest import ControlPlane, provision_binaries
 from koordinator.kube.informer import InformerFactory
+from testsupport.envtest import ControlPlane, provision_binaries
 
 NAME = "informer_sync"
 RUNS = 5

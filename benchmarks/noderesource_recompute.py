@@ -179,7 +179,7 @@ def config_map() -> Obj:
 
 def _serve(nodes: int) -> None:
     from koordinator.kube import resources as res
-    from koordinator.kube.fake import FakeApiServer
+    from testsupport.fake import FakeApiServer
 
     async def main() -> None:
         fake = FakeApiServer(history_limit=100, track_managed_fields=False)
@@ -213,8 +213,8 @@ async def _measure(port: int, nodes: int) -> dict[str, float]:
     from koordinator.kube.client import ApiClient
     from koordinator.kube.config import ClusterConfig
     from koordinator.kube.events import EventRecorder
-    from koordinator.kube.fake import FakeClock
     from koordinator.kube.informer import InformerFactory, gcpause
+    from testsupport.fake import FakeClock
 
     rng = random.Random(42)
     clock = FakeClock(epoch=NOW_EPOCH)

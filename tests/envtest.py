@@ -29,9 +29,9 @@ import yaml
 
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig
-from koordinator.kube.envtest import ApiServerProcess, ControlPlane, ControlPlaneError, provision_binaries
 from koordinator.kube.errors import AlreadyExistsError, ApiError
 from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES
+from testsupport.envtest import ApiServerProcess, ControlPlane, ControlPlaneError, provision_binaries
 
 CRD_MANAGER = "koordinator-envtest"
 ESTABLISH_TIMEOUT_S = 60.0

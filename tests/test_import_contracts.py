@@ -2,7 +2,7 @@
 
 The real tree keeps every contract; a copy of the tree with one layer renamed, one module left
 out of the layers, or one import that bypasses a layer breaks the contract that forbids it.
-Each case runs ``lint-imports`` on a copy of the three packages in a temporary directory
+Each case runs ``lint-imports`` on a copy of the three packages and ``testsupport`` in a temporary directory
 (about a quarter of a second per run); ``docs/architecture.md`` draws the layers.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ("koordinator", "koordlet", "controlplane")
+PACKAGES = ("koordinator", "koordlet", "controlplane", "testsupport")
 
 NODE_AGENT_APART = "node agent and control plane are independent"
 SHARED_LIBRARY = "the shared library imports neither the node agent nor the control plane"
@@ -190,12 +190,17 @@ def test_a_copy_of_the_tree_keeps_every_contract(tree: Path) -> None:
             id="manager-imports-kubernetes",
         ),
         pytest.param(
-            add_import("koordlet.agent", "koordinator.kube.fake"), TEST_SUPPORT, id="koordlet-imports-fake"
+            add_import("koordlet.agent", "testsupport.fake"), TEST_SUPPORT, id="koordlet-imports-fake"
         ),
         pytest.param(
-            add_import("controlplane.manager.manager", "koordinator.kube.envtest"),
+            add_import("controlplane.manager.manager", "testsupport.envtest"),
             TEST_SUPPORT,
             id="manager-imports-envtest",
+        ),
+        pytest.param(
+            add_import("koordinator.kube.client", "testsupport.fake"),
+            TEST_SUPPORT,
+            id="shared-library-imports-fake",
         ),
         pytest.param(
             add_import("controlplane.scheduler", "controlplane.manager"),
@@ -244,7 +249,7 @@ def test_statesinformer_may_read_the_metric_cache_as_upstream_does(tree: Path) -
         pytest.param("koordlet.metriccache", "koordlet.metricstore", id="koordlet-layer"),
         pytest.param("koordlet.system", "koordlet.host", id="koordlet-host-layer"),
         pytest.param("controlplane.reactor", "controlplane.workqueue", id="control-plane-layer"),
-        pytest.param("koordinator.kube.fake", "koordinator.kube.fakes", id="test-support"),
+        pytest.param("testsupport.fake", "testsupport.fakes", id="test-support"),
     ],
 )
 def test_a_renamed_layer_fails_the_contracts(tree: Path, old: str, new: str) -> None:

@@ -9,8 +9,8 @@ Everything here works on plain dicts decoded by orjson. The main entry points:
 * :class:`~koordinator.kube.informer.InformerFactory` for shared, indexed caches;
 * :class:`~koordinator.kube.leaderelection.LeaderElector` for Lease-based election.
 
-The strict fake apiserver for tests lives in :mod:`koordinator.kube.fake`; the real control
-plane for the envtest tier in :mod:`koordinator.kube.envtest`. Neither is imported here,
+The strict fake apiserver for tests lives in :mod:`testsupport.fake`; the real control
+plane for the envtest tier in :mod:`testsupport.envtest`. Neither is imported here,
 and nothing here imports the ``kubernetes`` package (see :mod:`koordinator.kube.kubeconfig`).
 """
 

@@ -1,7 +1,7 @@
 """Time sources: the one :class:`Clock` protocol, the system clock, and :data:`Now` readings.
 
 Leader election, resync and backoff read time through a clock so tests can drive them
-with :class:`koordinator.kube.fake.FakeClock` instead of waiting. Code that only reads
+with :class:`testsupport.fake.FakeClock` instead of waiting. Code that only reads
 the time (rate limits, caches with a time to live, timestamps of samples) takes a
 :data:`Now`, one of a clock's readings such as ``SYSTEM_CLOCK.monotonic``.
 """

@@ -23,10 +23,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from koordinator.kube.envtest.controlplane import free_port
 from koordlet.__main__ import host_root_argv
 from tests.fakes.host import FakeHost
 from tests.reliability.procstatus import peak_rss_mib
+from testsupport.envtest.controlplane import free_port
 
 PODS = 100
 SCRAPES = 200

@@ -31,8 +31,6 @@ import pytest
 from aiohttp import web
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
-from koordinator.kube.fake.server import Fault
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager import process as manager_process
 from tests.controlplane.manager.builders import make_pod, review
@@ -41,6 +39,8 @@ from tests.controlplane.manager.controllers.harness import seed as seed_objects
 from tests.controlplane.manager.controllers.objects import CONFIG_NAME, CONFIG_NAMESPACE, node, node_metric
 from tests.controlplane.manager.process import Process
 from tests.controlplane.manager.test_manager_server import seed as seed_webhook_objects
+from testsupport.fake import FakeApiServer
+from testsupport.fake.server import Fault
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
 from tests.controlplane.manager.controllers.harness import SLOHarness, seed, started_fake
 from tests.controlplane.manager.controllers.objects import CONFIG_NAME, CONFIG_NAMESPACE, config_map, node
 from tests.polling import eventually
+from testsupport.fake import FakeApiServer
 
 NOW = "2026-01-01T00:00:00Z"
 KEY = "resource-threshold-config"

@@ -32,11 +32,11 @@ import pytest
 
 from controlplane.manager.certs import ServingTLS, generate_bundle
 from controlplane.manager.server import SiteSpec, start_site, webhook_app
-from koordinator.kube.fake import FakeApiServer
 from tests.controlplane.manager.builders import Admission, make_pod, review
 from tests.controlplane.manager.process import Process, launch
 from tests.controlplane.manager.test_manager_server import fake, seed
 from tests.reliability.procstatus import peak_rss_mib
+from testsupport.fake import FakeApiServer
 
 __all__ = ["fake"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import aiohttp
 
-from koordinator.kube.envtest.controlplane import free_port
 from tests.fakes.kubeconfig import write_kubeconfig
+from testsupport.envtest.controlplane import free_port
 
 __all__ = ["STOP_BOUND_S", "Process", "free_port", "launch"]
 

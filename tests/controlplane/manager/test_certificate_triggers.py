@@ -33,7 +33,7 @@ from controlplane.manager.manager import Manager
 from controlplane.manager.options import ManagerOptions
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.fake import FakeApiServer
+from testsupport.fake import FakeApiServer
 
 NAMESPACE = "koordinator-system"
 SECRET = "koordinator-webhook-certs"

@@ -25,9 +25,9 @@ from controlplane.manager.manager import Manager
 from controlplane.manager.options import ManagerOptions
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.envtest.controlplane import free_port
 from koordinator.kube.errors import AlreadyExistsError, ApiError
 from tests.envtest import Envtest, apply_crds
+from testsupport.envtest.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 SYSTEM_NAMESPACE = "koordinator-system"

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from controlplane.manager.webhooks.jsonpatch import create_patch, escape_token, pointer
 from controlplane.manager.webhooks.strategicmerge import POD_RULES, strategic_merge
-from koordinator.kube.fake.patching import strategic_merge_patch
-from koordinator.kube.fake.schema import builtin_structure
+from testsupport.fake.patching import strategic_merge_patch
+from testsupport.fake.schema import builtin_structure
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ from controlplane.manager.gates import NOT_BUILT, OTHER_COMPONENTS
 from controlplane.manager.manager import Manager
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
 from tests.controlplane.manager.test_manager_server import fake, options, seed, site_url
+from testsupport.fake import FakeApiServer
 
 __all__ = ["fake"]
 

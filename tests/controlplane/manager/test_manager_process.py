@@ -9,9 +9,9 @@ import socket
 import pytest
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
 from tests.controlplane.manager.process import free_port, launch
 from tests.controlplane.manager.test_manager_server import fake, seed
+from testsupport.fake import FakeApiServer
 
 __all__ = ["fake"]
 

@@ -23,9 +23,9 @@ from controlplane.manager.manager import Manager
 from controlplane.manager.options import ManagerOptions
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.resources import builtin_for
 from tests.controlplane.manager.builders import make_pod, review
+from testsupport.fake import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).resolve().parent / "data"

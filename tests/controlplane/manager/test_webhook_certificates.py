@@ -33,7 +33,7 @@ from controlplane.manager.certs import (
 from controlplane.manager.server import start_site
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.fake import FakeApiServer
+from testsupport.fake import FakeApiServer
 
 DNS = service_dns_name("koordinator-webhook-service", "koordinator-system")
 NOW = datetime.datetime.now(datetime.UTC)

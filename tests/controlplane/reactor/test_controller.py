@@ -27,8 +27,8 @@ from koordinator.kube.errors import (
     TooManyRequestsError,
 )
 from koordinator.kube.events import EventRecorder
-from koordinator.kube.fake import FakeApiServer, FakeClock
 from tests.polling import eventually
+from testsupport.fake import FakeApiServer, FakeClock
 
 
 def status(code: int, reason: str = "") -> dict[str, object]:

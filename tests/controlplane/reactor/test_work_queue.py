@@ -13,7 +13,7 @@ from controlplane.reactor import (
     ReactorMetrics,
     WorkQueue,
 )
-from koordinator.kube.fake import FakeClock
+from testsupport.fake import FakeClock
 
 
 def queue(clock: FakeClock | None = None, **kwargs) -> WorkQueue:

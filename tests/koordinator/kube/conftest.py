@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from koordinator.kube.client import ApiClient
-from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.resources import Resource
 from tests.envtest import Envtest, apply_crds, create_namespace
+from testsupport.fake import FakeApiServer
 
 WIDGETS = Resource("contract.koordinator.sh", "v1alpha1", "widgets", "Widget", True)
 

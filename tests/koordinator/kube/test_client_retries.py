@@ -14,9 +14,9 @@ from koordinator.kube.errors import (
     ServiceUnavailableError,
     TooManyRequestsError,
 )
-from koordinator.kube.fake import FakeApiServer, Fault
 from koordinator.kube.retry import RetryPolicy
 from tests.koordinator.kube.builders import config_map, pod
+from testsupport.fake import FakeApiServer, Fault
 
 FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
 

@@ -18,9 +18,9 @@ import yaml
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import SERVICE_ACCOUNT_DIR, ConfigError, in_cluster_config, load_config
-from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.kubeconfig import kubeconfig_config
 from koordinator.kube.ratelimit import TokenBucket
+from testsupport.fake import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeClock
 from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from koordinator.kube.timeutil import parse_time
 from tests.koordinator.kube.conftest import Backend
+from testsupport.fake import FakeClock
 
 LEASE, RENEW, RETRY, JITTER = 4.0, 3.0, 1.0, 1.2
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer, FakeClock
 from koordinator.kube.informer import (
     Consumer,
     InformerFactory,
@@ -22,6 +21,7 @@ from koordinator.kube.informer import (
 )
 from tests.koordinator.kube.builders import config_map, pod
 from tests.koordinator.kube.recorder import Recorder, key
+from testsupport.fake import FakeApiServer, FakeClock
 
 
 async def eventually(condition: Callable[[], bool]) -> None:

@@ -20,9 +20,9 @@ import pytest
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import NotLeaderError
-from koordinator.kube.fake import FakeApiServer, FakeClock, Fault
 from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from koordinator.kube.retry import RetryPolicy
+from testsupport.fake import FakeApiServer, FakeClock, Fault
 
 LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
 NAMESPACE = "election"

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer, Fault
 from koordinator.kube.paging import PAGES_AHEAD, continue_from_head
 from tests.koordinator.kube.builders import config_map, widget
 from tests.koordinator.kube.conftest import WIDGETS, Backend
+from testsupport.fake import FakeApiServer, Fault
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from koordinator.api.extension.constants import LABEL_POD_EVICT_ENABLE
 from koordinator.kube import resources as res
 from koordinator.kube.errors import NotFoundError
 from koordinator.kube.events import EventRecorder
-from koordinator.kube.fake import FakeApiServer
 from koordlet.executor import ResourceUpdateExecutor
 from koordlet.metriccache import kinds
 from koordlet.metrics import KoordletMetrics
@@ -26,6 +25,7 @@ from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
 from tests.fakes.pods import make_pod
 from tests.koordlet.qosmanager.conftest import NOW, snapshot
+from testsupport.fake import FakeApiServer
 
 LAYOUT = KubepodsLayout.default(CgroupDriver.SYSTEMD)
 

@@ -12,7 +12,6 @@ import yaml
 
 from koordinator.kube import resources as res
 from koordinator.kube.events import EventRecorder
-from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.informer import InformerFactory
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.system.cgroup.cgroupfs import CgroupFS
@@ -20,6 +19,7 @@ from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
 from tests.koordlet.statesinformer.test_states_informer import NODE, Pods, suppress_percent
 from tests.polling import eventually
+from testsupport.fake import FakeApiServer
 
 CRDS = Path(__file__).resolve().parents[3] / "crds"
 

@@ -11,7 +11,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.informer import InformerFactory
 from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.callbacks import CallbackType
@@ -21,6 +20,7 @@ from koordlet.system.cgroup.cgroupfs import CgroupFS
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
 from tests.polling import eventually
+from testsupport.fake import FakeApiServer
 
 CRDS = Path(__file__).resolve().parents[3] / "crds"
 NODE = "node-1"

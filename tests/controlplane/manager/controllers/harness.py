@@ -13,10 +13,10 @@ from controlplane.manager.controllers.running import ControllerSet, ControllerSe
 from controlplane.reactor import ReactorMetrics
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.fake import FakeApiServer, FakeClock
 from koordinator.kube.timeutil import parse_time
 from tests.controlplane.manager.controllers.objects import CONFIG_NAMESPACE
 from tests.polling import eventually
+from testsupport.fake import FakeApiServer, FakeClock
 
 ROOT = Path(__file__).resolve().parents[4]
 Obj = dict[str, Any]

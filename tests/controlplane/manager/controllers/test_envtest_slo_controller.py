@@ -36,12 +36,12 @@ from controlplane.reactor import ReactorMetrics
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.envtest import ControlPlane, ControlPlaneError
-from koordinator.kube.envtest.controlplane import free_port
 from koordinator.kube.errors import AlreadyExistsError, NotFoundError
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod, pod_metric
 from tests.envtest import Envtest, apply_crds
+from testsupport.envtest import ControlPlane, ControlPlaneError
+from testsupport.envtest.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[4]
 SYSTEM = "koordinator-system"

@@ -21,12 +21,12 @@ from controlplane.manager.controllers.running import DEFAULT_CONTROLLERS
 from controlplane.manager.manager import Manager
 from controlplane.manager.options import ManagerOptions
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.golden import base_metrics, base_pods
 from tests.controlplane.manager.controllers.harness import seed, started_fake
 from tests.controlplane.manager.controllers.objects import config_map, node, node_metric
 from tests.polling import eventually
+from testsupport.fake import FakeApiServer
 
 LEASE = "koordinator-manager"
 WRITES = ("POST", "PUT", "PATCH", "DELETE")

@@ -15,13 +15,13 @@ import pytest
 
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
-from koordinator.kube.fake import Fault
 from koordinator.kube.timeutil import format_time, parse_time
 from koordinator.metrics.exposition import render_python_client as render
 from tests.controlplane.manager.controllers.golden import NOW, base_metrics, base_pods
 from tests.controlplane.manager.controllers.harness import SLOHarness, running
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod_metric
 from tests.polling import eventually
+from testsupport.fake import Fault
 
 STATUS_PATH = "/api/v1/nodes/node-1/status"
 T0 = parse_time("2026-01-01T00:00:00Z")

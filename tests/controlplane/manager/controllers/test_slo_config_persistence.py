@@ -18,10 +18,10 @@ import pytest
 from controlplane.manager.controllers.sloconfig import LAST_GOOD_ANNOTATION, MANAGED_BY_LABEL
 from koordinator.api.sloconfig.config import CONFIG_KEYS
 from koordinator.kube import resources as res
-from koordinator.kube.fake import FakeApiServer, Fault
 from tests.controlplane.manager.controllers.harness import SLOHarness, seed, started_fake
 from tests.controlplane.manager.controllers.objects import CONFIG_NAME, CONFIG_NAMESPACE, config_map, node
 from tests.polling import eventually
+from testsupport.fake import FakeApiServer, Fault
 
 NOW = "2026-01-01T00:00:00Z"
 COPY = f"{CONFIG_NAME}-last-good"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from koordinator.kube.fake import apply as ssa
-from koordinator.kube.fake.schema import builtin_structure
+from testsupport.fake import apply as ssa
+from testsupport.fake.schema import builtin_structure
 
 POD = builtin_structure("Pod")
 NOW = "2026-01-01T00:00:00Z"

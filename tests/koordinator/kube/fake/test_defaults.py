@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from koordinator.kube.fake.defaults import prepare_pod, qos_class, quantity
+from testsupport.fake.defaults import prepare_pod, qos_class, quantity
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from koordinator.kube.fake.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
-from koordinator.kube.fake.schema import builtin_structure
+from testsupport.fake.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from testsupport.fake.schema import builtin_structure
 
 POD = builtin_structure("Pod")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from koordinator.kube.errors import InvalidError
-from koordinator.kube.fake import Cause, FakeApiServer
 from koordinator.kube.resources import Resource
+from testsupport.fake import Cause, FakeApiServer
 
 CRD_YAML = """
 apiVersion: apiextensions.k8s.io/v1

@@ -8,8 +8,8 @@ import pytest
 
 from koordinator.kube import resources as res
 from koordinator.kube.errors import InternalError, NotFoundError
-from koordinator.kube.fake import FakeApiServer
 from tests.koordinator.kube.builders import config_map, pod
+from testsupport.fake import FakeApiServer
 
 
 async def test_unknown_paths_are_not_found(fake_server: FakeApiServer, fake_client):

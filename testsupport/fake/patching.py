@@ -1,16 +1,16 @@
 """The patch formats the fake apiserver accepts: JSON patch and JSON merge patch
 (:mod:`koordinator.kube.patches`) and Kubernetes strategic merge patch
 (:mod:`koordinator.kube.strategicmerge`, with the merge keys of
-:class:`~koordinator.kube.fake.schema.Structure`).
+:class:`~testsupport.fake.schema.Structure`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from koordinator.kube.fake.schema import Path, Structure
 from koordinator.kube.patches import PatchError, json_patch, merge_patch
 from koordinator.kube.strategicmerge import StrategicMergeError, strategic_merge
+from testsupport.fake.schema import Path, Structure
 
 __all__ = ["PatchError", "json_patch", "merge_patch", "strategic_merge_patch"]
 

@@ -6,7 +6,7 @@ optimistic concurrency, generateName, uid/creationTimestamp/generation, status
 subresources, finalizers and graceful pod deletion, namespace lifecycle, field ownership
 and server-side apply, LIST pagination and resourceVersion semantics, watches with replay
 from history (410 once it is gone), binding and eviction. Failures raise
-:class:`~koordinator.kube.fake.status.StatusError`. All methods are synchronous: a write
+:class:`~testsupport.fake.status.StatusError`. All methods are synchronous: a write
 and the watch events it causes happen in one step, so watchers never miss or reorder.
 """
 
@@ -21,19 +21,19 @@ from typing import Any
 from koordinator.api.selectors import FieldSelector, LabelSelector
 from koordinator.api.types.core import OBJECT_META_FIELDS
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
-from koordinator.kube.fake import apply as ssa
-from koordinator.kube.fake import crds, deletion, pods
-from koordinator.kube.fake import status as st
-from koordinator.kube.fake.defaults import prepare_pod
-from koordinator.kube.fake.listing import Lister
-from koordinator.kube.fake.objects import copy_obj, meta_of
-from koordinator.kube.fake.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
-from koordinator.kube.fake.registry import Registry, ResourceType, SchemaValidatorFactory
-from koordinator.kube.fake.schema import prune
-from koordinator.kube.fake.validation import validate
-from koordinator.kube.fake.watching import HistoryEvent, Watcher
 from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, POD_DISRUPTION_BUDGETS, PODS
 from koordinator.kube.timeutil import format_time
+from testsupport.fake import apply as ssa
+from testsupport.fake import crds, deletion, pods
+from testsupport.fake import status as st
+from testsupport.fake.defaults import prepare_pod
+from testsupport.fake.listing import Lister
+from testsupport.fake.objects import copy_obj, meta_of
+from testsupport.fake.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from testsupport.fake.registry import Registry, ResourceType, SchemaValidatorFactory
+from testsupport.fake.schema import prune
+from testsupport.fake.validation import validate
+from testsupport.fake.watching import HistoryEvent, Watcher
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
@@ -291,7 +291,7 @@ class ClusterState:
         return self.lister.parse_selectors(rtype, label_selector, field_selector)
 
     def list_objects(self, rtype: ResourceType, namespace: str | None, **options: Any) -> Obj:
-        """LIST (see :mod:`koordinator.kube.fake.listing` for the options)."""
+        """LIST (see :mod:`testsupport.fake.listing` for the options)."""
         return self.lister.list_objects(rtype, namespace, **options)
 
     def register_crd(self, crd: Obj) -> Obj:

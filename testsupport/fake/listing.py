@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from koordinator.api.selectors import FieldSelector, LabelSelector, SelectorError
-from koordinator.kube.fake import status as st
-from koordinator.kube.fake.registry import ResourceType
+from testsupport.fake import status as st
+from testsupport.fake.registry import ResourceType
 
 if TYPE_CHECKING:
-    from koordinator.kube.fake.state import ClusterState
+    from testsupport.fake.state import ClusterState
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from koordinator.kube.fake import status as st
-from koordinator.kube.fake.objects import meta_of
-from koordinator.kube.fake.registry import ResourceType
 from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS
+from testsupport.fake import status as st
+from testsupport.fake.objects import meta_of
+from testsupport.fake.registry import ResourceType
 
 if TYPE_CHECKING:
-    from koordinator.kube.fake.state import ClusterState
+    from testsupport.fake.state import ClusterState
 
 Obj = dict[str, Any]
 

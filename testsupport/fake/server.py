@@ -1,6 +1,6 @@
 """The fake apiserver's HTTP face: the Kubernetes REST API over aiohttp on loopback.
 
-:class:`FakeApiServer` serves :class:`~koordinator.kube.fake.state.ClusterState` with the
+:class:`FakeApiServer` serves :class:`~testsupport.fake.state.ClusterState` with the
 real URL layout, verbs, media types, status codes and watch streams, so the production
 client runs unchanged against it. It also offers an in-process handle (``server.state``
 and the helpers below) to seed and read objects, register CRDs, inject faults (error
@@ -26,10 +26,10 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.config import ClusterConfig, StaticToken
-from koordinator.kube.fake import status as st
-from koordinator.kube.fake.registry import ResourceType, SchemaValidatorFactory
-from koordinator.kube.fake.state import APPLY_PATCH, ClusterState
 from koordinator.kube.resources import Resource
+from testsupport.fake import status as st
+from testsupport.fake.registry import ResourceType, SchemaValidatorFactory
+from testsupport.fake.state import APPLY_PATCH, ClusterState
 
 Obj = dict[str, Any]
 _JSON = "application/json"

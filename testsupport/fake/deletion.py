@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from koordinator.kube.fake import crds
-from koordinator.kube.fake import status as st
-from koordinator.kube.fake.objects import copy_obj
-from koordinator.kube.fake.registry import ResourceType
 from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES
 from koordinator.kube.timeutil import format_time
+from testsupport.fake import crds
+from testsupport.fake import status as st
+from testsupport.fake.objects import copy_obj
+from testsupport.fake.registry import ResourceType
 
 if TYPE_CHECKING:
-    from koordinator.kube.fake.state import ClusterState
+    from testsupport.fake.state import ClusterState
 
 Obj = dict[str, Any]
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordinator.kube import resources as res
-from koordinator.kube.fake.schema import Structure, builtin_structure, crd_structure
-from koordinator.kube.fake.status import Cause
 from koordinator.kube.resources import Resource
+from testsupport.fake.schema import Structure, builtin_structure, crd_structure
+from testsupport.fake.status import Cause
 
 Obj = dict[str, Any]
 #: Extra validation of one object: ``(new, old or None) -> causes``.

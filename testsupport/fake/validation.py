@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from koordinator.kube.fake.registry import ResourceType
-from koordinator.kube.fake.schema import check_types
-from koordinator.kube.fake.status import Cause
+from testsupport.fake.registry import ResourceType
+from testsupport.fake.schema import check_types
+from testsupport.fake.status import Cause
 
 Obj = dict[str, Any]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from koordinator.kube.fake import status as st
+from testsupport.fake import status as st
 
 Obj = dict[str, Any]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from koordinator.api.selectors import LabelSelector, SelectorError
-from koordinator.kube.fake import status as st
-from koordinator.kube.fake.objects import copy_obj, meta_of
-from koordinator.kube.fake.registry import ResourceType
 from koordinator.kube.resources import POD_DISRUPTION_BUDGETS, PODS
+from testsupport.fake import status as st
+from testsupport.fake.objects import copy_obj, meta_of
+from testsupport.fake.registry import ResourceType
 
 if TYPE_CHECKING:
-    from koordinator.kube.fake.state import ClusterState
+    from testsupport.fake.state import ClusterState
 
 Obj = dict[str, Any]
 

@@ -7,11 +7,11 @@ The contract suite in ``tests/koordinator/kube`` runs the same tests against thi
 and a real kube-apiserver.
 """
 
-from koordinator.kube.fake.clock import FakeClock
-from koordinator.kube.fake.registry import ResourceType, SchemaValidatorFactory
-from koordinator.kube.fake.server import FakeApiServer, Fault, RequestRecord
-from koordinator.kube.fake.state import ClusterState
-from koordinator.kube.fake.status import Cause, StatusError
+from testsupport.fake.clock import FakeClock
+from testsupport.fake.registry import ResourceType, SchemaValidatorFactory
+from testsupport.fake.server import FakeApiServer, Fault, RequestRecord
+from testsupport.fake.state import ClusterState
+from testsupport.fake.status import Cause, StatusError
 
 __all__ = [
     "Cause",

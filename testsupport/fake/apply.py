@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from koordinator.kube.fake.schema import Path, Structure
-from koordinator.kube.fake.status import Cause, StatusError
+from testsupport.fake.schema import Path, Structure
+from testsupport.fake.status import Cause, StatusError
 
 FieldPath = tuple[str, ...]
 FieldSet = set[FieldPath]

@@ -6,8 +6,8 @@ loopback ports (RBAC and the default admission plug-ins on), waits for ``/readyz
 stops them. It can kill and restart the apiserver to inject faults.
 """
 
-from koordinator.kube.envtest.certs import Credentials, generate_credentials
-from koordinator.kube.envtest.controlplane import (
+from testsupport.envtest.certs import Credentials, generate_credentials
+from testsupport.envtest.controlplane import (
     ApiServerProcess,
     ControlPlane,
     ControlPlaneError,

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from koordinator.api.selectors import FieldSelector, LabelSelector
-from koordinator.kube.fake.registry import ResourceType
+from testsupport.fake.registry import ResourceType
 
 Obj = dict[str, Any]
 StorageKey = tuple[str, str]  # (group, plural)

@@ -25,7 +25,7 @@ from types import TracebackType
 
 import yaml
 
-from koordinator.kube.envtest.certs import Credentials, generate_credentials
+from testsupport.envtest.certs import Credentials, generate_credentials
 
 ENV_BIN = "KOORD_ENVTEST_BIN"
 _READY_TIMEOUT_S = 90.0
@@ -54,7 +54,7 @@ def find_binaries(directory: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
-ENVTEST_SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "envtest.sh"
+ENVTEST_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "envtest.sh"
 
 
 def provision_binaries() -> Path:
