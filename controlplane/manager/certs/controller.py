@@ -21,8 +21,7 @@ import asyncio
 import collections
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +45,7 @@ from controlplane.manager.certs.keys import (
 from controlplane.manager.certs.serving import ServingTLS
 from controlplane.manager.certs.store import CertStore, ConflictingWriteError, write_cert_dir
 from koordinator.kube.client import ApiClient
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordinator.kube.errors import ApiConnectionError, ApiError
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class CertController:
     ca_overlap: float = 600.0
     mutating_name: str = MUTATING_CONFIGURATION
     validating_name: str = VALIDATING_CONFIGURATION
-    clock: Callable[[], float] = time.monotonic
+    clock: Now = SYSTEM_CLOCK.monotonic
     initialized: asyncio.Event = field(default_factory=asyncio.Event)
     last_error: str = ""
     _previous_cas: list[tuple[bytes, float]] = field(default_factory=list)
