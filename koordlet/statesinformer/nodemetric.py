@@ -31,7 +31,17 @@ from koordinator.api.extension.priority import get_pod_priority_class_with_defau
 from koordinator.api.goparse import format_duration, parse_duration
 from koordinator.api.quantity import Format, Quantity
 from koordinator.api.sloconfig.config import default_node_metric_collect_policy
-from koordinator.api.types.slo import NodeMetricCollectPolicy, NodeMetricSpec
+from koordinator.api.types.slo import (
+    AggregatedUsage,
+    HostApplicationMetricInfo,
+    NodeMetricCollectPolicy,
+    NodeMetricInfo,
+    NodeMetricSpec,
+    NodeMetricStatus,
+    NUMAMetricInfo,
+    PodMetricInfo,
+    ResourceMap,
+)
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Now
@@ -102,14 +112,14 @@ class CollectPolicy:
         )
 
 
-def cpu_quantity(cores: float) -> str:
+def cpu_quantity(cores: float) -> Quantity:
     """Milli-cores, truncated as upstream does (``int64(cores * 1000)``), after absorbing the
     float error of averaging (sixty samples of 0.2 average to 0.19999999999999998)."""
-    return str(Quantity.from_milli(math.floor(cores * 1000 + 1e-6)))
+    return Quantity.from_milli(math.floor(cores * 1000 + 1e-6))
 
 
-def memory_quantity(value: float) -> str:
-    return str(Quantity.from_int(int(value), Format.BINARY_SI))
+def memory_quantity(value: float) -> Quantity:
+    return Quantity.from_int(int(value), Format.BINARY_SI)
 
 
 def _average(query: UsageQuerier, kind: MetricKind, start: float, end: float, **labels: str) -> float | None:
@@ -119,38 +129,34 @@ def _average(query: UsageQuerier, kind: MetricKind, start: float, end: float, **
 
 def _usage(
     query: UsageQuerier,
-    cpu_metric: MetricKind,
-    memory_metric: MetricKind,
+    cpu_kind: MetricKind,
+    memory_kind: MetricKind,
     start: float,
     end: float,
     **labels: str,
-) -> dict[str, Any] | None:
-    cpu = _average(query, cpu_metric, start, end, **labels)
-    memory = _average(query, memory_metric, start, end, **labels)
+) -> ResourceMap | None:
+    cpu = _average(query, cpu_kind, start, end, **labels)
+    memory = _average(query, memory_kind, start, end, **labels)
     if cpu is None and memory is None:
         return None
-    resources: dict[str, str] = {}
+    resources: dict[str, Quantity] = {}
     if cpu is not None:
         resources["cpu"] = cpu_quantity(cpu)
     if memory is not None:
         resources["memory"] = memory_quantity(memory)
-    return {"resources": resources}
+    return ResourceMap(resources=resources)
 
 
 def _aggregated(
-    query: UsageQuerier,
-    cpu_metric: MetricKind,
-    memory_metric: MetricKind,
-    durations: tuple[str, ...],
-    now: float,
-) -> list[dict[str, Any]]:
+    query: UsageQuerier, cpu_kind: MetricKind, memory_kind: MetricKind, durations: tuple[str, ...], now: float
+) -> list[AggregatedUsage]:
     out = []
     for text in durations:
         nanos = parse_duration(text)
         seconds = nanos / 1e9
-        entry: dict[str, Any] = {}
-        cpu = query(cpu_metric, now - seconds, now)
-        memory = query(memory_metric, now - seconds, now)
+        entry = AggregatedUsage(duration=format_duration(nanos))
+        cpu = query(cpu_kind, now - seconds, now)
+        memory = query(memory_kind, now - seconds, now)
         # cold start: too short a history would misreport the percentiles
         if (
             cpu.count()
@@ -158,47 +164,40 @@ def _aggregated(
             and cpu.time_range() >= seconds / 2
             and memory.time_range() >= seconds / 2
         ):
-            entry["usage"] = {
-                agg: {
-                    "resources": {
+            entry.usage = {
+                agg: ResourceMap(
+                    resources={
                         "cpu": cpu_quantity(cpu.value(agg)),
                         "memory": memory_quantity(memory.value(agg)),
                     }
-                }
+                )
                 for agg in AGGREGATIONS
             }
-        entry["duration"] = format_duration(nanos)
         out.append(entry)
     return out
 
 
-def build_status(
+def node_metric_status(
     query: UsageQuerier,
     policy: CollectPolicy,
     pods: list[PodMeta],
     host_apps: list[HostApplication],
     numa_nodes: list[int],
     now: float,
-) -> dict[str, Any]:
+) -> NodeMetricStatus:
     """The NodeMetric status for the window ending at ``now``."""
     start = now - policy.aggregate_seconds
     node_memory, pod_memory, app_memory = _MEMORY_METRICS.get(
         policy.memory_policy, _MEMORY_METRICS["usageWithoutPageCache"]
     )
-    node_metric: dict[str, Any] = {}
-    node_usage = _usage(query, kinds.NODE_CPU_USAGE, node_memory, start, now)
-    if node_usage is not None:
-        node_metric["nodeUsage"] = node_usage
-    aggregated = _aggregated(query, kinds.NODE_CPU_USAGE, node_memory, policy.durations, now)
-    if aggregated:
-        node_metric["aggregatedNodeUsages"] = aggregated
-    system_usage = _usage(query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, start, now)
-    if system_usage is not None:
-        node_metric["systemUsage"] = system_usage
-    aggregated = _aggregated(query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, policy.durations, now)
-    if aggregated:
-        node_metric["aggregatedSystemUsages"] = aggregated
-    numa_usages = []
+    node_metric = NodeMetricInfo(
+        node_usage=_usage(query, kinds.NODE_CPU_USAGE, node_memory, start, now),
+        aggregated_node_usages=_aggregated(query, kinds.NODE_CPU_USAGE, node_memory, policy.durations, now),
+        system_usage=_usage(query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, start, now),
+        aggregated_system_usages=_aggregated(
+            query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, policy.durations, now
+        ),
+    )
     for node_id in sorted(numa_nodes):
         label = str(node_id)
         numa_node = _usage(
@@ -209,42 +208,45 @@ def build_status(
         )
         if numa_node is None and numa_sys is None:
             continue
-        entry: dict[str, Any] = {"numaNodeID": node_id}
-        if numa_node is not None:
-            entry["nodeUsage"] = numa_node
-        if numa_sys is not None:
-            entry["systemUsage"] = numa_sys
-        numa_usages.append(entry)
-    if numa_usages:
-        node_metric["numaUsages"] = numa_usages
-    pods_metric = []
+        node_metric.numa_usages.append(
+            NUMAMetricInfo(numa_node_id=node_id, node_usage=numa_node, system_usage=numa_sys)
+        )
+    status = NodeMetricStatus(update_time=format_time(now), node_metric=node_metric)
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
         usage = _usage(query, kinds.POD_CPU_USAGE, pod_memory, start, now, pod_uid=pod.uid)
         if usage is None:
             continue
-        pods_metric.append(
-            {
-                "name": pod.name,
-                "namespace": pod.namespace,
-                "podUsage": usage,
-                "priority": str(get_pod_priority_class_with_default(pod.pod)),
-                "qos": str(pod.qos),
-            }
+        status.pods_metric.append(
+            PodMetricInfo(
+                name=pod.name,
+                namespace=pod.namespace,
+                pod_usage=usage,
+                priority=str(get_pod_priority_class_with_default(pod.pod)),
+                qos=str(pod.qos),
+            )
         )
-    apps_metric = []
     for app in sorted(host_apps, key=lambda a: a.name):
         usage = _usage(
             query, kinds.HOST_APPLICATION_CPU_USAGE, app_memory, start, now, host_app_name=app.name
         )
         if usage is None:
             continue
-        apps_metric.append({"name": app.name, "usage": usage, "priority": app.priority, "qos": app.qos})
-    status: dict[str, Any] = {"updateTime": format_time(now), "nodeMetric": node_metric}
-    if pods_metric:
-        status["podsMetric"] = pods_metric
-    if apps_metric:
-        status["hostApplicationMetric"] = apps_metric
+        status.host_application_metric.append(
+            HostApplicationMetricInfo(name=app.name, usage=usage, priority=app.priority, qos=app.qos)
+        )
     return status
+
+
+def build_status(
+    query: UsageQuerier,
+    policy: CollectPolicy,
+    pods: list[PodMeta],
+    host_apps: list[HostApplication],
+    numa_nodes: list[int],
+    now: float,
+) -> dict[str, Any]:
+    """:func:`node_metric_status` as the JSON object written to the status subresource."""
+    return node_metric_status(query, policy, pods, host_apps, numa_nodes, now).to_dict()
 
 
 def _usage_series(
@@ -326,7 +328,7 @@ class NodeMetricReporter:
         if not force and time.monotonic() - self._last_update < MIN_UPDATE_GAP_SECONDS:
             return False
         policy = CollectPolicy.of(self.states.get_node_metric_spec())
-        status = build_status(
+        status = node_metric_status(
             self.query,
             policy,
             self.states.get_all_pods(),
@@ -334,12 +336,13 @@ class NodeMetricReporter:
             self.states.numa_nodes(),
             self.clock(),
         )
+        body = status.to_dict()
         if self.metrics is not None:
-            record_usages(self.metrics, status)
+            record_usages(self.metrics, body)
         for _ in range(5):  # RetryOnConflict
             try:
                 current = await self.client.get(res.NODE_METRICS, self.states.node_name)
-                await self.client.replace_status(res.NODE_METRICS, {**current, "status": status})
+                await self.client.replace_status(res.NODE_METRICS, {**current, "status": body})
                 break
             except ConflictError:
                 continue
