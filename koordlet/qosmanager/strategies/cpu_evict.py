@@ -64,7 +64,7 @@ from koordlet.qosmanager.strategies.eviction import (
     any_gate_enabled,
     enabled_victims,
     evict_by_allocatable,
-    features_to_run,
+    plan_evictions,
     priority_victim_key,
     take_victims,
 )
@@ -162,22 +162,12 @@ class CPUEvict:
         return any_gate_enabled(snapshot, FEATURES)
 
     def plan(self, snapshot: Snapshot) -> Plan:
-        plan = Plan(NAME)
-        capacity = podspec.node_quantity(snapshot.node, "capacity", "cpu") or 0
-        if capacity <= 0:
-            return plan.note("node CPU capacity unknown")
-        window = 2 * snapshot.collect_interval
-        usage = snapshot.pod_cpu(window)
-        chosen: dict[str, Eviction] = {}
         runs = {
             BE_CPU_EVICT: self._be_satisfaction,
             CPU_ALLOCATABLE_EVICT: self._allocatable,
             CPU_EVICT: self._usage,
         }
-        for feature, config in features_to_run(snapshot, plan, FEATURES):
-            runs[feature](snapshot, plan, config, capacity, usage, chosen)
-        plan.evictions = list(chosen.values())
-        return plan
+        return plan_evictions(snapshot, NAME, "cpu", FEATURES, runs, snapshot.pod_cpu)
 
     # --- BECPUEvict ------------------------------------------------------------------------------
 

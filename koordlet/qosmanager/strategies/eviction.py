@@ -97,6 +97,36 @@ def features_to_run(
         yield feature, config
 
 
+#: one feature of an eviction strategy: (snapshot, plan, its config, node capacity, pod usage by
+#: uid, evictions chosen so far by pod uid) -> adds its evictions to the chosen ones
+FeatureRun = Callable[
+    [Snapshot, Plan, ResourceThresholdStrategy, int, Mapping[str, float], dict[str, Eviction]], None
+]
+
+
+def plan_evictions(
+    snapshot: Snapshot,
+    name: str,
+    resource: str,
+    checks: Mapping[str, ConfigCheck],
+    runs: Mapping[str, FeatureRun],
+    usage: Callable[[float], Mapping[str, float]],
+) -> Plan:
+    """An eviction strategy's plan: each of its features that may run (:func:`features_to_run`),
+    in order, with the node's ``resource`` capacity and the pods' usage over the last two
+    collection intervals; a pod chosen by several features is evicted once."""
+    plan = Plan(name)
+    capacity = podspec.node_quantity(snapshot.node, "capacity", resource) or 0
+    if capacity <= 0:
+        return plan.note(f"node {'CPU' if resource == 'cpu' else resource} capacity unknown")
+    used = usage(2 * snapshot.collect_interval)
+    chosen: dict[str, Eviction] = {}
+    for feature, config in features_to_run(snapshot, plan, checks):
+        runs[feature](snapshot, plan, config, capacity, used, chosen)
+    plan.evictions = list(chosen.values())
+    return plan
+
+
 def allocatable_check(resource: str) -> ConfigCheck:
     """The check of CPUAllocatableEvict (``resource="cpu"``) or MemoryAllocatableEvict
     (``"memory"``): a threshold, a lower percent under it and

@@ -54,7 +54,7 @@ from koordlet.qosmanager.strategies.eviction import (
     any_gate_enabled,
     enabled_victims,
     evict_by_allocatable,
-    features_to_run,
+    plan_evictions,
     priority_victim_key,
     take_victims,
 )
@@ -133,22 +133,12 @@ class MemoryEvict:
         return any_gate_enabled(snapshot, _CHECKS)
 
     def plan(self, snapshot: Snapshot) -> Plan:
-        plan = Plan(NAME)
-        capacity = podspec.node_quantity(snapshot.node, "capacity", "memory") or 0
-        if capacity <= 0:
-            return plan.note("node memory capacity unknown")
-        window = 2 * snapshot.collect_interval
-        pod_memory = snapshot.pod_memory(window)
-        chosen: dict[str, Eviction] = {}
         runs = {
             BE_MEMORY_EVICT: self._be_memory,
             MEMORY_ALLOCATABLE_EVICT: self._allocatable,
             MEMORY_EVICT: self._memory,
         }
-        for feature, config in features_to_run(snapshot, plan, _CHECKS):
-            runs[feature](snapshot, plan, config, capacity, pod_memory, chosen)
-        plan.evictions = list(chosen.values())
-        return plan
+        return plan_evictions(snapshot, NAME, "memory", _CHECKS, runs, snapshot.pod_memory)
 
     def _pressure(
         self, snapshot: Snapshot, plan: Plan, config: ResourceThresholdStrategy, feature: str, capacity: int
