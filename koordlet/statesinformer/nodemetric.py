@@ -250,36 +250,37 @@ def build_status(
 
 
 def _usage_series(
-    usage: dict[str, Any] | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], float]
+    usage: ResourceMap | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], float]
 ) -> None:
-    for resource, text in ((usage or {}).get("resources") or {}).items():
-        quantity = Quantity.parse(text)
-        if resource == "cpu":
-            out[(*prefix, "cpu", CORE)] = quantity.milli_value() / 1000
-        elif resource == "memory":
-            out[(*prefix, "memory", BYTE)] = float(quantity.value())
+    if usage is None:
+        return
+    cpu = usage.resources.get("cpu")
+    if cpu is not None:
+        out[(*prefix, "cpu", CORE)] = cpu.milli_value() / 1000
+    memory = usage.resources.get("memory")
+    if memory is not None:
+        out[(*prefix, "memory", BYTE)] = float(memory.value())
 
 
-def record_usages(metrics: KoordletMetrics, status: dict[str, Any]) -> None:
-    """Mirror a status's node, system and NUMA usages to the ``node_metric_*`` gauges; the
-    series the status no longer has (a NUMA node without samples) are removed."""
-    node_metric = status.get("nodeMetric") or {}
+def record_usages(metrics: KoordletMetrics, status: NodeMetricStatus) -> None:
+    """Mirror a status's node, system and NUMA usages to the ``node_metric_*`` gauges, from
+    the quantities the status holds (not its rendered text); the series the status no
+    longer has (a NUMA node without samples) are removed."""
+    node_metric = status.node_metric or NodeMetricInfo()
     node = metrics.node
-    wanted: list[tuple[Any, dict[tuple[str, ...], float]]] = []
-    for gauge, field_name in (
-        (metrics.node_metric_node_usage, "nodeUsage"),
-        (metrics.node_metric_system_usage, "systemUsage"),
-    ):
-        series: dict[tuple[str, ...], float] = {}
-        _usage_series(node_metric.get(field_name), (node,), series)
-        wanted.append((gauge, series))
+    node_series: dict[tuple[str, ...], float] = {}
+    _usage_series(node_metric.node_usage, (node,), node_series)
+    system_series: dict[tuple[str, ...], float] = {}
+    _usage_series(node_metric.system_usage, (node,), system_series)
     numa_node: dict[tuple[str, ...], float] = {}
     numa_system: dict[tuple[str, ...], float] = {}
-    for entry in node_metric.get("numaUsages") or ():
-        prefix = (node, str(entry["numaNodeID"]))
-        _usage_series(entry.get("nodeUsage"), prefix, numa_node)
-        _usage_series(entry.get("systemUsage"), prefix, numa_system)
-    wanted += [
+    for entry in node_metric.numa_usages:
+        prefix = (node, str(entry.numa_node_id))
+        _usage_series(entry.node_usage, prefix, numa_node)
+        _usage_series(entry.system_usage, prefix, numa_system)
+    wanted: list[tuple[Any, dict[tuple[str, ...], float]]] = [
+        (metrics.node_metric_node_usage, node_series),
+        (metrics.node_metric_system_usage, system_series),
         (metrics.node_metric_numa_node_usage, numa_node),
         (metrics.node_metric_numa_system_usage, numa_system),
     ]
@@ -336,9 +337,9 @@ class NodeMetricReporter:
             self.states.numa_nodes(),
             self.clock(),
         )
-        body = status.to_dict()
         if self.metrics is not None:
-            record_usages(self.metrics, body)
+            record_usages(self.metrics, status)
+        body = status.to_dict()
         for _ in range(5):  # RetryOnConflict
             try:
                 current = await self.client.get(res.NODE_METRICS, self.states.node_name)
