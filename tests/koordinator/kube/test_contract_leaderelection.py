@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from koordinator.kube import resources as res
+from koordinator.kube.errors import ConflictError
 from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from koordinator.kube.timeutil import parse_time
 from tests.koordinator.kube.conftest import Backend
@@ -161,10 +162,18 @@ async def test_leader_that_cannot_renew_steps_down(backend: Backend):
     try:
         a.start()
         await drive(clock, 1, lambda: a.led_at is not None)
-        spec = await lease(backend)
-        current = await backend.client.get(res.LEASES, "election", backend.namespace)
-        usurped = {**current, "spec": {**spec, "holderIdentity": "intruder", "renewTime": spec["renewTime"]}}
-        await backend.client.replace(res.LEASES, usurped)
+        # the intruder writes as any contender does: on the version it read, again on a Conflict
+        # (the leader's renewal right after acquiring may land between its read and its write)
+        for _ in range(5):
+            current = await backend.client.get(res.LEASES, "election", backend.namespace)
+            usurped = {**current, "spec": {**current["spec"], "holderIdentity": "intruder"}}
+            try:
+                await backend.client.replace(res.LEASES, usurped)
+                break
+            except ConflictError:
+                continue
+        else:
+            raise AssertionError("the intruder never wrote the lease")
         await drive(clock, 1, lambda: a.task is not None and a.task.done(), limit=4 * LEASE)
         assert a.events[-1] == "stopped"
         assert not a.elector.leading
