@@ -57,30 +57,29 @@ def _shallow(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else value
 
 
+def _copy_with(value: dict[str, Any], field: str, keys: tuple[str, ...]) -> None:
+    """Give ``value`` (already a copy) its own copy of ``value[field]`` and of that field's ``keys``."""
+    inner = value.get(field)
+    if isinstance(inner, dict):
+        inner = dict(inner)
+        for key in keys:
+            if key in inner:
+                inner[key] = _shallow(inner[key])
+        value[field] = inner
+
+
 def _writable_container(container: Any) -> Any:
     if not isinstance(container, dict):
         return container
     copy = dict(container)
-    resources = copy.get("resources")
-    if isinstance(resources, dict):
-        resources = dict(resources)
-        for key in ("requests", "limits"):
-            if key in resources:
-                resources[key] = _shallow(resources[key])
-        copy["resources"] = resources
+    _copy_with(copy, "resources", ("requests", "limits"))
     return copy
 
 
 def writable_copy(pod: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``pod`` the mutating steps may write into, sharing what they never write."""
     copy = dict(pod)
-    meta = copy.get("metadata")
-    if isinstance(meta, dict):
-        meta = dict(meta)
-        for key in ("labels", "annotations"):
-            if key in meta:
-                meta[key] = _shallow(meta[key])
-        copy["metadata"] = meta
+    _copy_with(copy, "metadata", ("labels", "annotations"))
     spec = copy.get("spec")
     if isinstance(spec, dict):
         spec = dict(spec)
