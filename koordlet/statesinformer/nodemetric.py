@@ -237,18 +237,6 @@ def node_metric_status(
     return status
 
 
-def build_status(
-    query: UsageQuerier,
-    policy: CollectPolicy,
-    pods: list[PodMeta],
-    host_apps: list[HostApplication],
-    numa_nodes: list[int],
-    now: float,
-) -> dict[str, Any]:
-    """:func:`node_metric_status` as the JSON object written to the status subresource."""
-    return node_metric_status(query, policy, pods, host_apps, numa_nodes, now).to_dict()
-
-
 def _usage_series(
     usage: ResourceMap | None, prefix: tuple[str, ...], out: dict[tuple[str, ...], float]
 ) -> None:

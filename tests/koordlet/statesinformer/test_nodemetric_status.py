@@ -16,7 +16,7 @@ from koordlet.statesinformer.nodemetric import (
     HostApplication,
     NodeMetricReporter,
     UsageQuerier,
-    build_status,
+    node_metric_status,
 )
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
@@ -74,9 +74,9 @@ def test_status_values():
     _series(cache, kinds.HOST_APPLICATION_CPU_USAGE, [0.2] * 60, NOW - 59, host_app_name="nginx")
     _series(cache, kinds.NODE_NUMA_CPU_USAGE, [1.5] * 60, NOW - 59, numa_node_id="0")
     policy = CollectPolicy(300, 60, ("5m", "30m"), "usageWithoutPageCache")
-    status = build_status(
+    status = node_metric_status(
         _query(cache), policy, [web, api, idle], [HostApplication("nginx", "koord-prod", "LS")], [0, 1], NOW
-    )
+    ).to_dict()
     node = status["nodeMetric"]
     assert node["nodeUsage"] == {"resources": {"cpu": "1500m", "memory": "4Gi"}}
     assert node["systemUsage"] == {"resources": {"cpu": "250m", "memory": "1Gi"}}
@@ -104,12 +104,12 @@ def test_memory_policy_with_page_cache():
     _series(cache, kinds.NODE_MEMORY_USAGE, [GIB] * 10, NOW - 9)
     _series(cache, kinds.NODE_MEMORY_USAGE_WITH_PAGE_CACHE, [3 * GIB] * 10, NOW - 9)
     policy = CollectPolicy(300, 60, (), "usageWithPageCache")
-    status = build_status(_query(cache), policy, [], [], [], NOW)
+    status = node_metric_status(_query(cache), policy, [], [], [], NOW).to_dict()
     assert status["nodeMetric"]["nodeUsage"] == {"resources": {"memory": "3Gi"}}
 
 
 def test_no_samples_yet_gives_an_empty_node_metric():
-    status = build_status(_query(MetricCache()), CollectPolicy.of(None), [], [], [0], NOW)
+    status = node_metric_status(_query(MetricCache()), CollectPolicy.of(None), [], [], [0], NOW).to_dict()
     assert status["nodeMetric"]["aggregatedNodeUsages"] == [
         {"duration": "5m0s"},
         {"duration": "10m0s"},
