@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer import InformerFactory
 from koordlet.statesinformer.informer import StatesInformer
@@ -38,6 +39,22 @@ def nodeslo_spec(threshold: int) -> dict[str, Any]:
     return {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": threshold}}
 
 
+async def synced_states(host: FakeHost, client: ApiClient) -> StatesInformer:
+    """The koordlet's states informer for ``NODE``, recording its Events, once synced."""
+    states = StatesInformer(
+        NODE,
+        CgroupFS.detect(host.paths),
+        Pods([make_pod("web").build()]),
+        factory=InformerFactory(client, freeze_after_sync=False),
+        enable_pleg=False,
+        recorder=EventRecorder(client, "koordlet", NODE),
+    )
+    await states.start()
+    async with asyncio.timeout(10):
+        await states.wait_synced()
+    return states
+
+
 def node_events(fake: FakeApiServer, reason: str) -> list[dict[str, Any]]:
     return [e for e in fake.list_objects(res.EVENTS, "default") if e["reason"] == reason]
 
@@ -53,17 +70,7 @@ async def test_refused_and_deleted_nodeslo_leave_warning_events_on_the_node(fake
         )
         good = fake.update(res.NODE_SLOS, {**good, "spec": nodeslo_spec(50)})
         async with fake.client() as client:
-            states = StatesInformer(
-                NODE,
-                CgroupFS.detect(fake_host_v1.paths),
-                Pods([make_pod("web").build()]),
-                factory=InformerFactory(client, freeze_after_sync=False),
-                enable_pleg=False,
-                recorder=EventRecorder(client, "koordlet", NODE),
-            )
-            await states.start()
-            async with asyncio.timeout(10):
-                await states.wait_synced()
+            states = await synced_states(fake_host_v1, client)
             assert suppress_percent(states) == 50
             good_version = good["metadata"]["resourceVersion"]
 
@@ -103,17 +110,7 @@ async def test_a_refusal_before_any_good_nodeslo_says_the_defaults_stay(fake_hos
         fake.register_crd(unvalidated_nodeslo_crd())
         fake.register_crd(CRDS / "slo.koordinator.sh_nodemetrics.yaml")
         async with fake.client() as client:
-            states = StatesInformer(
-                NODE,
-                CgroupFS.detect(fake_host_v1.paths),
-                Pods([make_pod("web").build()]),
-                factory=InformerFactory(client, freeze_after_sync=False),
-                enable_pleg=False,
-                recorder=EventRecorder(client, "koordlet", NODE),
-            )
-            await states.start()
-            async with asyncio.timeout(10):
-                await states.wait_synced()
+            states = await synced_states(fake_host_v1, client)
             broken = {"resourceUsedThresholdWithBE": {"enable": "yes"}}
             fake.create(
                 res.NODE_SLOS,
