@@ -15,11 +15,34 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["JSONError", "marshal", "unmarshal"]
+__all__ = ["JSONError", "marshal", "nested_deeper", "unmarshal"]
 
 
 class JSONError(ValueError):
     """Text that is not valid JSON, or a value JSON cannot represent."""
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
+def nested_deeper(value: Any, limit: int) -> bool:
+    """Whether decoded JSON ``value`` nests objects and arrays more than ``limit`` levels deep
+    (``value`` itself is level 1 when it is one).
+
+    Level by level, without recursion, whatever the depth: what checks the depth must not
+    fail on it as the recursive code it protects would.
+    """
+    level: list[Any] = [value] if type(value) in _CONTAINERS else []
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) in _CONTAINERS
+        ]
+        if not level:
+            return False
+    return bool(level)
 
 
 _SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from controlplane.manager.webhooks.objects import json_type
+from koordinator.api.jsonutil import nested_deeper
 
 __all__ = [
     "ADMISSION_GROUP",
@@ -297,34 +298,14 @@ def decode_review(body: bytes | bytearray) -> AdmissionRequest:
         raise ReviewError("got an empty AdmissionRequest", api_version)
     if not isinstance(request, dict):
         raise ReviewError(f"request: expected an object, got {json_type(request)}", api_version)
-    if body.count(b"{") + body.count(b"[") > MAX_NESTING_DEPTH and _nested_deeper(request, MAX_NESTING_DEPTH):
+    # ``request`` is level 1 of the count, its ``object`` level 2: MAX_NESTING_DEPTH levels below it
+    deep = body.count(b"{") + body.count(b"[") > MAX_NESTING_DEPTH
+    if deep and nested_deeper(request, MAX_NESTING_DEPTH + 1):
         uid = request.get("uid")
         raise ReviewError(
             f"object nesting exceeds {MAX_NESTING_DEPTH} levels", api_version, uid if type(uid) is str else ""
         )
     return _well_typed(request, api_version) or _checked_request(request, api_version)
-
-
-_CONTAINERS = frozenset({dict, list})
-
-
-def _nested_deeper(request: dict[str, Any], limit: int) -> bool:
-    """Whether a value of ``request`` nests objects and arrays more than ``limit`` levels deep.
-
-    Breadth first, one level at a time: no recursion, whatever the depth (the decoder
-    already stops past 1024 levels).
-    """
-    level: list[Any] = [request]
-    for _ in range(limit + 1):
-        level = [
-            child
-            for value in level
-            for child in (value.values() if type(value) is dict else value)
-            if type(child) in _CONTAINERS
-        ]
-        if not level:
-            return False
-    return True
 
 
 def _checked_request(request: dict[str, Any], api_version: str) -> AdmissionRequest:

@@ -33,7 +33,7 @@ from koordinator.api.extension.node import (
     LABEL_MID_STATIC_MEMORY_RESERVED_RATIO,
 )
 from koordinator.api.goparse import GoParseError, parse_float
-from koordinator.api.jsonutil import JSONError, unmarshal
+from koordinator.api.jsonutil import JSONError, nested_deeper, unmarshal
 from koordinator.api.model import Model, ModelError
 from koordinator.api.openapi import model_schema
 from koordinator.api.quantity import Quantity, QuantityError
@@ -283,18 +283,6 @@ def _extra_checks(key: str, data: Mapping[str, Any], require_names: bool) -> lis
     return errors
 
 
-def _nested_deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
-    """Whether ``value`` nests objects and arrays more than ``limit`` levels deep (no recursion)."""
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
 def decode_config_value(text: str | bytes) -> Any:
     """The JSON value of a ConfigMap key; :class:`JSONError` when it is not JSON or nests too deep.
 
@@ -307,7 +295,7 @@ def decode_config_value(text: str | bytes) -> Any:
         data = unmarshal(text)
     except RecursionError:
         raise JSONError(too_deep) from None
-    if isinstance(data, dict | list) and _nested_deeper_than(data, MAX_JSON_DEPTH):
+    if nested_deeper(data, MAX_JSON_DEPTH):
         raise JSONError(too_deep)
     return data
 

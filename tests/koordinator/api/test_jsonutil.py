@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koordinator.api.jsonutil import JSONError, marshal, unmarshal
+from koordinator.api.jsonutil import JSONError, marshal, nested_deeper, unmarshal
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,15 @@ def test_unmarshal_reports_bad_text():
     assert unmarshal('{"a":[1]}') == {"a": [1]}
     with pytest.raises(JSONError):
         unmarshal("{")
+
+
+def test_nested_deeper_counts_objects_and_arrays_without_recursing():
+    assert not nested_deeper("text", 0)
+    assert nested_deeper({}, 0)
+    assert not nested_deeper({"a": [1, {"b": "c"}]}, 3)
+    assert nested_deeper({"a": [1, {"b": []}]}, 3)
+    deep: list[object] = []
+    for _ in range(100_000):  # far past the interpreter's recursion limit
+        deep = [deep]
+    assert nested_deeper(deep, 100)
+    assert not nested_deeper(deep, 100_001)
