@@ -46,7 +46,8 @@ _METADATA_KEYS = ("labels", "annotations")
 #: Event reasons about the NodeSLO, recorded on the Node
 NODE_SLO_REFUSED = "NodeSLORefused"
 NODE_SLO_DELETED = "NodeSLODeleted"
-#: the longest Event message the apiserver keeps
+#: Event messages are cut to the apiserver's limit for an event's note (NoteLengthLimit), as
+#: Kubernetes components cut theirs; core/v1 Events without eventTime are not held to it
 EVENT_MESSAGE_LIMIT = 1024
 
 
