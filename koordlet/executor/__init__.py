@@ -4,6 +4,7 @@ from koordlet.executor.executor import ResourceUpdateExecutor
 from koordlet.executor.updates import (
     CgroupUpdate,
     FileUpdate,
+    Host,
     ResctrlGroupRemoveUpdate,
     ResctrlGroupUpdate,
     ResctrlSchemataUpdate,
@@ -14,6 +15,7 @@ from koordlet.executor.updates import (
 __all__ = [
     "CgroupUpdate",
     "FileUpdate",
+    "Host",
     "ResctrlGroupRemoveUpdate",
     "ResctrlGroupUpdate",
     "ResctrlSchemataUpdate",

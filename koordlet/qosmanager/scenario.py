@@ -16,14 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koordlet.executor import (
-    CgroupUpdate,
-    FileUpdate,
-    ResctrlGroupRemoveUpdate,
-    ResctrlSchemataUpdate,
-    ResctrlTasksUpdate,
-    Update,
-)
+from koordlet.executor import Host, Update
 from koordlet.metriccache import MetricCache, Sample, kinds
 from koordlet.qosmanager.evictor import DEFAULT_BURST, DEFAULT_QPS
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, Plan, Snapshot, Strategy
@@ -78,33 +71,22 @@ def build_snapshot(scenario: Scenario, paths: HostPaths) -> Snapshot:
     )
 
 
-def _render(update: Update, cgroups: CgroupFS) -> dict[str, str]:
-    if isinstance(update, CgroupUpdate):
-        try:
-            path = cgroups.path(update.key, update.relative, for_write=True)
-            value = cgroups.render(update.key, update.value)
-        except HostError as err:
-            return {"file": f"{update.relative}/{update.key}", "value": str(update.value), "error": str(err)}
-        return {"file": str(path), "value": value}
-    if isinstance(update, FileUpdate):
-        return {"file": str(update.path), "value": update.value}
-    if isinstance(update, ResctrlSchemataUpdate):
-        return {"file": f"resctrl/{update.group}/schemata", "value": update.line}
-    if isinstance(update, ResctrlTasksUpdate):
-        return {"file": f"resctrl/{update.group}/tasks", "value": " ".join(map(str, update.tids))}
-    if isinstance(update, ResctrlGroupRemoveUpdate):
-        return {"file": f"resctrl/{update.group}/", "value": "(rmdir)"}
-    return {"file": f"resctrl/{update.group}/", "value": "(mkdir)"}
+def _render(update: Update, host: Host) -> dict[str, str]:
+    try:
+        file, value = update.preview(host)
+    except HostError as err:
+        return {"write": update.describe(), "error": str(err)}
+    return {"file": file, "value": value}
 
 
-def describe(plan: Plan, cgroups: CgroupFS) -> dict[str, Any]:
+def describe(plan: Plan, host: Host) -> dict[str, Any]:
     """A plan as data: writes in execution order, evictions, notes. Evictions are those the
     evictor would ask for (it never evicts LSE, LSR or LS pods, and strategies pass those
     over); more than it asks for at once are noted."""
-    writes = [_render(u, cgroups) for u in plan.updates]
+    writes = [_render(u, host) for u in plan.updates]
     for batch in plan.leveled:
         for level in reversed(batch):  # what each file ends with, children first
-            writes += [_render(u, cgroups) for u in level]
+            writes += [_render(u, host) for u in level]
     notes = list(plan.notes)
     later = [e.pod.key for e in plan.evictions[DEFAULT_BURST:]]
     if later:
@@ -126,7 +108,7 @@ def plan_scenario(
     scenario: Scenario, paths: HostPaths, strategies: Sequence[Strategy], only: Sequence[str] = ()
 ) -> dict[str, Any]:
     snapshot = build_snapshot(scenario, paths)
-    cgroups = snapshot.cgroups.cgroups
+    host = Host.of(snapshot.cgroups.cgroups)
     unknown = set(only) - {s.NAME for s in strategies}
     if unknown:
         raise ScenarioError(f"unknown strategies: {', '.join(sorted(unknown))}")
@@ -138,7 +120,7 @@ def plan_scenario(
         if not enabled:
             out[strategy.NAME] = {"writes": [], "evictions": [], "notes": [f"disabled: {why}"]}
             continue
-        out[strategy.NAME] = describe(strategy.plan(snapshot), cgroups)
+        out[strategy.NAME] = describe(strategy.plan(snapshot), host)
     return out
 
 
@@ -147,8 +129,10 @@ def as_table(result: Mapping[str, Any]) -> str:
     for name, plan in result.items():
         lines.append(f"{name}:")
         for write in plan["writes"]:
-            suffix = f"  (not writable: {write['error']})" if "error" in write else ""
-            lines.append(f"  write  {write['file']} = {write['value']}{suffix}")
+            if "error" in write:
+                lines.append(f"  write  {write['write']}  (not writable: {write['error']})")
+            else:
+                lines.append(f"  write  {write['file']} = {write['value']}")
         for eviction in plan["evictions"]:
             lines.append(f"  evict  {eviction['pod']}  [{eviction['reason']}] {eviction['message']}")
         for note in plan["notes"]:

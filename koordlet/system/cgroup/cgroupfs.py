@@ -123,15 +123,22 @@ class CgroupFS:
 
         Optional resources this host lacks raise UnsupportedResourceError before any write.
         """
+        text = self.render(key, value)
+        self.write_text(key, relative, text)
+        return text
+
+    def write_text(self, key: str, relative: str, text: str) -> None:
+        """Write ``text`` as :meth:`render` returned it (no second validation).
+
+        Optional resources this host lacks raise UnsupportedResourceError before any write.
+        """
         resource = self.registry[key]
-        text = resource.render(self.version, value)
         if resource.support is Support.IF_EXISTS:
             ok, why = self.supported(key)
             if not ok:
                 raise UnsupportedResourceError(errno.EOPNOTSUPP, why, str(self.path(key, relative)))
         directory = self.directory(resource.subsystem, relative)
         io.write_file(directory, resource.file(self.version, for_write=True), text)
-        return text
 
     def exists(self, subsystem: Subsystem | str, relative: str) -> bool:
         return self.directory(subsystem, relative).is_dir()

@@ -381,7 +381,13 @@ def test_unknown_strategy(capsys, host):
 
 
 def test_every_kind_of_update_is_described(host):
-    from koordlet.executor import FileUpdate, ResctrlGroupUpdate, ResctrlSchemataUpdate, ResctrlTasksUpdate
+    from koordlet.executor import (
+        FileUpdate,
+        Host,
+        ResctrlGroupUpdate,
+        ResctrlSchemataUpdate,
+        ResctrlTasksUpdate,
+    )
     from koordlet.qosmanager.framework import Plan
     from koordlet.qosmanager.scenario import describe
 
@@ -394,7 +400,7 @@ def test_every_kind_of_update_is_described(host):
             FileUpdate(host.paths.proc("sys/vm/min_free_kbytes"), "65536"),
         ],
     )
-    writes = describe(plan, host.cgroups)["writes"]
+    writes = describe(plan, Host.of(host.cgroups))["writes"]
     assert writes == [
         {"file": "resctrl/BE/", "value": "(mkdir)"},
         {"file": "resctrl/BE/schemata", "value": "L3:0=f"},

@@ -11,6 +11,7 @@ import pytest
 
 from koordinator.api.extension.topology import ANNOTATION_CPU_BASIC_INFO, ANNOTATION_RESCTRL
 from koordlet.executor import (
+    Host,
     ResctrlGroupRemoveUpdate,
     ResctrlGroupUpdate,
     ResctrlSchemataUpdate,
@@ -82,32 +83,42 @@ class Node:
         return out
 
 
-class KernelLikeExecutor(ResourceUpdateExecutor):
-    """The executor over the fake tree, which answers as resctrl does: a new group has the
-    root's schemata and an empty tasks file, a schemata write replaces only its resource's
-    line, rmdir takes the group's files with it."""
+class KernelLikeResctrl(ResctrlFS):
+    """resctrl over the fake tree, answering as the kernel does: a new group has the root's
+    schemata and an empty tasks file, a schemata write replaces only its resource's line,
+    rmdir takes the group's files with it."""
 
     def __init__(self, host: FakeHost) -> None:
-        super().__init__(CgroupFS.detect(host.paths))
-        self.host = host
+        super().__init__(host.paths)
+        self.fake = host
 
-    def _write(self, update: Update, text: str) -> None:
-        if isinstance(update, ResctrlGroupRemoveUpdate):
-            directory = self.resctrl.group_dir(update.group)
-            for child in directory.iterdir() if directory.is_dir() else ():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-        before: list[str] | None = None
-        if isinstance(update, ResctrlSchemataUpdate):
-            path = self.resctrl.group_dir(update.group) / "schemata"
-            before = path.read_text().splitlines() if path.exists() else []
-        super()._write(update, text)
-        if isinstance(update, ResctrlGroupUpdate):
-            self.host.populate_resctrl_group(update.group)
-        elif isinstance(update, ResctrlSchemataUpdate) and before is not None:
-            kept = [line for line in before if line[:3] != update.line[:3]]
-            (self.resctrl.group_dir(update.group) / "schemata").write_text(
-                "\n".join([*kept, update.line]) + "\n"
-            )
+    def create_group(self, group: str) -> bool:
+        created = super().create_group(group)
+        if created:
+            self.fake.populate_resctrl_group(group)
+        return created
+
+    def delete_group(self, group: str) -> bool:
+        directory = self.group_dir(group)
+        for child in directory.iterdir() if directory.is_dir() else ():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        return super().delete_group(group)
+
+    def write_schemata_line(self, group: str, line: str) -> None:
+        path = self.group_dir(group) / "schemata"
+        before = path.read_text().splitlines() if path.exists() else []
+        super().write_schemata_line(group, line)
+        kept = [old for old in before if old[:3] != line[:3]]
+        path.write_text("\n".join([*kept, line]) + "\n")
+
+
+class KernelLikeExecutor(ResourceUpdateExecutor):
+    """The executor writing through :class:`KernelLikeResctrl`."""
+
+    def __init__(self, host: FakeHost) -> None:
+        cgroups = CgroupFS.detect(host.paths)
+        super().__init__(cgroups)
+        self.host = Host(cgroups, KernelLikeResctrl(host))
 
 
 @pytest.fixture(params=["v1", "v2"])
