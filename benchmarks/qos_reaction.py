@@ -38,7 +38,15 @@ from koordlet.metricsadvisor.collectors.nodeinfo import NodeInfoCollector
 from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollector
 from koordlet.metricsadvisor.collectors.podresource import PodResourceCollector
 from koordlet.metricsadvisor.framework import CollectContext, CollectorConfig, CollectorRunner
-from koordlet.qosmanager.framework import CgroupView, Eviction, HostFacts, MetricsView, QoSManager, Snapshot
+from koordlet.qosmanager.framework import (
+    CgroupView,
+    Eviction,
+    HostFacts,
+    MetricsView,
+    NodeView,
+    QoSManager,
+    Snapshot,
+)
 from koordlet.qosmanager.strategies.cpu_suppress import CPUSuppress
 from koordlet.qosmanager.strategies.memory_evict import MemoryEvict
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
@@ -209,7 +217,7 @@ async def _trial(node: Node, cpu: bool, settle: float) -> float:
     def snapshot() -> Snapshot:
         return Snapshot(
             time.time(),
-            node_obj,
+            NodeView.decode(node_obj),
             states.slo,
             metas,
             MetricsView(cache),

@@ -52,7 +52,7 @@ from koordlet.metricsadvisor.framework import (
 )
 from koordlet.metricsadvisor.registry import COLLECTORS
 from koordlet.qosmanager.evictor import Evictor
-from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, QoSManager, Snapshot
+from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, NodeView, QoSManager, Snapshot
 from koordlet.qosmanager.registry import strategies
 from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.protocol import NodeFacts
@@ -329,7 +329,7 @@ class Agent:
         host = HostFacts(self.cgroups.version, layout, cpu_info, self._kubelet_cpu_state().policy)
         return Snapshot(
             now=time.time(),
-            node=self.states.get_node(),
+            node=NodeView.decode(self.states.get_node()),
             node_slo=self.states.get_node_slo(),
             pods=self.states.get_all_pods(),
             metrics=MetricsView(self.cache),

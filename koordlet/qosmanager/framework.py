@@ -1,17 +1,23 @@
 """QoS strategy framework: the snapshot a strategy reads, the plan it returns, the runner.
 
-A strategy turns a :class:`Snapshot` (time, node, merged NodeSLO, pods, recent metrics,
-host facts, and a view of the cgroups) into a :class:`Plan` (cgroup and file updates,
-leveled cgroup batches, evictions, gauge values and which of its gauges' series may stay,
-or the reason it planned nothing). Only the runner acts: the executor writes, the evictor
-evicts; a strategy writes nothing. Strategies are not pure functions of the snapshot yet:
-the snapshot is taken in a worker thread, but :meth:`Strategy.enabled` and
-:meth:`Strategy.plan` run on the event loop and read the live host there -- cgroup values
-and listings through :class:`CgroupView` (not captured in the snapshot), block devices,
-mounts and resctrl schemata under :attr:`Snapshot.host_paths` (blkio, resctrl) -- and some
-keep state between plans (the token buckets of cpu_burst). Each strategy runs on its own
-interval, and again as soon as the collectors bring new usage (the agent calls
-:meth:`QoSManager.wake`); a strategy that raises is logged and counted, and the others go on.
+A strategy turns a :class:`Snapshot` (time, the Node decoded once, merged NodeSLO, pods,
+recent metrics, host facts, and the cgroups as that round sees them) into a :class:`Plan`
+(cgroup and file updates, leveled cgroup batches, evictions, gauge values and which of its
+gauges' series may stay, or the reason it planned nothing). Only the runner acts: the
+executor writes, the evictor evicts; a strategy writes nothing.
+
+One round of a strategy -- snapshot, :meth:`Strategy.enabled`, :meth:`Strategy.plan`, and
+the writes -- runs on a worker thread, so no strategy does host I/O on the event loop; only
+the evictions (API calls) run there. The snapshot's :class:`CgroupView` captures each
+cgroup value, listing and support answer the first time the round asks for it, so a
+strategy sees one consistent value per file however often it reads it. Reads outside the
+cgroups (block devices and mounts for blkio, resctrl schemata, sysctls) are made by the
+strategy on that same worker thread. Some strategies keep state between rounds (the token
+buckets of cpu_burst); a strategy's rounds never overlap.
+
+Each strategy runs on its own interval, and again as soon as the collectors bring new
+usage (the agent calls :meth:`QoSManager.wake`); a strategy that raises is logged and
+counted, and the others go on.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from koordlet.executor import CgroupUpdate, ResourceUpdateExecutor, Update
 from koordlet.metriccache import MetricCache, MetricKind
 from koordlet.metriccache.kinds import HOST_APPLICATION_CPU_USAGE, POD_CPU_USAGE, POD_MEMORY_USAGE
 from koordlet.metrics import KoordletMetrics, prune
+from koordlet.qosmanager.strategies.podspec import quantity
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import KubepodsLayout
@@ -71,25 +78,70 @@ class MetricsView:
 
 
 class CgroupView:
-    """Read-only access to current cgroup values (a failed read is None, never an error)."""
+    """The cgroups as one round of a strategy sees them: read-only, each value, listing and
+    support answer captured on first use (a failed read is None, never an error)."""
 
     def __init__(self, cgroups: CgroupFS) -> None:
         self.cgroups = cgroups
+        self._values: dict[tuple[str, str], Value | None] = {}
+        self._listings: dict[tuple[str, str, int], list[str]] = {}
+        self._support: dict[str, bool] = {}
 
     def read(self, key: str, relative: str) -> Value | None:
-        try:
-            return self.cgroups.read(key, relative)
-        except HostError:
-            return None
+        where = (key, relative)
+        if where not in self._values:
+            try:
+                self._values[where] = self.cgroups.read(key, relative)
+            except HostError:
+                self._values[where] = None
+        return self._values[where]
 
     def children(self, subsystem: Subsystem | str, relative: str) -> list[str]:
-        return self.cgroups.children(subsystem, relative)
+        where = (str(subsystem), relative, 0)
+        if where not in self._listings:
+            self._listings[where] = self.cgroups.children(subsystem, relative)
+        return list(self._listings[where])
 
     def at_depth(self, subsystem: Subsystem | str, relative: str, depth: int) -> list[str]:
-        return self.cgroups.at_depth(subsystem, relative, depth)
+        where = (str(subsystem), relative, depth)
+        if where not in self._listings:
+            self._listings[where] = self.cgroups.at_depth(subsystem, relative, depth)
+        return list(self._listings[where])
 
     def supported(self, key: str) -> bool:
-        return self.cgroups.supported(key)[0]
+        if key not in self._support:
+            self._support[key] = self.cgroups.supported(key)[0]
+        return self._support[key]
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """The Node object as strategies read it, decoded once per snapshot: its annotations,
+    and its capacity and allocatable quantities (CPU in milli-cores, other resources as
+    plain integers; malformed quantities are left out)."""
+
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, node: Mapping[str, Any] | None) -> NodeView:
+        node = node or {}
+        status = node.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        annotations = (node.get("metadata") or {}).get("annotations")
+        return cls(
+            annotations=dict(annotations) if isinstance(annotations, Mapping) else {},
+            capacity=_quantities(status.get("capacity")),
+            allocatable=_quantities(status.get("allocatable")),
+        )
+
+
+def _quantities(resources: object) -> dict[str, int]:
+    if not isinstance(resources, Mapping):
+        return {}
+    decoded = ((name, quantity(resources, name)) for name in resources)
+    return {name: value for name, value in decoded if value is not None}
 
 
 @dataclass(frozen=True)
@@ -108,7 +160,7 @@ class HostFacts:
 @dataclass(frozen=True)
 class Snapshot:
     now: float
-    node: Mapping[str, Any] | None
+    node: NodeView
     node_slo: NodeSLOSpec
     pods: Sequence[PodMeta]
     metrics: MetricsView
@@ -256,7 +308,7 @@ class QoSManager:
         return strategy.plan(snapshot)
 
     def apply(self, plan: Plan) -> None:
-        """Write a plan's updates (the blocking part, run in a worker thread)."""
+        """Write a plan's updates and record its gauges."""
         self.executor.update_batch(plan.updates)
         for batch in plan.leveled:
             self.executor.leveled(batch)
@@ -266,19 +318,24 @@ class QoSManager:
         for attribute, alive in plan.retain.items():
             prune(getattr(self.metrics, attribute), {(node, *labels) for labels in alive})
 
+    def round(self, strategy: Strategy) -> tuple[float, Plan | None]:
+        """Snapshot, plan and write: the host-facing part of a round, run on a worker thread.
+        Returns the snapshot's time and the plan (None when disabled or cooling down)."""
+        snapshot = self.snapshot()
+        plan = self.plan(strategy, snapshot)
+        if plan is not None:
+            self.last_plans[strategy.NAME] = plan
+            self.apply(plan)
+        return snapshot.now, plan
+
     async def run_once(self, strategy: Strategy) -> Plan | None:
         loop = asyncio.get_running_loop()
         try:
-            snapshot = await loop.run_in_executor(None, self.snapshot)
-            plan = self.plan(strategy, snapshot)
-            if plan is None:
-                return None
-            self.last_plans[strategy.NAME] = plan
-            await loop.run_in_executor(None, self.apply, plan)
-            if plan.evictions and self.evictor is not None:
+            now, plan = await loop.run_in_executor(None, self.round, strategy)
+            if plan is not None and plan.evictions and self.evictor is not None:
                 evicted = await self.evictor.evict(plan.evictions)
                 if evicted:
-                    self._last_eviction[strategy.NAME] = snapshot.now
+                    self._last_eviction[strategy.NAME] = now
             return plan
         except Exception:
             self.failures[strategy.NAME] += 1

@@ -19,7 +19,15 @@ from typing import Any
 from koordlet.executor import Host, Update
 from koordlet.metriccache import MetricCache, Sample, kinds
 from koordlet.qosmanager.evictor import DEFAULT_BURST, DEFAULT_QPS
-from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, Plan, Snapshot, Strategy
+from koordlet.qosmanager.framework import (
+    CgroupView,
+    HostFacts,
+    MetricsView,
+    NodeView,
+    Plan,
+    Snapshot,
+    Strategy,
+)
 from koordlet.qosmanager.scenario_format import Scenario, ScenarioError
 from koordlet.statesinformer.podmeta import pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
@@ -60,7 +68,7 @@ def build_snapshot(scenario: Scenario, paths: HostPaths) -> Snapshot:
     host = HostFacts(cgroups.version, cgroups.layout, cpu_info, scenario.kubelet_cpu_policy)
     return Snapshot(
         now=now,
-        node=scenario.node,
+        node=NodeView.decode(scenario.node),
         node_slo=scenario.node_slo,
         pods=metas,
         metrics=MetricsView(cache),

@@ -190,8 +190,7 @@ class CgroupReconcile(GatedStrategy):
         strategy = snapshot.node_slo.resource_qos_strategy
         if strategy is None:
             return plan.note("no resourceQOSStrategy in the NodeSLO")
-        status = (snapshot.node or {}).get("status") or {}
-        allocatable = podspec.quantity(status.get("allocatable"), "memory")
+        allocatable = snapshot.node.allocatable.get("memory")
         if allocatable is None:
             return plan.note("node allocatable memory unknown")
         supported = snapshot.cgroups.supported

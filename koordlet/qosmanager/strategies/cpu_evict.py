@@ -182,7 +182,7 @@ class CPUEvict:
         return _BEValues(values[BE_USAGE], values[BE_REQUEST], values[BE_REAL_LIMIT], min(counts))
 
     def _be_allocatable(self, snapshot: Snapshot) -> float:
-        value = podspec.node_quantity(snapshot.node, "allocatable", BATCH_CPU)
+        value = snapshot.node.allocatable.get(BATCH_CPU)
         if value is None or value < 0:
             return -1.0
         return float(value) if value > 0 else float(MIN_ALLOCATABLE_BATCH_MILLI)

@@ -58,7 +58,6 @@ from koordinator.api.sloconfig.nodeslo import feature_disabled_by_node_slo
 from koordlet.executor import CgroupUpdate
 from koordlet.metriccache.kinds import NODE_CPU_USAGE
 from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
-from koordlet.qosmanager.strategies import podspec
 from koordlet.system.cgroup.registry import CPU_CFS_QUOTA, CPUSET_CPUS, Subsystem
 from koordlet.system.topology import Processor
 
@@ -86,8 +85,7 @@ class PinnedCPUs:
 def pinned_cpus(snapshot: Snapshot, plan: Plan) -> PinnedCPUs:
     """Read from the Node's annotations and the pods' resource status (malformed ones are
     ignored, with a note for the Node's)."""
-    node = snapshot.node or {}
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    annotations = snapshot.node.annotations
     excluded: set[int] = set()
     try:
         reservation = get_node_reservation(annotations)
@@ -176,17 +174,15 @@ class CPUSuppress(GatedStrategy):
 
     def suppress_milli(self, snapshot: Snapshot, plan: Plan) -> int | None:
         """The CPU (milli-cores) the BE tier may use, or None when inputs are missing."""
-        node = snapshot.node or {}
-        status = node.get("status") or {}
-        capacity = podspec.quantity(status.get("capacity"), "cpu") or 0
+        node = snapshot.node
+        capacity = node.capacity.get("cpu", 0)
         if capacity <= 0:
             plan.note("node capacity unknown")
             return None
-        reserved = max(capacity - (podspec.quantity(status.get("allocatable"), "cpu") or 0), 0)
+        reserved = max(capacity - node.allocatable.get("cpu", 0), 0)
         try:
-            annotations = (node.get("metadata") or {}).get("annotations") or {}
             reserved = max(
-                reserved, node_reserved_resources(annotations).get("cpu", Quantity()).milli_value()
+                reserved, node_reserved_resources(node.annotations).get("cpu", Quantity()).milli_value()
             )
         except (AnnotationError, ValueError):
             plan.note("node reservation annotation ignored (malformed)")
@@ -368,9 +364,8 @@ class CPUSuppress(GatedStrategy):
         plan.gauges.append(("be_suppress_cpu_cores", ("cpuset",), float(len(chosen))))
 
     def _plan_quota(self, snapshot: Snapshot, plan: Plan, suppress: int) -> None:
-        status = (snapshot.node or {}).get("status", {})
         # whole cores, rounded up (the capacity quantity's Value(), as upstream)
-        capacity_cores = math.ceil((podspec.quantity(status.get("capacity"), "cpu") or 0) / 1000)
+        capacity_cores = math.ceil(snapshot.node.capacity.get("cpu", 0) / 1000)
         quota = max(suppress * CFS_PERIOD_US // 1000, MIN_QUOTA_US)
         be = self._be_dir(snapshot)
         current = snapshot.cgroups.read(CPU_CFS_QUOTA, be)

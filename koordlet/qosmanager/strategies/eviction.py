@@ -116,7 +116,7 @@ def plan_evictions(
     in order, with the node's ``resource`` capacity and the pods' usage over the last two
     collection intervals; a pod chosen by several features is evicted once."""
     plan = Plan(name)
-    capacity = podspec.node_quantity(snapshot.node, "capacity", resource) or 0
+    capacity = snapshot.node.capacity.get(resource, 0)
     if capacity <= 0:
         return plan.note(f"node {'CPU' if resource == 'cpu' else resource} capacity unknown")
     used = usage(2 * snapshot.collect_interval)
@@ -314,7 +314,7 @@ def evict_by_allocatable(
         requested[resource] = requested.get(resource, 0) + amount
     release: dict[str, float] = {}
     for resource, amount in sorted(requested.items()):
-        allocatable = podspec.node_quantity(snapshot.node, "allocatable", resource) or 0
+        allocatable = snapshot.node.allocatable.get(resource, 0)
         if allocatable <= 0:
             over = amount
         elif amount / allocatable > high / 100:

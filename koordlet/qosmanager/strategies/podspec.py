@@ -83,13 +83,6 @@ def is_running(pod: PodMeta, container: ContainerMeta) -> bool:
     return (status.get("state") or {}).get("running") is not None
 
 
-def node_quantity(node: Mapping[str, Any] | None, section: str, name: str) -> int | None:
-    """:func:`quantity` of the node's ``status.<section>`` (``capacity``, ``allocatable``)."""
-    status = (node or {}).get("status")
-    resources = status.get(section) if isinstance(status, Mapping) else None
-    return quantity(resources if isinstance(resources, Mapping) else None, name)
-
-
 def spec_priority(pod: PodMeta) -> int | None:
     value = (pod.pod.get("spec") or {}).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else None

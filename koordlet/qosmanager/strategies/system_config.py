@@ -25,7 +25,6 @@ from pathlib import Path
 from koordinator.api.types.slo import SystemStrategy
 from koordlet.executor import FileUpdate
 from koordlet.qosmanager.framework import GatedStrategy, Plan, Snapshot
-from koordlet.qosmanager.strategies import podspec
 from koordlet.system.paths import HostPaths
 
 NAME = "SystemConfig"
@@ -111,8 +110,7 @@ class SystemConfig(GatedStrategy):
         if strategy is None:
             return plan.note("no systemStrategy in the NodeSLO")
         paths = snapshot.host_paths
-        status = (snapshot.node or {}).get("status") or {}
-        memory = podspec.quantity(status.get("capacity"), "memory")
+        memory = snapshot.node.capacity.get("memory")
         if strategy.min_free_kbytes_factor is not None and not memory:
             plan.note("minFreeKbytesFactor: node memory capacity unknown")
         for setting in settings(strategy, paths, memory):

@@ -9,7 +9,7 @@ from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
 from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, Snapshot
+from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, NodeView, Snapshot
 from koordlet.statesinformer.podmeta import pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.topology import NodeCPUInfo, read_cpu_basic_info, read_cpu_topology
@@ -51,7 +51,7 @@ def snapshot(
     metas = [m for m in (pod_meta(p, cgroups.layout) for p in pods) if m is not None]
     return Snapshot(
         now=NOW,
-        node=node_obj if node_obj is not None else node(),
+        node=NodeView.decode(node_obj if node_obj is not None else node()),
         node_slo=merge_node_slo_spec(NodeSLOSpec.from_dict(slo) if slo is not None else None),
         pods=metas,
         metrics=MetricsView(cache),

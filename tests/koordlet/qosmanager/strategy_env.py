@@ -15,7 +15,7 @@ from koordinator.api.sloconfig.nodeslo import merge_node_slo_spec
 from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.executor import CgroupUpdate, Update
 from koordlet.metriccache import MetricCache, Sample
-from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, Plan, Snapshot
+from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, NodeView, Plan, Snapshot
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.errors import HostError
@@ -74,7 +74,7 @@ def build_snapshot(
     spec = NodeSLOSpec.from_dict(dict(slo)) if slo is not None else None
     return Snapshot(
         now=now,
-        node=node if node is not None else node_obj(),
+        node=NodeView.decode(node if node is not None else node_obj()),
         node_slo=merge_node_slo_spec(spec),
         pods=metas,
         metrics=MetricsView(cache),

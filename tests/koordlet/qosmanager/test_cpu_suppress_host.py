@@ -18,7 +18,7 @@ from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.executor import ResourceUpdateExecutor
 from koordlet.metriccache import MetricCache, kinds
 from koordlet.metrics import KoordletMetrics
-from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, QoSManager, Snapshot
+from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, NodeView, QoSManager, Snapshot
 from koordlet.qosmanager.strategies.cpu_suppress import CPUSuppress
 from koordlet.statesinformer.podmeta import pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
@@ -77,7 +77,7 @@ def _snapshot(layout: KubepodsLayout, policy: str, node_used: float, ls_used: fl
     assert ls_meta is not None
     return Snapshot(
         now=now,
-        node={"status": {"capacity": {"cpu": "2"}, "allocatable": {"cpu": "2"}}},
+        node=NodeView.decode({"status": {"capacity": {"cpu": "2"}, "allocatable": {"cpu": "2"}}}),
         node_slo=merge_node_slo_spec(spec),
         # the LS pod only: the BE pod's usage has no PodMeta (counted as non-BE, as upstream)
         pods=[ls_meta],

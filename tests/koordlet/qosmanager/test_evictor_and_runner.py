@@ -1,9 +1,11 @@
 """The evictor against the strict fake apiserver (Eviction API, PodDisruptionBudgets,
-events), and the QoS runner (cooldown, failure isolation, disabled strategies)."""
+events), and the QoS runner (cooldown, failure isolation, disabled strategies, rounds off the event
+loop on captured cgroup values)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,12 +19,13 @@ from koordlet.executor import ResourceUpdateExecutor
 from koordlet.metriccache import kinds
 from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.evictor import Evictor
-from koordlet.qosmanager.framework import Eviction, Plan, QoSManager, Snapshot
+from koordlet.qosmanager.framework import Eviction, NodeView, Plan, QoSManager, Snapshot
 from koordlet.qosmanager.strategies.cpu_evict import CPUEvict
 from koordlet.qosmanager.strategies.memory_evict import MemoryEvict
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
+from koordlet.system.cgroup.registry import CPU_CFS_QUOTA
 from tests.fakes.pods import make_pod
 from tests.koordlet.qosmanager.conftest import NOW, snapshot
 from testsupport.fake import FakeApiServer
@@ -266,3 +269,67 @@ async def test_cpu_evict_waits_its_cooldown_after_the_start(fake_host_v1):
     now[0] = NOW
     await manager.run_once(strategy)
     assert [[e.pod.name for e in asked] for asked in evictor.asked] == [["burner"]]
+
+
+class Probe:
+    """A strategy that records where its plan ran and what it read, twice, from one file."""
+
+    NAME = "Probe"
+    interval = 1.0
+    cooldown = 0.0
+
+    def __init__(self, relative: str) -> None:
+        self.relative = relative
+        self.on_loop: bool | None = None
+        self.reads: list[object] = []
+        self.change: Callable[[], None] = lambda: None
+
+    def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
+        return True, ""
+
+    def plan(self, snapshot: Snapshot) -> Plan:
+        try:
+            asyncio.get_running_loop()
+            self.on_loop = True
+        except RuntimeError:
+            self.on_loop = False
+        self.reads.append(snapshot.cgroups.read(CPU_CFS_QUOTA, self.relative))
+        self.change()  # the file changes in the middle of the round
+        self.reads.append(snapshot.cgroups.read(CPU_CFS_QUOTA, self.relative))
+        return Plan(self.NAME)
+
+
+async def test_a_round_plans_off_the_event_loop_on_values_captured_once(fake_host_v1):
+    relative = "kubepods.slice/kubepods-besteffort.slice"
+    fake_host_v1.set(CPU_CFS_QUOTA, relative, 50_000)
+    probe = Probe(relative)
+    probe.change = lambda: fake_host_v1.set(CPU_CFS_QUOTA, relative, 70_000)
+    manager = QoSManager(
+        [probe],
+        lambda: snapshot(fake_host_v1, topology=False),
+        ResourceUpdateExecutor(CgroupFS.detect(fake_host_v1.paths)),
+        None,
+        KoordletMetrics(CollectorRegistry(), "n"),
+    )
+    assert await manager.run_once(probe) is not None
+    assert probe.on_loop is False  # a worker thread: host reads never block the loop
+    assert probe.reads == [50_000, 50_000]  # one value per file for the whole round
+    assert await manager.run_once(probe) is not None
+    assert probe.reads[2:] == [70_000, 70_000]  # the next round takes a fresh snapshot
+
+
+def test_the_node_is_decoded_once_with_malformed_quantities_left_out():
+    view = NodeView.decode(
+        {
+            "metadata": {"annotations": {"a": "b"}},
+            "status": {
+                "capacity": {"cpu": "3500m", "memory": "4Gi", "kubernetes.io/batch-cpu": "1200"},
+                "allocatable": {"cpu": "not-a-quantity", "memory": "3Gi"},
+            },
+        }
+    )
+    assert view.annotations == {"a": "b"}
+    assert view.capacity == {"cpu": 3500, "memory": 4 << 30, "kubernetes.io/batch-cpu": 1200}
+    assert view.allocatable == {"memory": 3 << 30}
+    assert NodeView.decode(None) == NodeView()
+    assert NodeView.decode({"status": "garbage"}) == NodeView()
