@@ -81,9 +81,6 @@ class PSICollector(CollectorBase):
     def supported(self) -> bool:
         if self._supported is None:
             self._supported, _ = self.ctx.cgroups.supported("cpu.pressure")
-            if self.ctx.cgroups.version == 1:
-                kubepods = self.ctx.cgroups.directory("cpuacct", self.ctx.cgroups.layout.root)
-                self._supported = (kubepods / "cpu.pressure").is_file()
         return self._supported
 
     def collect(self, now: float) -> None:

@@ -92,10 +92,9 @@ class PodResourceCollector(CollectorBase):
 
     def _numa_memory(self, targets: PodCgroups) -> dict[int, float]:
         """The pods' memory on each NUMA node; empty where the kernel has no numa_stat
-        (checked once in kubepods)."""
+        (asked once of the registry: kubepods, else the controller root)."""
         if self._numa_supported is None:
-            kubepods = self.ctx.cgroups.directory("memory", self.ctx.cgroups.layout.root)
-            self._numa_supported = (kubepods / "memory.numa_stat").is_file()
+            self._numa_supported, _ = self.ctx.cgroups.supported("memory.numa_stat")
         if not self._numa_supported:
             return {}
         pod_dirs = targets.dirs[targets.containers :]

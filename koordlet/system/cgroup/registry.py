@@ -313,10 +313,18 @@ _INT64 = IntRange(0, convert.MAX_INT64)
 _BOOL = IntRange(0, 1)
 
 
-def _stat(key: str, subsystem: Subsystem, v2: str | None) -> Resource:
+def _stat(key: str, subsystem: Subsystem, v2: str | None, support: Support = Support.ALWAYS) -> Resource:
     """A statistics file: read-only, parsed by the stats readers, kept here for its path."""
     return Resource(
-        key, subsystem, key, v2, parse_v1=_text, parse_v2=_text, writable_v1=False, writable_v2=False
+        key,
+        subsystem,
+        key,
+        v2,
+        support=support,
+        parse_v1=_text,
+        parse_v2=_text,
+        writable_v1=False,
+        writable_v2=False,
     )
 
 
@@ -384,9 +392,10 @@ RESOURCES = Registry(
             writable_v2=False,
         ),
         _stat("cpuacct.stat", CPUACCT, "cpu.stat"),
-        _stat("cpu.pressure", CPUACCT, "cpu.pressure"),
-        _stat("memory.pressure", CPUACCT, "memory.pressure"),
-        _stat("io.pressure", CPUACCT, "io.pressure"),
+        # PSI: only with CONFIG_PSI (and, on v1, psi=1 cgroup1 PSI on the kernel command line)
+        _stat("cpu.pressure", CPUACCT, "cpu.pressure", Support.IF_EXISTS),
+        _stat("memory.pressure", CPUACCT, "memory.pressure", Support.IF_EXISTS),
+        _stat("io.pressure", CPUACCT, "io.pressure", Support.IF_EXISTS),
         # cpuset
         Resource(
             "cpuset.cpus",
@@ -448,7 +457,8 @@ RESOURCES = Registry(
             writable_v2=False,
         ),
         _stat("memory.stat", MEMORY, "memory.stat"),
-        _stat("memory.numa_stat", MEMORY, "memory.numa_stat"),
+        # only with CONFIG_NUMA
+        _stat("memory.numa_stat", MEMORY, "memory.numa_stat", Support.IF_EXISTS),
         *(
             Resource(
                 key,

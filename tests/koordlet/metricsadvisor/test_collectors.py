@@ -488,3 +488,26 @@ def test_node_info(fake_host, states):
     assert info.cat_l3_cbm_mask == "7ff"
     assert ctx.kv.get(kinds.NODE_NUMA_INFO)[0].mem_total_bytes == 4000 * 1024
     assert collector.started
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_optional_stat_files_are_asked_of_the_registry(tmp_path, version):
+    """PSI and memory.numa_stat exist only on some kernels: a collector asks
+    CgroupFS.supported (kubepods, else the controller root), never probes a path itself."""
+    host = FakeHost(tmp_path, version)
+    states = FakeStates(host)
+    for name in ("cpuacct/cpu.pressure", "cpu.pressure", "memory/memory.numa_stat", "memory.numa_stat"):
+        for found in tmp_path.rglob(name.split("/")[-1]):
+            found.unlink()
+    ctx = make_context(host, states, gates={"PSICollector": True})
+    assert PSICollector(ctx).supported() is False
+    # a pod added later has the file; the kernel's answer (kubepods) is what counts
+    _pod_with_containers(host, states, "a", containers=1)
+    collector = PodResourceCollector(ctx)
+    for tick in (T0, T0 + 1):
+        collector.collect(tick)
+    assert ctx.shared.pods_numa_memory == {}  # no numa_stat: nothing, and no error
+    # the kernel has them in kubepods: supported (the answer is per registry, looked up once)
+    fresh = make_context(host, states, gates={"PSICollector": True})
+    host.set_pressure(host.layout.root, "cpu", (1.0, 1.0, 1.0, 1), None)
+    assert PSICollector(fresh).supported() is True
