@@ -3,7 +3,9 @@
 The loader resolves contexts, inline or file certificates, bearer tokens, token files and
 exec credential plug-ins. It is imported inside the functions here, never at module level,
 so a process that only uses :func:`koordinator.kube.config.in_cluster_config` (the
-koordlet) does not pay for importing ``kubernetes``.
+koordlet) does not pay for importing ``kubernetes``. The package is an extra
+(``koordinator-py[kubeconfig]``, 120 MB installed): in a pod nothing needs it, and
+``--kubeconfig`` without it is a :class:`ConfigError` saying what to install.
 """
 
 from __future__ import annotations
@@ -51,20 +53,36 @@ def _check_file(path: str, context: str | None) -> None:
         )
 
 
+EXTRA = "koordinator-py[kubeconfig]"
+
+
+def _kubernetes() -> Any:
+    """The ``kubernetes`` package (lazy: see the module docstring)."""
+    try:
+        import kubernetes.client
+        import kubernetes.config
+    except ImportError as exc:
+        raise ConfigError(
+            f"a kubeconfig needs the kubernetes package, which is not installed ({one_line(exc)}): "
+            f"install {EXTRA}, or run in a pod with in-cluster credentials"
+        ) from None
+    return kubernetes
+
+
 def _load(path: str | None, context: str | None, config_dict: dict[str, Any] | None) -> Any:
-    from kubernetes import client as k8s_client  # lazy: see module docstring
-    from kubernetes import config as k8s_config
+    kubernetes = _kubernetes()
+    k8s_client, k8s_config = kubernetes.client, kubernetes.config
 
     if config_dict is None:
         _check_file(path or _default_path(), context)
     configuration = k8s_client.Configuration()
     try:
         if config_dict is not None:
-            k8s_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+            k8s_config.load_kube_config_from_dict(
                 config_dict, context=context, client_configuration=configuration, persist_config=False
             )
         else:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            k8s_config.load_kube_config(
                 config_file=path or _default_path(),
                 context=context,
                 client_configuration=configuration,
@@ -128,11 +146,10 @@ def kubeconfig_config(
     """A :class:`ClusterConfig` from a kubeconfig file (default ``$KUBECONFIG``, then ``~/.kube/config``)."""
     configuration = _load(path, context, config_dict)
     namespace = None
+    k8s_config = _kubernetes().config
     try:
-        from kubernetes import config as k8s_config
-
         if config_dict is None:
-            contexts, current = k8s_config.list_kube_config_contexts(path or _default_path())  # type: ignore[no-untyped-call]
+            contexts, current = k8s_config.list_kube_config_contexts(path or _default_path())
             chosen = next((c for c in contexts if c.get("name") == context), current) if context else current
             namespace = (chosen or {}).get("context", {}).get("namespace")
     except (k8s_config.ConfigException, OSError):

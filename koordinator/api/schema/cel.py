@@ -10,28 +10,49 @@ without ``has()``, a type mismatch), which the apiserver also reports as an inva
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import celpy
-from celpy.adapter import json_to_cel
-from celpy.celparser import CELParseError
-from celpy.celtypes import BoolType
-from celpy.evaluation import CELEvalError
+if TYPE_CHECKING:
+    import celpy
 
-__all__ = ["CELError", "evaluate", "is_transition_rule"]
+__all__ = ["CELError", "CELUnavailableError", "available", "evaluate", "is_transition_rule"]
+
+#: the extra that installs cel-python (the node agent can do without: the apiserver
+#: evaluates a CRD's rules before an object is stored)
+EXTRA = "koordinator-py[cel]"
 
 
 class CELError(ValueError):
     """A rule that does not compile, or fails while evaluating."""
 
 
+class CELUnavailableError(CELError):
+    """cel-python is not installed, so no rule can be evaluated."""
+
+
+@cache
+def available() -> bool:
+    """Whether cel-python can be imported (looked up once)."""
+    try:
+        import celpy  # noqa: F401  (deferred: an optional dependency)
+    except ImportError:
+        return False
+    return True
+
+
 @cache
 def _environment() -> celpy.Environment:
+    if not available():
+        raise CELUnavailableError(f"cel-python is not installed (install {EXTRA})")
+    import celpy
+
     return celpy.Environment()
 
 
 @cache
 def _program(rule: str) -> celpy.Runner:
+    from celpy.celparser import CELParseError
+
     env = _environment()
     try:
         return env.program(env.compile(rule))
@@ -45,8 +66,13 @@ def is_transition_rule(rule: str) -> bool:
 
 
 def evaluate(rule: str, value: Any, old: Any = None) -> bool:
-    """The verdict of ``rule`` with ``self`` bound to ``value`` (and ``oldSelf`` to ``old``)."""
+    """The verdict of ``rule`` with ``self`` bound to ``value`` (and ``oldSelf`` to ``old``);
+    raises :class:`CELUnavailableError` when cel-python is not installed."""
     program = _program(rule)
+    from celpy.adapter import json_to_cel
+    from celpy.celtypes import BoolType
+    from celpy.evaluation import CELEvalError
+
     activation: dict[str, Any] = {"self": json_to_cel(value)}
     if old is not None:
         activation["oldSelf"] = json_to_cel(old)

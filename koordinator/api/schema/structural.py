@@ -15,11 +15,13 @@ All three take plain JSON values (dicts, lists, scalars) and never mutate their 
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from koordinator.api.schema import cel
 from koordinator.api.schema.cel import CELError, evaluate, is_transition_rule
 from koordinator.api.schema.errors import ErrorType, FieldError
 
@@ -353,15 +355,28 @@ def _has_rules(schema: Any) -> bool:
     return False
 
 
+@cache
+def _say_rules_skipped() -> None:
+    logging.getLogger(__name__).warning(
+        "x-kubernetes-validations rules are not evaluated here: cel-python is not installed "
+        "(install %s); the apiserver still enforces them on every write",
+        cel.EXTRA,
+    )
+
+
 def validate(obj: Any, schema: Schema, *, old: Any = None, path: str = "") -> list[FieldError]:
     """Schema and CEL errors of ``obj`` (already pruned and defaulted); ``old`` enables transition rules.
 
     As in the apiserver, CEL rules are not evaluated when the schema check found a missing
     required field, a wrong type or an unsupported enum value; one error then says so.
+    Without cel-python (an extra the node agent does without) rules are skipped, logged once.
     """
     errors: list[FieldError] = []
     _check_schema(obj, schema, path, errors)
     if not _has_rules(schema):
+        return errors
+    if not cel.available():
+        _say_rules_skipped()
         return errors
     if any(e.type in _BLOCKING for e in errors):
         errors.append(FieldError.invalid(NO_FIELD, None, RULES_NOT_CHECKED))

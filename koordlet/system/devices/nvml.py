@@ -19,7 +19,9 @@ class GPUSummary:
 
 
 def _pynvml() -> Any:
-    import pynvml  # deferred: nvidia-ml-py costs import time the agent need not pay without GPUs
+    # deferred: nvidia-ml-py is an extra (koordinator-py[gpu]) and costs import time the
+    # agent need not pay without GPUs
+    import pynvml
 
     return pynvml
 
@@ -33,7 +35,7 @@ def summary() -> tuple[GPUSummary | None, str]:
     try:
         nvml = _pynvml()
     except ImportError as err:
-        return None, f"nvidia-ml-py is not installed ({err})"
+        return None, f"nvidia-ml-py is not installed (install koordinator-py[gpu]): {err}"
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:
