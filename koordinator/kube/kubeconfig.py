@@ -70,11 +70,10 @@ def _kubernetes() -> Any:
 
 
 def _load(path: str | None, context: str | None, config_dict: dict[str, Any] | None) -> Any:
-    kubernetes = _kubernetes()
-    k8s_client, k8s_config = kubernetes.client, kubernetes.config
-
     if config_dict is None:
         _check_file(path or _default_path(), context)
+    kubernetes = _kubernetes()
+    k8s_client, k8s_config = kubernetes.client, kubernetes.config
     configuration = k8s_client.Configuration()
     try:
         if config_dict is not None:
