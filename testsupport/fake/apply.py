@@ -78,17 +78,28 @@ def fieldset(obj: dict[str, Any], structure: Structure, scope: str = "all") -> F
     return out
 
 
-def _walk(value: Any, spath: Path, fpath: FieldPath, structure: Structure, out: FieldSet, item: bool) -> None:
+def _walk(
+    value: Any,
+    spath: Path,
+    fpath: FieldPath,
+    structure: Structure,
+    out: FieldSet,
+    item: bool,
+    every_map: bool = False,
+) -> None:
+    """The field paths of ``value``: its leaves, atomic lists and set items, its empty maps
+    and map-list items; with ``every_map`` (an added value) each map it holds as well."""
     if isinstance(value, dict):
-        if item or not value:
+        if item or not value or every_map:
             out.add(fpath)
         for key, child in value.items():
-            _walk(child, (*spath, key), (*fpath, f"f:{key}"), structure, out, item=False)
+            _walk(child, (*spath, key), (*fpath, f"f:{key}"), structure, out, False, every_map)
     elif isinstance(value, list):
         rule = structure.list_rule(spath)
         if rule.kind == "map" and all(isinstance(i, dict) for i in value):
             for entry in value:
-                _walk(entry, spath, (*fpath, _key_element(entry, rule.keys)), structure, out, item=True)
+                element = _key_element(entry, rule.keys)
+                _walk(entry, spath, (*fpath, element), structure, out, True, every_map)
         elif rule.kind == "set":
             for entry in value:
                 out.add((*fpath, _value_element(entry)))
@@ -113,22 +124,8 @@ def changed_fields(old: dict[str, Any], new: dict[str, Any], structure: Structur
 def _added(
     value: Any, spath: Path, fpath: FieldPath, structure: Structure, out: FieldSet, item: bool
 ) -> None:
-    if isinstance(value, dict):
-        out.add(fpath)
-        for key, child in value.items():
-            _added(child, (*spath, key), (*fpath, f"f:{key}"), structure, out, item=False)
-    elif isinstance(value, list):
-        rule = structure.list_rule(spath)
-        if rule.kind == "map" and all(isinstance(i, dict) for i in value):
-            for entry in value:
-                _added(entry, spath, (*fpath, _key_element(entry, rule.keys)), structure, out, item=True)
-        elif rule.kind == "set":
-            for entry in value:
-                out.add((*fpath, _value_element(entry)))
-        else:
-            out.add(fpath)
-    else:
-        out.add(fpath)
+    """An added value owns every field in it, its maps included."""
+    _walk(value, spath, fpath, structure, out, item, every_map=True)
 
 
 def _diff(old: Any, new: Any, spath: Path, fpath: FieldPath, structure: Structure, out: FieldSet) -> None:

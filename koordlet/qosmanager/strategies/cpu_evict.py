@@ -60,10 +60,10 @@ from koordlet.qosmanager.strategies import podspec
 from koordlet.qosmanager.strategies.eviction import (
     ConfigCheck,
     allocatable_check,
+    allocatable_run,
     allowed,
     any_gate_enabled,
     enabled_victims,
-    evict_by_allocatable,
     plan_evictions,
     priority_victim_key,
     take_victims,
@@ -164,7 +164,7 @@ class CPUEvict:
     def plan(self, snapshot: Snapshot) -> Plan:
         runs = {
             BE_CPU_EVICT: self._be_satisfaction,
-            CPU_ALLOCATABLE_EVICT: self._allocatable,
+            CPU_ALLOCATABLE_EVICT: allocatable_run(CPU_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, "cpu"),
             CPU_EVICT: self._usage,
         }
         return plan_evictions(snapshot, NAME, "cpu", FEATURES, runs, snapshot.pod_cpu)
@@ -268,21 +268,6 @@ class CPUEvict:
             lambda p: (BATCH_CPU, requests.get(p.uid, 0)),
             chosen,
             why,
-        )
-
-    # --- CPUAllocatableEvict ---------------------------------------------------------------------
-
-    def _allocatable(
-        self,
-        snapshot: Snapshot,
-        plan: Plan,
-        config: ResourceThresholdStrategy,
-        capacity: int,
-        usage: Mapping[str, float],
-        chosen: dict[str, Eviction],
-    ) -> None:
-        evict_by_allocatable(
-            snapshot, plan, config, CPU_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, "cpu", usage, chosen
         )
 
     # --- CPUEvict ----------------------------------------------------------------------------------

@@ -284,6 +284,23 @@ def class_request(pod: PodMeta, base: str) -> tuple[str, int]:
     return resource, podspec.sum_requests(pod.pod, resource)
 
 
+def allocatable_run(feature: str, reason: str, base: str) -> FeatureRun:
+    """The run of CPUAllocatableEvict (``base="cpu"``) or MemoryAllocatableEvict (``"memory"``):
+    :func:`evict_by_allocatable` with the feature's name and eviction reason."""
+
+    def run(
+        snapshot: Snapshot,
+        plan: Plan,
+        config: ResourceThresholdStrategy,
+        capacity: int,
+        usage: Mapping[str, float],
+        chosen: dict[str, Eviction],
+    ) -> None:
+        evict_by_allocatable(snapshot, plan, config, feature, reason, base, usage, chosen)
+
+    return run
+
+
 def evict_by_allocatable(
     snapshot: Snapshot,
     plan: Plan,

@@ -50,10 +50,10 @@ from koordlet.qosmanager.strategies import podspec
 from koordlet.qosmanager.strategies.eviction import (
     ConfigCheck,
     allocatable_check,
+    allocatable_run,
     allowed,
     any_gate_enabled,
     enabled_victims,
-    evict_by_allocatable,
     plan_evictions,
     priority_victim_key,
     take_victims,
@@ -135,7 +135,7 @@ class MemoryEvict:
     def plan(self, snapshot: Snapshot) -> Plan:
         runs = {
             BE_MEMORY_EVICT: self._be_memory,
-            MEMORY_ALLOCATABLE_EVICT: self._allocatable,
+            MEMORY_ALLOCATABLE_EVICT: allocatable_run(MEMORY_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, "memory"),
             MEMORY_EVICT: self._memory,
         }
         return plan_evictions(snapshot, NAME, "memory", _CHECKS, runs, snapshot.pod_memory)
@@ -182,19 +182,6 @@ class MemoryEvict:
         victims.sort(key=functools.cmp_to_key(be_victim_order(usage)))
         credit = _memory_credit(usage)
         take_victims(plan, BE_MEMORY_EVICT, REASON_USAGE, {_BYTES: release}, victims, credit, chosen, why)
-
-    def _allocatable(
-        self,
-        snapshot: Snapshot,
-        plan: Plan,
-        config: ResourceThresholdStrategy,
-        capacity: int,
-        usage: Mapping[str, float],
-        chosen: dict[str, Eviction],
-    ) -> None:
-        evict_by_allocatable(
-            snapshot, plan, config, MEMORY_ALLOCATABLE_EVICT, REASON_ALLOCATABLE, "memory", usage, chosen
-        )
 
     def _memory(
         self,
