@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 NORMAL = "Normal"
 WARNING = "Warning"
 CORRELATION_WINDOW_S = 600.0
+#: messages are cut to the apiserver's limit for an event's note (NoteLengthLimit), as
+#: Kubernetes components cut theirs; core/v1 Events without eventTime are not held to it,
+#: but a message of a megabyte (a quoted bad config) helps no one reading ``kubectl describe``
+MESSAGE_LIMIT = 1024
 
 
 def object_reference(obj: Mapping[str, Any], api_version: str = "v1", kind: str = "Pod") -> dict[str, Any]:
@@ -53,7 +57,10 @@ class EventRecorder:
     async def record(
         self, obj: Mapping[str, Any], event_type: str, reason: str, message: str, *, kind: str = "Pod"
     ) -> dict[str, Any] | None:
-        """Write (or count) one Event about ``obj``; None when it could not be written."""
+        """Write (or count) one Event about ``obj`` (its message cut to :data:`MESSAGE_LIMIT`);
+        None when it could not be written."""
+        if len(message) > MESSAGE_LIMIT:
+            message = message[: MESSAGE_LIMIT - 3] + "..."
         ref = object_reference(obj, kind=kind)
         namespace = ref.get("namespace") or "default"
         now = time.time()

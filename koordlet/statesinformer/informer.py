@@ -46,9 +46,6 @@ _METADATA_KEYS = ("labels", "annotations")
 #: Event reasons about the NodeSLO, recorded on the Node
 NODE_SLO_REFUSED = "NodeSLORefused"
 NODE_SLO_DELETED = "NodeSLODeleted"
-#: Event messages are cut to the apiserver's limit for an event's note (NoteLengthLimit), as
-#: Kubernetes components cut theirs; core/v1 Events without eventTime are not held to it
-EVENT_MESSAGE_LIMIT = 1024
 
 
 def _metadata(node: Mapping[str, Any] | None) -> tuple[Any, ...]:
@@ -210,8 +207,6 @@ class StatesInformer:
         (written in the background; never raises)."""
         if self.recorder is None:
             return
-        if len(message) > EVENT_MESSAGE_LIMIT:
-            message = message[: EVENT_MESSAGE_LIMIT - 3] + "..."
         node = self._node or {"metadata": {"name": self.node_name, "uid": self.node_name}}
         task = asyncio.get_running_loop().create_task(
             self.recorder.record(node, WARNING, reason, message, kind="Node"), name=f"event-{reason}"

@@ -1,5 +1,6 @@
-"""The compiled cgroup reader leaks nothing: memory and file descriptors stay flat over many calls
-of every entry point, on success and on error paths (as psutil tests its C module).
+"""The compiled modules leak nothing: memory and file descriptors stay flat over many calls of
+every entry point of the cgroup reader (Cython) and the perf binding (cffi), on success and on
+error paths (as psutil tests its C module).
 
 Each check runs in a child process of its own, so nothing else allocates while it measures:
 after a warm-up, ``CALLS`` calls may not grow the resident set by more than ``RSS_SLACK_KIB``
@@ -22,7 +23,14 @@ ROOT = Path(__file__).resolve().parents[3]
 CALLS = 20_000
 RSS_SLACK_KIB = 512
 
-pytestmark = pytest.mark.skipif(native.load("_cgroupfs") is None, reason="the Cython extension is not built")
+pytestmark = pytest.mark.skipif(
+    native.load("_cgroupfs") is None or native.load("_perf") is None,
+    reason="the compiled extensions are not built",
+)
+
+#: the perf binding through koordlet.system.perf (its cffi buffers and conversions included):
+#: a software counter opens on any kernel; an event type no kernel has fails everywhere
+PERF_SETUP = "from koordlet.system import perf as P\nassert type(P._backend()).__name__ == '_NativeBackend'"
 
 #: name -> (setup, one call); the setup runs once in the child, with ``d`` a directory of files
 CASES = {
@@ -60,6 +68,15 @@ CASES = {
         " (d + b'/cpu.stat', m.KIND_RAW, None)]",
         "cache.read(reqs); cache.retain([])",
     ),
+    "perf_open_read_close": (
+        PERF_SETUP,
+        "fd = P.open_counter(P.TASK_CLOCK); P.enable(fd); P.read(fd); os.close(fd)",
+    ),
+    "perf_open_failing": (
+        PERF_SETUP + "\nbogus = P.Event('bogus', 0xFFFF, 0)",
+        "expect(OSError, P.open_counter, bogus)",
+    ),
+    "perf_read_failing": (PERF_SETUP, "expect(OSError, P.read, -1)"),
 }
 
 CHILD = """
