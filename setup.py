@@ -1,7 +1,8 @@
 """Compiled extensions only; everything else lives in pyproject.toml.
 
-Sources are under native/; the built modules are private (koordlet._native.*) and
-imported only by koordlet.system, which keeps a pure-Python twin for each accelerator.
+Sources are under native/; the built modules are private (koordlet._native.*, imported
+only by koordlet.system; controlplane.scheduler._native.*, imported only by
+controlplane.scheduler.kernel), and each accelerator keeps a pure-Python twin.
 
 ``KOORDLET_NO_EXTENSIONS=1`` at build time builds none of them, so a host without a C
 compiler installs the package; the koordlet then runs on the twins (``koordlet
@@ -34,6 +35,11 @@ else:
                     "koordlet._native._cgroupfs",
                     sources=["native/cgroupfs/_cgroupfs.pyx", "native/cgroupfs/src/parse.c"],
                     include_dirs=["native/cgroupfs/src"],
+                    extra_compile_args=["-O2", *WARNINGS],
+                ),
+                Extension(
+                    "controlplane.scheduler._native._kernel",
+                    sources=["native/schedkernel/_kernel.pyx"],
                     extra_compile_args=["-O2", *WARNINGS],
                 ),
             ],

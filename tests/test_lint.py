@@ -31,11 +31,24 @@ def test_tool_is_clean(command):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_only_the_host_layer_imports_compiled_modules():
+@pytest.mark.parametrize(
+    ("package", "compiled", "loader"),
+    [
+        pytest.param("koordlet", "koordlet._native", ("koordlet", "system"), id="koordlet"),
+        pytest.param(
+            "controlplane",
+            "controlplane.scheduler._native",
+            ("controlplane", "scheduler", "kernel"),
+            id="scheduler",
+        ),
+    ],
+)
+def test_only_the_loader_imports_compiled_modules(package, compiled, loader):
     offenders = []
-    for path in sorted((ROOT / "koordlet").rglob("*.py")):
+    private = tuple(compiled.split("."))
+    for path in sorted((ROOT / package).rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if rel.parts[:2] in (("koordlet", "system"), ("koordlet", "_native")):
+        if rel.parts[: len(loader)] == loader or rel.parts[: len(private)] == private:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
@@ -43,6 +56,6 @@ def test_only_the_host_layer_imports_compiled_modules():
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            if any(n == "koordlet._native" or n.startswith("koordlet._native.") for n in names):
+            if any(n == compiled or n.startswith(f"{compiled}.") for n in names):
                 offenders.append(str(rel))
-    assert not offenders, f"compiled modules imported outside koordlet.system: {offenders}"
+    assert not offenders, f"compiled modules imported outside {'.'.join(loader)}: {offenders}"

@@ -1,0 +1,1 @@
+"""The scheduler's compiled modules (from native/schedkernel), loaded by its kernel package."""

@@ -1,0 +1,94 @@
+"""The scheduler's filter/score hot path: a compiled kernel over a columnar node table,
+with a pure-Python twin (``KOORDLET_NO_EXTENSIONS=1``, the project's one switch for all
+compiled accelerators, forces it; a missing build falls back with one warning).
+
+Callers use :func:`find` and :func:`score`; both backends give identical results, which
+one test body checks for each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from array import array
+from functools import cache
+from types import ModuleType
+
+from controlplane.scheduler.kernel import twin
+from controlplane.scheduler.kernel.table import NodeTable, PodVector, ScoreConfig
+
+log = logging.getLogger(__name__)
+
+NO_EXTENSIONS_ENV = "KOORDLET_NO_EXTENSIONS"
+
+
+@cache
+def native() -> ModuleType | None:
+    """The compiled kernel, or None when the twin serves."""
+    if os.environ.get(NO_EXTENSIONS_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        return None
+    try:
+        return importlib.import_module("controlplane.scheduler._native._kernel")
+    except ImportError as err:
+        log.warning("scheduler kernel extension unavailable (%s); using its Python twin", err)
+        return None
+
+
+def backend() -> str:
+    return "python" if native() is None else "native"
+
+
+class _Binding:
+    """The compiled kernel bound to a table's buffers and one score configuration."""
+
+    __slots__ = ("cfg", "kernel")
+
+    def __init__(self, kernel: object, cfg: ScoreConfig) -> None:
+        self.kernel = kernel
+        self.cfg = cfg
+
+
+def _bound(table: NodeTable, cfg: ScoreConfig, module: ModuleType) -> _Binding:
+    binding = table.bound
+    if not isinstance(binding, _Binding) or binding.cfg is not cfg:
+        binding = _Binding(module.Kernel(table, cfg), cfg)
+        table.bound = binding
+    return binding
+
+
+def find(
+    table: NodeTable, pod: PodVector, cfg: ScoreConfig, start: int, want: int, state: array[int]
+) -> tuple[int, int, int, int]:
+    """(chosen row or -1, feasible rows found, rows processed, best total score): rows from
+    ``start`` round the table until ``want`` feasible ones (see :func:`twin.find`)."""
+    module = native()
+    if module is None:
+        return twin.find(table, pod, cfg, start, want, state)
+    binding = _bound(table, cfg, module)
+    result: tuple[int, int, int, int] = binding.kernel.find(pod, table.count, start, want, state)  # type: ignore[attr-defined]
+    return result
+
+
+def score(table: NodeTable, row: int, pod: PodVector, cfg: ScoreConfig) -> tuple[int, int]:
+    """(NodeResourcesFit, NodeResourcesBalancedAllocation) of one row; balanced -1 = skipped."""
+    module = native()
+    if module is None:
+        return twin.score(table, row, pod, cfg)
+    binding = _bound(table, cfg, module)
+    result: tuple[int, int] = binding.kernel.score(row, pod)  # type: ignore[attr-defined]
+    return result
+
+
+def diagnose(table: NodeTable, pod: PodVector, cfg: ScoreConfig) -> array[int]:
+    """Per reason code (:data:`twin.TOO_MANY_PODS`, :data:`twin.FIRST_RESOURCE` + column), how
+    many schedulable rows reject the pod for it: the counts of "0/N nodes are available"."""
+    module = native()
+    if module is None:
+        return twin.diagnose(table, pod)
+    counts = array("q", bytes(8 * (twin.FIRST_RESOURCE + table.width)))
+    _bound(table, cfg, module).kernel.diagnose(pod, table.count, counts)  # type: ignore[attr-defined]
+    return counts
+
+
+__all__ = ["NodeTable", "PodVector", "ScoreConfig", "backend", "diagnose", "find", "score"]

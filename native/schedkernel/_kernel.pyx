@@ -1,0 +1,224 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The scheduler's fused filter/score kernel: controlplane.scheduler.kernel.twin in C.
+
+Every function mirrors its twin line for line (same integer arithmetic, Go's truncating
+division, the same xorshift64* tie-break sequence); the table arrives as the flat
+row-major buffers of controlplane.scheduler.kernel.table.NodeTable.
+"""
+
+from libc.math cimport fabs, sqrt
+
+DEF MAX_NODE_SCORE = 100
+DEF LEAST_ALLOCATED = 0
+DEF MOST_ALLOCATED = 1
+
+
+cdef inline unsigned long long _next(unsigned long long[:] state) noexcept nogil:
+    cdef unsigned long long x = state[0]
+    x ^= x >> 12
+    x ^= x << 25
+    x ^= x >> 27
+    state[0] = x
+    return (x * 2685821657736338717ULL) >> 33
+
+
+cdef inline long long _broken_linear(long long p, const long long[:] xs, const long long[:] ys) noexcept nogil:
+    cdef Py_ssize_t k
+    cdef Py_ssize_t n = xs.shape[0]
+    for k in range(n):
+        if p <= xs[k]:
+            if k == 0:
+                return ys[0]
+            # C division truncates toward zero, as Go's does
+            return ys[k - 1] + (ys[k] - ys[k - 1]) * (p - xs[k - 1]) / (xs[k] - xs[k - 1])
+    if ys.shape[0]:
+        return ys[ys.shape[0] - 1]
+    return 0
+
+
+cdef inline long long _fit_resource(int strategy, long long requested, long long capacity,
+                                    const long long[:] xs, const long long[:] ys) noexcept nogil:
+    cdef long long utilization
+    if strategy == LEAST_ALLOCATED:
+        if requested > capacity:
+            return 0
+        return (capacity - requested) * MAX_NODE_SCORE / capacity
+    if strategy == MOST_ALLOCATED:
+        if requested > capacity:
+            requested = capacity
+        return requested * MAX_NODE_SCORE / capacity
+    if requested > capacity:
+        utilization = MAX_NODE_SCORE
+    else:
+        utilization = requested * MAX_NODE_SCORE / capacity
+    return _broken_linear(utilization, xs, ys)
+
+
+cdef class Kernel:
+    """One table's buffers and one score configuration, bound for many ``find`` calls. It
+    holds buffer views, so the table drops its binding before it resizes a buffer."""
+
+    cdef const long long[:] alloc
+    cdef const long long[:] req
+    cdef const long long[:] nonzero
+    cdef const long long[:] pods_alloc
+    cdef const long long[:] pods
+    cdef const unsigned char[:] mask
+    cdef const unsigned char[:] scalar
+    cdef Py_ssize_t width
+    cdef int strategy
+    cdef const long long[:] fit_weights
+    cdef const long long[:] xs
+    cdef const long long[:] ys
+    cdef const unsigned char[:] balanced
+    cdef long long fit_plugin_weight, balanced_plugin_weight
+
+    def __init__(self, table, cfg):
+        self.alloc = table.alloc
+        self.req = table.req
+        self.nonzero = table.nonzero
+        self.pods_alloc = table.pods_alloc
+        self.pods = table.pods
+        self.mask = table.mask
+        self.scalar = table.scalar
+        self.width = len(table.resources)
+        self.strategy = cfg.strategy
+        self.fit_weights = cfg.fit_weights
+        self.xs = cfg.shape_utilization
+        self.ys = cfg.shape_score
+        self.balanced = cfg.balanced
+        self.fit_plugin_weight = cfg.fit_plugin_weight
+        self.balanced_plugin_weight = cfg.balanced_plugin_weight
+
+    cdef inline bint _fits(self, Py_ssize_t i, const long long[:] req) noexcept nogil:
+        cdef Py_ssize_t r, base = i * self.width
+        cdef Py_ssize_t m = self.width if self.width < req.shape[0] else req.shape[0]
+        cdef long long want
+        if self.pods[i] + 1 > self.pods_alloc[i]:
+            return False
+        for r in range(m):
+            want = req[r]
+            if want > 0 and want > self.alloc[base + r] - self.req[base + r]:
+                return False
+        return True
+
+    cdef long long _fit_score(self, Py_ssize_t i, const long long[:] req, const long long[:] nz) noexcept nogil:
+        cdef Py_ssize_t r, base = i * self.width
+        cdef Py_ssize_t m = self.width if self.width < self.fit_weights.shape[0] else self.fit_weights.shape[0]
+        cdef long long weight, want, capacity, requested, part
+        cdef long long total = 0, weights = 0
+        for r in range(m):
+            weight = self.fit_weights[r]
+            want = req[r] if r < req.shape[0] else 0
+            if weight == 0 or (want == 0 and self.scalar[r]):
+                continue
+            capacity = self.alloc[base + r]
+            if capacity == 0:
+                continue
+            if r < 2:
+                requested = self.nonzero[2 * i + r] + nz[r]
+            else:
+                requested = self.req[base + r] + want
+            part = _fit_resource(self.strategy, requested, capacity, self.xs, self.ys)
+            if self.strategy == LEAST_ALLOCATED or self.strategy == MOST_ALLOCATED or part > 0:
+                total += part * weight
+                weights += weight
+        if weights == 0:
+            return 0
+        if self.strategy == LEAST_ALLOCATED or self.strategy == MOST_ALLOCATED:
+            return total / weights
+        return <long long>(<double>total / <double>weights + 0.5)
+
+    cdef long long _balanced(self, Py_ssize_t i, const long long[:] req) noexcept nogil:
+        cdef Py_ssize_t r, base = i * self.width
+        cdef Py_ssize_t m = self.width if self.width < self.balanced.shape[0] else self.balanced.shape[0]
+        cdef long long want, capacity
+        cdef double fraction, first = 0.0, second = 0.0, total = 0.0, squares = 0.0, mean, std = 0.0
+        cdef int count = 0
+        cdef bint requests_any = False
+        cdef double fractions[64]
+        for r in range(m):
+            if not self.balanced[r]:
+                continue
+            want = req[r] if r < req.shape[0] else 0
+            if want:
+                requests_any = True
+            if want == 0 and self.scalar[r]:
+                continue
+            capacity = self.alloc[base + r]
+            if capacity == 0:
+                continue
+            fraction = <double>(self.req[base + r] + want) / <double>capacity
+            if fraction > 1:
+                fraction = 1.0
+            if count < 64:
+                fractions[count] = fraction
+            count += 1
+        if not requests_any:
+            return -1
+        if count == 2:
+            std = fabs((fractions[0] - fractions[1]) / 2)
+        elif count > 2:
+            for r in range(count if count < 64 else 64):
+                total += fractions[r]
+            mean = total / count
+            for r in range(count if count < 64 else 64):
+                squares += (fractions[r] - mean) * (fractions[r] - mean)
+            std = sqrt(squares / count)
+        return <long long>((1 - std) * MAX_NODE_SCORE)
+
+    def score(self, Py_ssize_t i, pod):
+        """(fit, balanced) of row ``i``, as the twin's ``score``."""
+        cdef const long long[:] req = pod.req
+        cdef const long long[:] nz = pod.nonzero
+        return self._fit_score(i, req, nz), self._balanced(i, req)
+
+    def find(self, pod, Py_ssize_t n, Py_ssize_t start, Py_ssize_t want, unsigned long long[:] state):
+        """(chosen row or -1, feasible, processed, best total) over the first ``n`` rows, as
+        the twin's ``find``."""
+        cdef const long long[:] req = pod.req
+        cdef const long long[:] nz = pod.nonzero
+        cdef Py_ssize_t j, i, chosen = -1, feasible = 0, processed = 0
+        cdef long long best = -1, total, balanced
+        cdef unsigned long long ties = 0
+        with nogil:
+            for j in range(n):
+                if feasible >= want:
+                    break
+                i = (start + j) % n
+                processed += 1
+                if not self.mask[i] or not self._fits(i, req):
+                    continue
+                feasible += 1
+                balanced = self._balanced(i, req)
+                if balanced < 0:
+                    balanced = 0
+                total = self._fit_score(i, req, nz) * self.fit_plugin_weight + balanced * self.balanced_plugin_weight
+                if total > best:
+                    chosen = i
+                    best = total
+                    ties = 1
+                elif total == best:
+                    ties += 1
+                    if _next(state) % ties == 0:
+                        chosen = i
+        return chosen, feasible, processed, best
+
+    def diagnose(self, pod, Py_ssize_t n, long long[:] counts):
+        """Adds to ``counts`` (code 0 "Too many pods", 1 + column "Insufficient <resource>")
+        every reason of every unmasked row among the first ``n``, as the twin's ``diagnose``."""
+        cdef const long long[:] req = pod.req
+        cdef Py_ssize_t i, r, base
+        cdef Py_ssize_t m = self.width if self.width < req.shape[0] else req.shape[0]
+        cdef long long want
+        with nogil:
+            for i in range(n):
+                if not self.mask[i]:
+                    continue
+                if self.pods[i] + 1 > self.pods_alloc[i]:
+                    counts[0] += 1
+                base = i * self.width
+                for r in range(m):
+                    want = req[r]
+                    if want > 0 and want > self.alloc[base + r] - self.req[base + r]:
+                        counts[1 + r] += 1

@@ -1,0 +1,157 @@
+"""The filter/score kernel, one body for the compiled kernel and its pure-Python twin.
+
+Expected values are computed by hand from kube-scheduler's rules (NodeResourcesFit's
+filter and LeastAllocated/MostAllocated/RequestedToCapacityRatio scores,
+NodeResourcesBalancedAllocation, numFeasibleNodesToFind-style sampling, reservoir
+tie-break); the comments show the arithmetic.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+
+from controlplane.scheduler import kernel
+from controlplane.scheduler.kernel import twin
+from controlplane.scheduler.kernel.table import (
+    MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
+    NodeTable,
+)
+
+GI = 1 << 30
+BATCH_CPU = "kubernetes.io/batch-cpu"
+
+
+@pytest.fixture(params=["native", "python"])
+def backend(request, monkeypatch):
+    if request.param == "native":
+        if kernel.native() is None:
+            pytest.skip("the compiled kernel is not built")
+    else:
+        monkeypatch.setattr(kernel, "native", lambda: None)
+    return request.param
+
+
+def table_with(*nodes: tuple[str, int, int, int]) -> NodeTable:
+    """Nodes of (name, milli-CPU, memory bytes, pods)."""
+    table = NodeTable()
+    for name, cpu, memory, pods in nodes:
+        table.set_node(name, {"cpu": cpu, "memory": memory}, pods, True)
+    return table
+
+
+def seed(value: int = 42) -> array[int]:
+    return array("Q", [value])
+
+
+def test_filter_reasons_follow_node_resources_fit(backend):
+    table = table_with(("a", 4000, 32 * GI, 110), ("b", 4000, 32 * GI, 1), ("c", 4000, 32 * GI, 110))
+    table.set_node("c", {"cpu": 4000, "memory": 32 * GI, BATCH_CPU: 1000}, 110, True)
+    running = table.pod_vector({"cpu": 3500, "memory": 40 * GI})  # memory overcommitted
+    table.add_pod(table.index["a"], running)
+    table.add_pod(table.index["b"], table.pod_vector({}))
+    cfg = table.score_config()
+    # 600m > 4000 - 3500 on a; b is at its one-pod limit; c has room
+    pod = table.pod_vector({"cpu": 600})
+    counts = kernel.diagnose(table, pod, cfg)
+    assert counts[twin.TOO_MANY_PODS] == 1
+    assert counts[twin.FIRST_RESOURCE + table.column["cpu"]] == 1
+    # no memory request: a node with memory overcommitted does not fail it for memory
+    assert counts[twin.FIRST_RESOURCE + table.column["memory"]] == 0
+    assert kernel.find(table, pod, cfg, 0, 3, seed())[0] == table.index["c"]
+    # an extended resource: a and b have none, c has 1000 < 1200
+    batch = table.pod_vector({BATCH_CPU: 1200})
+    counts = kernel.diagnose(table, batch, cfg)
+    assert counts[twin.FIRST_RESOURCE + table.column[BATCH_CPU]] == 3
+    assert kernel.find(table, batch, cfg, 0, 3, seed()) == (-1, 0, 3, -1)
+
+
+def test_least_allocated_and_balanced_scores(backend):
+    table = table_with(("a", 4000, 32 * GI, 110))
+    table.add_pod(0, table.pod_vector({"cpu": 1000, "memory": 8 * GI}))
+    cfg = table.score_config()
+    pod = table.pod_vector({"cpu": 1000, "memory": 8 * GI})
+    # fit: cpu (4000 - 2000) * 100 / 4000 = 50, memory (32 - 16) * 100 / 32 = 50 -> 50
+    # balanced: fractions 0.5 and 0.5 -> std 0 -> 100
+    assert kernel.score(table, 0, pod, cfg) == (50, 100)
+    assert kernel.find(table, pod, cfg, 0, 1, seed())[3] == 150
+    # a pod with no requests: scored with 100m / 200Mi; balanced skips it
+    empty = table.pod_vector({})
+    # cpu (4000 - 1100) * 100 / 4000 = 72 (72.5 truncated); memory (32Gi - 8Gi - 200Mi) * 100 / 32Gi
+    # = 74 (74.4 truncated); (72 + 74) / 2 = 73
+    assert kernel.score(table, 0, empty, cfg) == (73, -1)
+
+
+def test_unbalanced_requests_lower_the_balanced_score(backend):
+    table = table_with(("a", 4000, 32 * GI, 110))
+    cfg = table.score_config()
+    pod = table.pod_vector({"cpu": 3000, "memory": 8 * GI})
+    # fractions 0.75 and 0.25 -> std |0.75 - 0.25| / 2 = 0.25 -> int(0.75 * 100) = 75
+    # fit: cpu 1000 * 100 / 4000 = 25, memory 24 * 100 / 32 = 75 -> (25 + 75) / 2 = 50
+    assert kernel.score(table, 0, pod, cfg) == (50, 75)
+
+
+def test_most_allocated_and_weights(backend):
+    table = table_with(("a", 4000, 32 * GI, 110))
+    cfg = table.score_config(MOST_ALLOCATED, {"cpu": 3, "memory": 1}, fit_plugin_weight=2)
+    pod = table.pod_vector({"cpu": 1000, "memory": 24 * GI})
+    # cpu 1000 * 100 / 4000 = 25 (weight 3), memory 24 * 100 / 32 = 75 (weight 1)
+    # (25 * 3 + 75) / 4 = 37 (37.5 truncated)
+    assert kernel.score(table, 0, pod, cfg)[0] == 37
+    # total: fit 37 * plug-in weight 2 + balanced int((1 - 0.25) * 100) = 75
+    assert kernel.find(table, pod, cfg, 0, 1, seed())[3] == 37 * 2 + 75
+
+
+def test_requested_to_capacity_ratio_truncates_like_go(backend):
+    table = table_with(("a", 3000, 30 * GI, 110))
+    # shape (0, 10), (30, 0): scores scaled by 10 -> 100 at 0%, 0 at 30%
+    cfg = table.score_config(REQUESTED_TO_CAPACITY_RATIO, {"cpu": 1}, shape=[(0, 10), (30, 0)])
+    pod = table.pod_vector({"cpu": 210})
+    # utilization 210 * 100 / 3000 = 7 -> 100 + (0 - 100) * (7 - 0) / 30 = 100 + trunc(-23.3) = 77
+    assert kernel.score(table, 0, pod, cfg)[0] == 77
+    # above 30% the last point holds (0), and a zero part is left out of the average
+    cfg = table.score_config(REQUESTED_TO_CAPACITY_RATIO, {"cpu": 1, "memory": 1}, shape=[(0, 10), (30, 0)])
+    big = table.pod_vector({"cpu": 2000, "memory": 3 * GI})
+    # cpu 66% -> 0 (left out); memory 10% -> 100 + (-100 * 10) / 30 = 67 -> round(67 / 1) = 67
+    assert kernel.score(table, 0, big, cfg)[0] == 67
+
+
+def test_sampling_starts_at_start_and_stops_after_want_feasible(backend):
+    table = table_with(*((f"n{i}", 4000, 32 * GI, 110) for i in range(10)))
+    table.mask[9] = 0  # another filter rejected n9
+    cfg = table.score_config()
+    pod = table.pod_vector({"cpu": 100})
+    chosen, feasible, processed, _ = kernel.find(table, pod, cfg, 8, 3, seed())
+    # visits n8 (feasible), n9 (masked), n0, n1 -> 3 feasible after 4 rows
+    assert (feasible, processed) == (3, 4)
+    assert chosen in (table.index["n8"], table.index["n0"], table.index["n1"])
+    assert kernel.find(table, pod, cfg, 0, 100, seed())[1:3] == (9, 10)
+
+
+def test_ties_are_broken_at_random_the_same_way_by_both_backends(backend):
+    table = table_with(*((f"n{i}", 4000, 32 * GI, 110) for i in range(5)))
+    cfg = table.score_config()
+    pod = table.pod_vector({"cpu": 100})
+    chosen = [kernel.find(table, pod, cfg, 0, 5, seed(s))[0] for s in range(1, 200)]
+    assert set(chosen) == set(range(5))  # every tied node gets picked
+    # the sequence is the shared xorshift's: the twin picks the same rows
+    state = seed(7)
+    assert kernel.find(table, pod, cfg, 0, 5, state)[0] == twin.find(table, pod, cfg, 0, 5, seed(7))[0]
+
+
+def test_the_table_grows_and_gains_columns_after_the_kernel_was_bound(backend):
+    table = table_with(("a", 4000, 32 * GI, 110))
+    cfg = table.score_config()
+    pod = table.pod_vector({"cpu": 100})
+    assert kernel.find(table, pod, cfg, 0, 1, seed())[0] == 0
+    for i in range(40):  # past the first capacity: every buffer is reallocated
+        table.set_node(f"m{i}", {"cpu": 8000, "memory": 64 * GI, "nvidia.com/gpu": 2}, 110, True)
+    gpu = table.pod_vector({"nvidia.com/gpu": 1})
+    cfg = table.score_config()
+    chosen, feasible, processed, _ = kernel.find(table, gpu, cfg, 0, 100, seed())
+    assert (feasible, processed) == (40, 41)
+    assert table.names[chosen].startswith("m")
+    table.remove_node("m0")
+    assert kernel.find(table, gpu, cfg, 0, 100, seed())[1] == 39
