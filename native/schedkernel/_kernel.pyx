@@ -63,7 +63,6 @@ cdef class Kernel:
     cdef const long long[:] nonzero
     cdef const long long[:] pods_alloc
     cdef const long long[:] pods
-    cdef const unsigned char[:] mask
     cdef const unsigned char[:] scalar
     cdef Py_ssize_t width
     cdef int strategy
@@ -79,7 +78,6 @@ cdef class Kernel:
         self.nonzero = table.nonzero
         self.pods_alloc = table.pods_alloc
         self.pods = table.pods
-        self.mask = table.mask
         self.scalar = table.scalar
         self.width = len(table.resources)
         self.strategy = cfg.strategy
@@ -173,21 +171,23 @@ cdef class Kernel:
         cdef const long long[:] nz = pod.nonzero
         return self._fit_score(i, req, nz), self._balanced(i, req)
 
-    def find(self, pod, Py_ssize_t n, Py_ssize_t start, Py_ssize_t want, unsigned long long[:] state):
-        """(chosen row or -1, feasible, processed, best total) over the first ``n`` rows, as
-        the twin's ``find``."""
+    def find(self, pod, const unsigned char[:] mask, Py_ssize_t start, Py_ssize_t want,
+             unsigned long long[:] state):
+        """(chosen row or -1, feasible, processed, best total) over the rows of ``mask`` (0 =
+        rejected by another filter), as the twin's ``find``."""
         cdef const long long[:] req = pod.req
         cdef const long long[:] nz = pod.nonzero
         cdef Py_ssize_t j, i, chosen = -1, feasible = 0, processed = 0
         cdef long long best = -1, total, balanced
         cdef unsigned long long ties = 0
+        cdef Py_ssize_t n = mask.shape[0]
         with nogil:
             for j in range(n):
                 if feasible >= want:
                     break
                 i = (start + j) % n
                 processed += 1
-                if not self.mask[i] or not self._fits(i, req):
+                if not mask[i] or not self._fits(i, req):
                     continue
                 feasible += 1
                 balanced = self._balanced(i, req)
@@ -204,16 +204,17 @@ cdef class Kernel:
                         chosen = i
         return chosen, feasible, processed, best
 
-    def diagnose(self, pod, Py_ssize_t n, long long[:] counts):
+    def diagnose(self, pod, const unsigned char[:] mask, long long[:] counts):
         """Adds to ``counts`` (code 0 "Too many pods", 1 + column "Insufficient <resource>")
-        every reason of every unmasked row among the first ``n``, as the twin's ``diagnose``."""
+        every reason of every row of ``mask``, as the twin's ``diagnose``."""
         cdef const long long[:] req = pod.req
         cdef Py_ssize_t i, r, base
         cdef Py_ssize_t m = self.width if self.width < req.shape[0] else req.shape[0]
         cdef long long want
+        cdef Py_ssize_t n = mask.shape[0]
         with nogil:
             for i in range(n):
-                if not self.mask[i]:
+                if not mask[i]:
                     continue
                 if self.pods[i] + 1 > self.pods_alloc[i]:
                     counts[0] += 1

@@ -58,15 +58,22 @@ def _bound(table: NodeTable, cfg: ScoreConfig, module: ModuleType) -> _Binding:
 
 
 def find(
-    table: NodeTable, pod: PodVector, cfg: ScoreConfig, start: int, want: int, state: array[int]
+    table: NodeTable,
+    pod: PodVector,
+    cfg: ScoreConfig,
+    mask: bytes | bytearray,
+    start: int,
+    want: int,
+    state: array[int],
 ) -> tuple[int, int, int, int]:
-    """(chosen row or -1, feasible rows found, rows processed, best total score): rows from
-    ``start`` round the table until ``want`` feasible ones (see :func:`twin.find`)."""
+    """(chosen row or -1, feasible rows found, rows processed, best total score): the rows
+    of ``mask`` (one byte per table row, 0 = rejected by another filter) from ``start`` round
+    the table until ``want`` feasible ones (see :func:`twin.find`)."""
     module = native()
     if module is None:
-        return twin.find(table, pod, cfg, start, want, state)
+        return twin.find(table, pod, cfg, mask, start, want, state)
     binding = _bound(table, cfg, module)
-    result: tuple[int, int, int, int] = binding.kernel.find(pod, table.count, start, want, state)  # type: ignore[attr-defined]
+    result: tuple[int, int, int, int] = binding.kernel.find(pod, mask, start, want, state)  # type: ignore[attr-defined]
     return result
 
 
@@ -80,14 +87,14 @@ def score(table: NodeTable, row: int, pod: PodVector, cfg: ScoreConfig) -> tuple
     return result
 
 
-def diagnose(table: NodeTable, pod: PodVector, cfg: ScoreConfig) -> array[int]:
+def diagnose(table: NodeTable, pod: PodVector, cfg: ScoreConfig, mask: bytes | bytearray) -> array[int]:
     """Per reason code (:data:`twin.TOO_MANY_PODS`, :data:`twin.FIRST_RESOURCE` + column), how
-    many schedulable rows reject the pod for it: the counts of "0/N nodes are available"."""
+    many rows of ``mask`` reject the pod for it: the counts of "0/N nodes are available"."""
     module = native()
     if module is None:
-        return twin.diagnose(table, pod)
+        return twin.diagnose(table, pod, mask)
     counts = array("q", bytes(8 * (twin.FIRST_RESOURCE + table.width)))
-    _bound(table, cfg, module).kernel.diagnose(pod, table.count, counts)  # type: ignore[attr-defined]
+    _bound(table, cfg, module).kernel.diagnose(pod, mask, counts)  # type: ignore[attr-defined]
     return counts
 
 

@@ -7,6 +7,9 @@ milli-cores and resource 1 is memory in bytes (the two the scheduler also tracks
 upstream's non-zero defaults for scoring); other resources (ephemeral storage, extended
 resources such as ``kubernetes.io/batch-cpu``) get a column the first time a node or pod
 names one. Rows of deleted nodes are masked out and reused.
+
+:meth:`live` is the mask of rows holding a node; filters other than the kernel's own
+narrow it per pod (one byte per row), and the kernel skips the rows it zeroes.
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class NodeTable:
         self.nonzero = array("q")  # (cpu, memory) per row, non-zero requested
         self.pods_alloc = array("q")
         self.pods = array("q")
-        self.mask = array("B")
+        #: 1 for a row that holds a node (other filters narrow it per pod)
+        self.mask = bytearray()
         self.scalar = array("B")
         self._free: list[int] = []
         #: the compiled kernel bound to these buffers (it holds views of them, which an
@@ -141,7 +145,7 @@ class NodeTable:
         self.index[node] = row
         return row
 
-    def set_node(self, node: str, allocatable: Mapping[str, int], pods: int, schedulable: bool) -> int:
+    def set_node(self, node: str, allocatable: Mapping[str, int], pods: int) -> int:
         """Set a node's allocatable (every resource it lists; others 0) and its pod limit."""
         for name in allocatable:
             self.resource(name)
@@ -151,8 +155,12 @@ class NodeTable:
         for col, name in enumerate(self.resources):
             self.alloc[base + col] = allocatable.get(name, 0)
         self.pods_alloc[row] = pods
-        self.mask[row] = 1 if schedulable else 0
+        self.mask[row] = 1
         return row
+
+    def live(self) -> bytearray:
+        """A fresh mask of the rows that hold a node (the caller may narrow it)."""
+        return self.mask[: self.count]
 
     def remove_node(self, node: str) -> None:
         row = self.index.pop(node, None)

@@ -170,20 +170,27 @@ def total_score(t: NodeTable, i: int, pod: PodVector, cfg: ScoreConfig) -> int:
 
 
 def find(
-    t: NodeTable, pod: PodVector, cfg: ScoreConfig, start: int, want: int, state: array[int]
+    t: NodeTable,
+    pod: PodVector,
+    cfg: ScoreConfig,
+    mask: bytes | bytearray,
+    start: int,
+    want: int,
+    state: array[int],
 ) -> tuple[int, int, int, int]:
     """(chosen row or -1, feasible nodes found, nodes processed, best total score).
 
-    Rows are visited from ``start`` round the table; masked rows count as processed (other
-    filters rejected them); the search stops after ``want`` feasible rows."""
-    n = t.count
+    Rows of ``mask`` (one byte per row, 0 = rejected by another filter) are visited from
+    ``start`` round the table; rejected rows count as processed; the search stops after
+    ``want`` feasible rows."""
+    n = len(mask)
     chosen, best, ties, feasible, processed = -1, -1, 0, 0, 0
     for j in range(n):
         if feasible >= want:
             break
         i = (start + j) % n
         processed += 1
-        if not t.mask[i] or not fits(t, i, pod):
+        if not mask[i] or not fits(t, i, pod):
             continue
         feasible += 1
         total = total_score(t, i, pod, cfg)
@@ -196,12 +203,12 @@ def find(
     return chosen, feasible, processed, best
 
 
-def diagnose(t: NodeTable, pod: PodVector) -> array[int]:
-    """Per reason code, how many unmasked rows reject the pod for it (upstream counts every
-    reason of every node in "0/N nodes are available: ...")."""
+def diagnose(t: NodeTable, pod: PodVector, mask: bytes | bytearray) -> array[int]:
+    """Per reason code, how many rows of ``mask`` reject the pod for it (upstream counts
+    every reason of every node in "0/N nodes are available: ...")."""
     counts = array("q", bytes(8 * (FIRST_RESOURCE + t.width)))
-    for i in range(t.count):
-        if t.mask[i]:
+    for i in range(len(mask)):
+        if mask[i]:
             for code in node_fails(t, i, pod):
                 counts[code] += 1
     return counts

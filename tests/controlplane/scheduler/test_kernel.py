@@ -38,7 +38,7 @@ def table_with(*nodes: tuple[str, int, int, int]) -> NodeTable:
     """Nodes of (name, milli-CPU, memory bytes, pods)."""
     table = NodeTable()
     for name, cpu, memory, pods in nodes:
-        table.set_node(name, {"cpu": cpu, "memory": memory}, pods, True)
+        table.set_node(name, {"cpu": cpu, "memory": memory}, pods)
     return table
 
 
@@ -48,24 +48,24 @@ def seed(value: int = 42) -> array[int]:
 
 def test_filter_reasons_follow_node_resources_fit(backend):
     table = table_with(("a", 4000, 32 * GI, 110), ("b", 4000, 32 * GI, 1), ("c", 4000, 32 * GI, 110))
-    table.set_node("c", {"cpu": 4000, "memory": 32 * GI, BATCH_CPU: 1000}, 110, True)
+    table.set_node("c", {"cpu": 4000, "memory": 32 * GI, BATCH_CPU: 1000}, 110)
     running = table.pod_vector({"cpu": 3500, "memory": 40 * GI})  # memory overcommitted
     table.add_pod(table.index["a"], running)
     table.add_pod(table.index["b"], table.pod_vector({}))
     cfg = table.score_config()
     # 600m > 4000 - 3500 on a; b is at its one-pod limit; c has room
     pod = table.pod_vector({"cpu": 600})
-    counts = kernel.diagnose(table, pod, cfg)
+    counts = kernel.diagnose(table, pod, cfg, table.live())
     assert counts[twin.TOO_MANY_PODS] == 1
     assert counts[twin.FIRST_RESOURCE + table.column["cpu"]] == 1
     # no memory request: a node with memory overcommitted does not fail it for memory
     assert counts[twin.FIRST_RESOURCE + table.column["memory"]] == 0
-    assert kernel.find(table, pod, cfg, 0, 3, seed())[0] == table.index["c"]
+    assert kernel.find(table, pod, cfg, table.live(), 0, 3, seed())[0] == table.index["c"]
     # an extended resource: a and b have none, c has 1000 < 1200
     batch = table.pod_vector({BATCH_CPU: 1200})
-    counts = kernel.diagnose(table, batch, cfg)
+    counts = kernel.diagnose(table, batch, cfg, table.live())
     assert counts[twin.FIRST_RESOURCE + table.column[BATCH_CPU]] == 3
-    assert kernel.find(table, batch, cfg, 0, 3, seed()) == (-1, 0, 3, -1)
+    assert kernel.find(table, batch, cfg, table.live(), 0, 3, seed()) == (-1, 0, 3, -1)
 
 
 def test_least_allocated_and_balanced_scores(backend):
@@ -76,7 +76,7 @@ def test_least_allocated_and_balanced_scores(backend):
     # fit: cpu (4000 - 2000) * 100 / 4000 = 50, memory (32 - 16) * 100 / 32 = 50 -> 50
     # balanced: fractions 0.5 and 0.5 -> std 0 -> 100
     assert kernel.score(table, 0, pod, cfg) == (50, 100)
-    assert kernel.find(table, pod, cfg, 0, 1, seed())[3] == 150
+    assert kernel.find(table, pod, cfg, table.live(), 0, 1, seed())[3] == 150
     # a pod with no requests: scored with 100m / 200Mi; balanced skips it
     empty = table.pod_vector({})
     # cpu (4000 - 1100) * 100 / 4000 = 72 (72.5 truncated); memory (32Gi - 8Gi - 200Mi) * 100 / 32Gi
@@ -101,7 +101,7 @@ def test_most_allocated_and_weights(backend):
     # (25 * 3 + 75) / 4 = 37 (37.5 truncated)
     assert kernel.score(table, 0, pod, cfg)[0] == 37
     # total: fit 37 * plug-in weight 2 + balanced int((1 - 0.25) * 100) = 75
-    assert kernel.find(table, pod, cfg, 0, 1, seed())[3] == 37 * 2 + 75
+    assert kernel.find(table, pod, cfg, table.live(), 0, 1, seed())[3] == 37 * 2 + 75
 
 
 def test_requested_to_capacity_ratio_truncates_like_go(backend):
@@ -120,38 +120,42 @@ def test_requested_to_capacity_ratio_truncates_like_go(backend):
 
 def test_sampling_starts_at_start_and_stops_after_want_feasible(backend):
     table = table_with(*((f"n{i}", 4000, 32 * GI, 110) for i in range(10)))
-    table.mask[9] = 0  # another filter rejected n9
+    mask = table.live()
+    mask[9] = 0  # another filter rejected n9
     cfg = table.score_config()
     pod = table.pod_vector({"cpu": 100})
-    chosen, feasible, processed, _ = kernel.find(table, pod, cfg, 8, 3, seed())
+    chosen, feasible, processed, _ = kernel.find(table, pod, cfg, mask, 8, 3, seed())
     # visits n8 (feasible), n9 (masked), n0, n1 -> 3 feasible after 4 rows
     assert (feasible, processed) == (3, 4)
     assert chosen in (table.index["n8"], table.index["n0"], table.index["n1"])
-    assert kernel.find(table, pod, cfg, 0, 100, seed())[1:3] == (9, 10)
+    assert kernel.find(table, pod, cfg, mask, 0, 100, seed())[1:3] == (9, 10)
 
 
 def test_ties_are_broken_at_random_the_same_way_by_both_backends(backend):
     table = table_with(*((f"n{i}", 4000, 32 * GI, 110) for i in range(5)))
     cfg = table.score_config()
     pod = table.pod_vector({"cpu": 100})
-    chosen = [kernel.find(table, pod, cfg, 0, 5, seed(s))[0] for s in range(1, 200)]
+    chosen = [kernel.find(table, pod, cfg, table.live(), 0, 5, seed(s))[0] for s in range(1, 200)]
     assert set(chosen) == set(range(5))  # every tied node gets picked
     # the sequence is the shared xorshift's: the twin picks the same rows
     state = seed(7)
-    assert kernel.find(table, pod, cfg, 0, 5, state)[0] == twin.find(table, pod, cfg, 0, 5, seed(7))[0]
+    assert (
+        kernel.find(table, pod, cfg, table.live(), 0, 5, state)[0]
+        == twin.find(table, pod, cfg, table.live(), 0, 5, seed(7))[0]
+    )
 
 
 def test_the_table_grows_and_gains_columns_after_the_kernel_was_bound(backend):
     table = table_with(("a", 4000, 32 * GI, 110))
     cfg = table.score_config()
     pod = table.pod_vector({"cpu": 100})
-    assert kernel.find(table, pod, cfg, 0, 1, seed())[0] == 0
+    assert kernel.find(table, pod, cfg, table.live(), 0, 1, seed())[0] == 0
     for i in range(40):  # past the first capacity: every buffer is reallocated
-        table.set_node(f"m{i}", {"cpu": 8000, "memory": 64 * GI, "nvidia.com/gpu": 2}, 110, True)
+        table.set_node(f"m{i}", {"cpu": 8000, "memory": 64 * GI, "nvidia.com/gpu": 2}, 110)
     gpu = table.pod_vector({"nvidia.com/gpu": 1})
     cfg = table.score_config()
-    chosen, feasible, processed, _ = kernel.find(table, gpu, cfg, 0, 100, seed())
+    chosen, feasible, processed, _ = kernel.find(table, gpu, cfg, table.live(), 0, 100, seed())
     assert (feasible, processed) == (40, 41)
     assert table.names[chosen].startswith("m")
     table.remove_node("m0")
-    assert kernel.find(table, gpu, cfg, 0, 100, seed())[1] == 39
+    assert kernel.find(table, gpu, cfg, table.live(), 0, 100, seed())[1] == 39
