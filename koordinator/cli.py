@@ -21,7 +21,8 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import ClassVar, NoReturn
+from pathlib import Path
+from typing import Any, ClassVar, NoReturn, TextIO
 
 import yaml
 
@@ -252,3 +253,19 @@ def tolerate_closed_stdout(command: Callable[[], int]) -> int:
         os.close(devnull)
         return 0
     return status
+
+
+def read_documents(path: str, stdin: TextIO | None = None) -> list[Any]:
+    """The YAML (or JSON) documents of a file (``-``: stdin), empty ones left out; ValueError
+    with a one-line reason when it cannot be read or parsed."""
+    if path == "-":
+        text = (stdin or sys.stdin).read()
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML/JSON: {exc}") from None

@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import sys
 import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
@@ -42,6 +40,7 @@ from controlplane.manager.webhooks.cluster import ObjectsError, StaticCluster, q
 from controlplane.manager.webhooks.context import WebhookContext, WebhookOptions
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher, UnknownPathError
 from koordinator.api.features import FeatureGates
+from koordinator.cli import read_documents
 from koordinator.kube.patches import PatchError, json_patch
 
 __all__ = ["AdmitError", "admit", "chain_for", "dispatcher_for", "load_objects", "review_for"]
@@ -79,26 +78,17 @@ class AdmitError(ValueError):
     """Input the offline admission cannot use (exit status 2)."""
 
 
-def _load_documents(text: str, source: str) -> list[Any]:
+def _documents(path: str, stdin: TextIO | None) -> list[Any]:
     try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise AdmitError(f"{source}: not valid YAML/JSON: {exc}") from None
-
-
-def _read(path: str, stdin: TextIO | None) -> str:
-    if path == "-":
-        return (stdin or sys.stdin).read()
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        raise AdmitError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return read_documents(path, stdin)
+    except ValueError as exc:
+        raise AdmitError(str(exc)) from None
 
 
 def load_objects(paths: Sequence[str], stdin: TextIO | None = None) -> StaticCluster:
     cluster = StaticCluster()
     for path in paths:
-        for index, doc in enumerate(_load_documents(_read(path, stdin), path)):
+        for index, doc in enumerate(_documents(path, stdin)):
             if not isinstance(doc, dict):
                 raise AdmitError(f"{path}: document {index + 1} is not an object")
             try:
@@ -218,7 +208,7 @@ def run(
     """The command: read, admit, print; returns the exit status."""
     if random_value is not None and not 0 <= random_value < 100:
         raise AdmitError(f"--random must be in [0, 100), got {random_value}")
-    documents = _load_documents(_read(review_path, stdin), review_path)
+    documents = _documents(review_path, stdin)
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise AdmitError(f"{review_path}: expected exactly one AdmissionReview or object")
     review, kind = review_for(documents[0])

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from array import array
 
-import pytest
-
 from controlplane.scheduler import kernel
 from controlplane.scheduler.kernel import twin
 from controlplane.scheduler.kernel.table import (
@@ -22,16 +20,6 @@ from controlplane.scheduler.kernel.table import (
 
 GI = 1 << 30
 BATCH_CPU = "kubernetes.io/batch-cpu"
-
-
-@pytest.fixture(params=["native", "python"])
-def backend(request, monkeypatch):
-    if request.param == "native":
-        if kernel.native() is None:
-            pytest.skip("the compiled kernel is not built")
-    else:
-        monkeypatch.setattr(kernel, "native", lambda: None)
-    return request.param
 
 
 def table_with(*nodes: tuple[str, int, int, int]) -> NodeTable:

@@ -1,0 +1,126 @@
+"""The scheduler's view of the cluster: nodes as rows of the kernel's table, the per-node
+facts mask filters read as byte columns, and the pods placed (bound or assumed) on them.
+
+Everything a filter plug-in needs per node is kept as one byte per row, so a plug-in
+builds its mask for a pod with C-speed byte operations (``bytes.translate`` over a group
+column, whole-buffer ANDs) and never loops over nodes in Python: the node's taint set
+becomes a group id (nodes share few distinct taint sets), cordoning one byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controlplane.scheduler.kernel.table import PODS, NodeTable, PodVector
+from controlplane.scheduler.podinfo import PodInfo
+from koordinator.api import resourcelist
+
+#: taint effects the filter enforces (PreferNoSchedule only scores)
+FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+#: group ids fit one byte; the rest share the last id and are checked node by node
+MAX_TAINT_GROUPS = 255
+DEFAULT_MAX_PODS = 110
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    row: int
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.table = NodeTable()
+        self.nodes: dict[str, NodeInfo] = {}
+        self.by_row: list[NodeInfo | None] = []
+        #: per row: 1 when ``spec.unschedulable`` (cordoned)
+        self.unschedulable = bytearray()
+        #: per row: the id of the node's NoSchedule/NoExecute taint set (0: none)
+        self.taint_group = bytearray()
+        self.taint_sets: list[tuple[Taint, ...]] = [()]
+        self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
+        #: pod key -> (node, its request vector): bound and assumed pods
+        self.placed: dict[str, tuple[str, PodVector]] = {}
+
+    # --- nodes --------------------------------------------------------------------------
+
+    def set_node(self, node: Mapping[str, Any]) -> NodeInfo:
+        """Add or update a node from its object; ResourceListError for a bad allocatable."""
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        name = meta["name"]
+        allocatable = resourcelist.parse((node.get("status") or {}).get("allocatable"))
+        values = {k: (q.milli_value() if k == "cpu" else q.value()) for k, q in allocatable.items()}
+        pods = values.pop(PODS, DEFAULT_MAX_PODS)
+        row = self.table.set_node(name, values, pods)
+        taints = tuple(
+            Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+            for t in spec.get("taints") or ()
+        )
+        info = NodeInfo(name, row, dict(meta.get("labels") or {}), taints, bool(spec.get("unschedulable")))
+        self._columns(row)
+        self.by_row[row] = info
+        self.nodes[name] = info
+        self.unschedulable[row] = 1 if info.unschedulable else 0
+        self.taint_group[row] = self._taint_group(tuple(t for t in taints if t.effect in FILTER_EFFECTS))
+        return info
+
+    def remove_node(self, name: str) -> None:
+        info = self.nodes.pop(name, None)
+        if info is None:
+            return
+        self.table.remove_node(name)
+        self.by_row[info.row] = None
+        self.unschedulable[info.row] = 0
+        self.taint_group[info.row] = 0
+
+    def _columns(self, row: int) -> None:
+        missing = row + 1 - len(self.by_row)
+        if missing > 0:
+            self.by_row.extend([None] * missing)
+            self.unschedulable.extend(bytes(missing))
+            self.taint_group.extend(bytes(missing))
+
+    def _taint_group(self, taints: tuple[Taint, ...]) -> int:
+        found = self._taint_ids.get(taints)
+        if found is not None:
+            return found
+        if len(self.taint_sets) >= MAX_TAINT_GROUPS:
+            return MAX_TAINT_GROUPS  # checked node by node (see TaintToleration)
+        self.taint_sets.append(taints)
+        self._taint_ids[taints] = len(self.taint_sets) - 1
+        return len(self.taint_sets) - 1
+
+    # --- pods ---------------------------------------------------------------------------
+
+    def place(self, pod: PodInfo, node: str) -> None:
+        """Account ``pod`` on ``node`` (bound, or assumed by this scheduler); placing it again
+        moves it."""
+        self.unplace(pod.key)
+        info = self.nodes.get(node)
+        if info is None:
+            return
+        vector = self.table.pod_vector(pod.requests)
+        self.table.add_pod(info.row, vector)
+        self.placed[pod.key] = (node, vector)
+
+    def unplace(self, key: str) -> None:
+        """Forget a placed pod (deleted, or an assumed pod whose binding failed)."""
+        found = self.placed.pop(key, None)
+        if found is None:
+            return
+        info = self.nodes.get(found[0])
+        if info is not None:
+            self.table.add_pod(info.row, found[1], sign=-1)

@@ -1,0 +1,73 @@
+"""TaintToleration (filter): a node's NoSchedule and NoExecute taints must all be tolerated.
+
+Nodes share few distinct taint sets, so the pod's tolerations are checked once per set
+(the cluster's taint-group column) and the verdicts spread over the rows with one
+``bytes.translate``. The reason names the node's first untolerated taint, as upstream's
+``node(s) had untolerated taint {key: value}``.
+"""
+
+from __future__ import annotations
+
+from controlplane.scheduler.cluster import MAX_TAINT_GROUPS, Cluster, NodeInfo, Taint
+from controlplane.scheduler.podinfo import PodInfo
+
+NAME = "TaintToleration"
+
+
+def first_untolerated(pod: PodInfo, taints: tuple[Taint, ...]) -> Taint | None:
+    for taint in taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            t.tolerates(taint.key, taint.value, taint.effect) for t in pod.tolerations
+        ):
+            return taint
+    return None
+
+
+def reason(taint: Taint) -> str:
+    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+
+
+class TaintToleration:
+    NAME = NAME
+
+    def _verdicts(self, pod: PodInfo, cluster: Cluster) -> list[Taint | None]:
+        return [first_untolerated(pod, taints) for taints in cluster.taint_sets]
+
+    def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
+        verdicts = self._verdicts(pod, cluster)
+        overflow = len(cluster.taint_sets) >= MAX_TAINT_GROUPS
+        if all(v is None for v in verdicts) and not overflow:
+            return None
+        lookup = bytes(1 if v is None else 0 for v in verdicts).ljust(256, b"\x01")
+        out = bytearray(bytes(cluster.taint_group[: cluster.table.count]).translate(lookup))
+        if overflow:  # nodes beyond the group limit, one by one
+            for row, group in enumerate(cluster.taint_group[: cluster.table.count]):
+                node = cluster.by_row[row]
+                if group == MAX_TAINT_GROUPS and node is not None:
+                    out[row] = 0 if first_untolerated(pod, node.taints) else 1
+        return bytes(out)
+
+    def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        verdicts = self._verdicts(pod, cluster)
+        groups = bytes(cluster.taint_group[: cluster.table.count])
+        for group, taint in enumerate(verdicts):
+            if taint is None or group == MAX_TAINT_GROUPS:
+                continue
+            select = bytes(1 if g == group else 0 for g in range(256))
+            hits = groups.translate(select)
+            n = (int.from_bytes(hits, "little") & int.from_bytes(rejected, "little")).bit_count()
+            if n:
+                counts[reason(taint)] = counts.get(reason(taint), 0) + n
+        if len(cluster.taint_sets) >= MAX_TAINT_GROUPS:  # nodes beyond the group limit
+            for row, group in enumerate(groups):
+                node = cluster.by_row[row]
+                if group == MAX_TAINT_GROUPS and rejected[row] and node is not None:
+                    why = self.explain(pod, node)
+                    if why:
+                        counts[why] = counts.get(why, 0) + 1
+        return counts
+
+    def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
+        taint = first_untolerated(pod, node.taints)
+        return None if taint is None else reason(taint)

@@ -1,0 +1,85 @@
+"""What the scheduler keeps of a pod: a compact record, never the decoded object it came from.
+
+Upstream's scheduler holds full pod objects; a Python process holding tens of thousands of
+decoded dicts pays 23 KiB each and slows every GC pass (design spec §2.2), so the pod
+informer's transform turns an object into a :class:`PodInfo` with the fields the
+framework and its plug-ins read, and the dict is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from koordinator.api import resourcelist
+from koordinator.api.quantity import Quantity
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+CPU = "cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, key: str, value: str, effect: str) -> bool:
+        """Upstream's ``ToleratesTaint``."""
+        if self.effect and self.effect != effect:
+            return False
+        if self.key and self.key != key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator in ("Equal", "") and self.value == value
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str
+    node_name: str
+    priority: int
+    creation: str
+    #: effective requests: CPU in milli-cores, everything else in units
+    requests: Mapping[str, int]
+    tolerations: tuple[Toleration, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _value(name: str, quantity: Quantity) -> int:
+    return quantity.milli_value() if name == CPU else quantity.value()
+
+
+def pod_info(pod: Mapping[str, Any]) -> PodInfo:
+    """The record of a pod object; ResourceListError for requests that do not parse."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    requests = resourcelist.pod_requests(pod)
+    return PodInfo(
+        namespace=meta.get("namespace") or "default",
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or "",
+        scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME,
+        node_name=spec.get("nodeName") or "",
+        priority=int(spec.get("priority") or 0),
+        creation=meta.get("creationTimestamp") or "",
+        requests={name: _value(name, q) for name, q in requests.items() if _value(name, q)},
+        tolerations=tuple(
+            Toleration(
+                str(t.get("key") or ""),
+                str(t.get("operator") or "Equal"),
+                str(t.get("value") or ""),
+                str(t.get("effect") or ""),
+            )
+            for t in spec.get("tolerations") or ()
+        ),
+    )

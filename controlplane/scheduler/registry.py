@@ -1,0 +1,57 @@
+"""The one table of scheduler plug-ins: each name, the extension points it serves, its
+default weight as a score plug-in, and how its args are validated.
+
+Upstream's default profile enables more plug-ins than are built here; a configuration that
+names one that is not built is refused with a clear error rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controlplane.scheduler.plugins import noderesources
+from controlplane.scheduler.plugins.interface import MaskFilter
+from controlplane.scheduler.plugins.nodename import NodeName
+from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from controlplane.scheduler.plugins.tainttoleration import TaintToleration
+
+FILTER, SCORE, QUEUE_SORT, BIND = "filter", "score", "queueSort", "bind"
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    name: str
+    points: frozenset[str]
+    #: the weight upstream's default profile gives it as a score plug-in
+    default_weight: int = 1
+    #: a filter built as a byte mask (None: the kernel's, or not a filter)
+    mask: Callable[[], MaskFilter] | None = None
+    #: validates and defaults its args (raises noderesources.ArgsError)
+    args: Callable[[Mapping[str, Any] | None, str], object] | None = None
+
+
+REGISTRY: dict[str, PluginSpec] = {
+    spec.name: spec
+    for spec in (
+        PluginSpec("PrioritySort", frozenset({QUEUE_SORT})),
+        PluginSpec("NodeUnschedulable", frozenset({FILTER}), mask=NodeUnschedulable),
+        PluginSpec("NodeName", frozenset({FILTER}), mask=NodeName),
+        PluginSpec("TaintToleration", frozenset({FILTER}), default_weight=3, mask=TaintToleration),
+        PluginSpec(noderesources.FIT, frozenset({FILTER, SCORE}), args=noderesources.fit_args),
+        PluginSpec(noderesources.BALANCED, frozenset({SCORE}), args=noderesources.balanced_args),
+        PluginSpec("DefaultBinder", frozenset({BIND})),
+    )
+}
+
+#: upstream's default profile (multiPoint, in its order), limited to what is built here
+DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
+    ("PrioritySort", 0),
+    ("NodeUnschedulable", 0),
+    ("NodeName", 0),
+    ("TaintToleration", 0),
+    (noderesources.FIT, 1),
+    (noderesources.BALANCED, 1),
+    ("DefaultBinder", 0),
+)

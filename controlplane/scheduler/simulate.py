@@ -1,0 +1,128 @@
+"""``koord-scheduler simulate``: schedule pods offline, in order, with the scheduler's own
+framework, and say for each where it went and why (or why nowhere).
+
+Nodes come from ``--nodes``, the pods to place from ``--pods``, and other cluster objects
+from ``--objects`` (pods already bound there count on their nodes). Each scheduled pod is
+assumed on its node before the next one is placed, as the live scheduler does. Pods that
+name another scheduler are reported and left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from controlplane.scheduler.cluster import Cluster
+from controlplane.scheduler.config import SchedulerConfig
+from controlplane.scheduler.framework import Framework
+from controlplane.scheduler.podinfo import pod_info
+from koordinator.api.resourcelist import ResourceListError
+from koordinator.cli import read_documents
+
+
+class SimulateError(ValueError):
+    """Input the simulation cannot use (exit status 2)."""
+
+
+def _objects(paths: Iterable[str]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for path in paths:
+        try:
+            documents = read_documents(path)
+        except ValueError as err:
+            raise SimulateError(str(err)) from None
+        for index, doc in enumerate(documents):
+            items = (
+                doc.get("items")
+                if isinstance(doc, Mapping) and doc.get("kind", "").endswith("List")
+                else [doc]
+            )
+            for item in items or ():
+                if not isinstance(item, Mapping) or not isinstance(item.get("kind"), str):
+                    raise SimulateError(f"{path}: document {index + 1} is not a Kubernetes object")
+                out.append(item)
+    return out
+
+
+def _of_kind(objects: Iterable[Mapping[str, Any]], kind: str, path: str) -> list[Mapping[str, Any]]:
+    chosen = [o for o in objects if o.get("kind") == kind]
+    others = sorted({str(o.get("kind")) for o in objects} - {kind})
+    if others:
+        raise SimulateError(f"{path}: expected only {kind} objects, found {', '.join(others)}")
+    return chosen
+
+
+def simulate(
+    config: SchedulerConfig,
+    nodes_path: str,
+    pods_path: str,
+    object_paths: Sequence[str] = (),
+    *,
+    seed: int | None = None,
+) -> list[dict[str, Any]]:
+    cluster = Cluster()
+    node_objects = _of_kind(_objects([nodes_path]), "Node", nodes_path)
+    extra = _objects(object_paths)
+    for node in [*node_objects, *(o for o in extra if o.get("kind") == "Node")]:
+        try:
+            cluster.set_node(node)
+        except (ResourceListError, KeyError) as err:
+            raise SimulateError(f"node {(node.get('metadata') or {}).get('name')!r}: {err}") from None
+    for obj in extra:
+        if obj.get("kind") == "Pod" and (obj.get("spec") or {}).get("nodeName"):
+            try:
+                info = pod_info(obj)
+            except ResourceListError as err:
+                raise SimulateError(f"pod {(obj.get('metadata') or {}).get('name')!r}: {err}") from None
+            cluster.place(info, info.node_name)
+    frameworks = {
+        profile.scheduler_name: Framework(
+            profile, cluster, percentage=config.percentage_of_nodes_to_score, seed=seed
+        )
+        for profile in config.profiles
+    }
+    results: list[dict[str, Any]] = []
+    for obj in _of_kind(_objects([pods_path]), "Pod", pods_path):
+        try:
+            pod = pod_info(obj)
+        except ResourceListError as err:
+            raise SimulateError(f"pod {(obj.get('metadata') or {}).get('name')!r}: {err}") from None
+        framework = frameworks.get(pod.scheduler_name)
+        if framework is None:
+            results.append(
+                {
+                    "pod": pod.key,
+                    "node": None,
+                    "filtered": {},
+                    "scores": {},
+                    "status": f"not scheduled: schedulerName {pod.scheduler_name!r} "
+                    "is not a profile of this scheduler",
+                }
+            )
+            continue
+        explained = framework.explain(pod)
+        result = framework.schedule(pod)
+        if result.node is not None:
+            cluster.place(pod, result.node)
+        results.append(
+            {
+                "pod": pod.key,
+                "node": result.node,
+                "filtered": explained["filtered"],
+                "scores": explained["scores"],
+                "status": "Scheduled" if result.node is not None else result.message,
+            }
+        )
+    return results
+
+
+def as_table(results: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for result in results:
+        lines.append(f"{result['pod']}: {result['node'] or '-'}  ({result['status']})")
+        for node, scores in sorted(result["scores"].items(), key=lambda kv: -kv[1]["total"]):
+            detail = ", ".join(f"{k} {v}" for k, v in scores.items() if k != "total")
+            lines.append(f"  score  {node}: {scores['total']}  [{detail}]")
+        for node, reasons in sorted(result["filtered"].items()):
+            lines.append(f"  filter {node}: {'; '.join(reasons)}")
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""``koord-scheduler simulate`` and the framework behind it: placements, per-node reasons,
+scores and upstream's FailedScheduling text, hand-computed from upstream's rules."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controlplane.scheduler.__main__ import main
+from controlplane.scheduler.cluster import Cluster
+from controlplane.scheduler.config import parse
+from controlplane.scheduler.framework import Framework
+from controlplane.scheduler.podinfo import pod_info
+
+Obj = dict[str, Any]
+
+
+def node(name: str, cpu: str = "4", memory: str = "32Gi", pods: str = "110", **spec: Any) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": pods}},
+    }
+
+
+def pod(
+    name: str,
+    cpu: str | None = None,
+    memory: str | None = None,
+    *,
+    scheduler: str = "koord-scheduler",
+    node_name: str | None = None,
+    tolerations: Sequence[Obj] = (),
+) -> Obj:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    spec: Obj = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": requests}}],
+        "tolerations": list(tolerations),
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def write(tmp_path: Path, name: str, objects: Sequence[Obj]) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(objects))
+    return str(path)
+
+
+def run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    nodes: list[Obj],
+    pods: list[Obj],
+    objects: Sequence[Obj] = (),
+) -> dict[str, Any]:
+    args = [
+        "simulate",
+        "--nodes",
+        write(tmp_path, "n.yaml", nodes),
+        "--pods",
+        write(tmp_path, "p.yaml", pods),
+    ]
+    if objects:
+        args += ["--objects", write(tmp_path, "o.yaml", objects)]
+    assert main([*args, "--seed", "1", "-o", "json"]) == 0
+    return {r["pod"]: r for r in json.loads(capsys.readouterr().out)}
+
+
+NODES = [
+    node("n1"),
+    node("n2", unschedulable=True),
+    node("n3", cpu="8", memory="64Gi", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+    node("n4", cpu="2", memory="8Gi"),
+]
+
+
+def test_where_each_pod_goes_and_why(tmp_path, capsys):
+    out = run(
+        tmp_path,
+        capsys,
+        NODES,
+        [pod("web", "1", "2Gi"), pod("big", "6", "2Gi"), pod("other", scheduler="default-scheduler")],
+    )
+    web = out["default/web"]
+    assert web["node"] == "n1"
+    assert web["status"] == "Scheduled"
+    assert web["filtered"] == {
+        "n2": ["node(s) were unschedulable"],
+        "n3": ["node(s) had untolerated taint {dedicated: gpu}"],
+    }
+    # n1: cpu (4000 - 1000) * 100 / 4000 = 75, memory (32 - 2) * 100 / 32 = 93 -> 84;
+    #     balanced |0.25 - 0.0625| / 2 = 0.09375 -> 90
+    # n4: cpu 50, memory 75 -> 62; balanced |0.5 - 0.25| / 2 = 0.125 -> 87
+    assert web["scores"] == {
+        "n1": {"NodeResourcesFit": 84, "NodeResourcesBalancedAllocation": 90, "total": 174},
+        "n4": {"NodeResourcesFit": 62, "NodeResourcesBalancedAllocation": 87, "total": 149},
+    }
+    big = out["default/big"]
+    assert big["node"] is None
+    assert big["status"] == (
+        "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "1 node(s) were unschedulable, 2 Insufficient cpu."
+    )
+    assert big["filtered"]["n1"] == ["Insufficient cpu"]
+    assert out["default/other"]["node"] is None
+    assert "schedulerName 'default-scheduler'" in out["default/other"]["status"]
+
+
+def test_placed_pods_count_and_each_placement_is_assumed_for_the_next(tmp_path, capsys):
+    nodes = [node("a", cpu="2", pods="3"), node("b", cpu="2")]
+    bound = [pod("running", "1500m", node_name="a")]
+    out = run(tmp_path, capsys, nodes, [pod("p1", "1"), pod("p2", "1"), pod("p3", "1")], bound)
+    # a has 500m left: p1 and p2 go to b (the second one assumed on it already), p3 fits nowhere
+    assert [out[f"default/p{i}"]["node"] for i in (1, 2, 3)] == ["b", "b", None]
+    assert out["default/p3"]["status"] == "0/2 nodes are available: 2 Insufficient cpu."
+
+
+def test_tolerations_node_name_and_too_many_pods(tmp_path, capsys):
+    nodes = [node("a", pods="1"), NODES[1], NODES[2]]
+    tolerate_all = [{"operator": "Exists"}]
+    out = run(
+        tmp_path,
+        capsys,
+        nodes,
+        [
+            pod("pinned", node_name="n3", tolerations=tolerate_all),
+            pod("anywhere", tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]),
+        ],
+        [pod("filler", node_name="a")],
+    )
+    pinned = out["default/pinned"]
+    assert pinned["node"] == "n3"
+    assert pinned["filtered"] == {
+        "a": ["node(s) didn't match the requested node name"],
+        "n2": ["node(s) didn't match the requested node name"],
+    }
+    anywhere = out["default/anywhere"]
+    assert anywhere["node"] == "n3"
+    assert anywhere["filtered"] == {"a": ["Too many pods"], "n2": ["node(s) were unschedulable"]}
+
+
+def test_input_errors_exit_2(tmp_path, capsys):
+    nodes = write(tmp_path, "n.yaml", [pod("not-a-node")])
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "--nodes", nodes, "--pods", nodes])
+    assert exit_.value.code == 2
+    assert "expected only Node objects, found Pod" in capsys.readouterr().err
+
+
+def random_cluster(rng: random.Random) -> tuple[Cluster, list[Obj]]:
+    cluster = Cluster()
+    for i in range(rng.randint(1, 150)):
+        spec: Obj = {}
+        if rng.random() < 0.1:
+            spec["unschedulable"] = True
+        if rng.random() < 0.2:
+            spec["taints"] = [{"key": rng.choice(["a", "b"]), "value": "v", "effect": "NoSchedule"}]
+        cluster.set_node(
+            node(f"n{i}", str(rng.randint(1, 16)), f"{rng.randint(1, 64)}Gi", str(rng.randint(1, 20)), **spec)
+        )
+    pods = [pod(f"p{i}", f"{rng.randint(0, 4000)}m", f"{rng.randint(0, 8)}Gi") for i in range(30)]
+    return cluster, pods
+
+
+def test_the_explanation_agrees_with_the_placement(backend):
+    """The node a cycle picks is a best-scored node of the window ``explain`` reports, and a
+    pod placed nowhere has every node filtered, on random clusters."""
+    rng = random.Random(5)
+    for _ in range(20):
+        cluster, pods = random_cluster(rng)
+        framework = Framework(parse(None).profiles[0], cluster, seed=rng.getrandbits(32) | 1)
+        for obj in pods:
+            info = pod_info(obj)
+            explained = framework.explain(info)
+            result = framework.schedule(info)
+            if result.node is None:
+                assert set(explained["filtered"]) == set(cluster.nodes)
+                assert explained["scores"] == {}
+                continue
+            best = max(s["total"] for s in explained["scores"].values())
+            assert explained["scores"][result.node]["total"] == best
+            cluster.place(info, result.node)
+
+
+def test_sampling_rotates_the_start_over_a_large_cluster(backend):
+    cluster = Cluster()
+    for i in range(1000):
+        cluster.set_node(node(f"n{i:04}"))
+    framework = Framework(parse(None).profiles[0], cluster, seed=3)
+    first = framework.schedule(pod_info(pod("a", "100m")))
+    # adaptive: 1000 nodes -> 50 - 1000 / 125 = 42% -> 420 feasible nodes looked for
+    assert (first.feasible, first.processed) == (420, 420)
+    assert framework.next_start == 420
+    second = framework.schedule(pod_info(pod("b", "100m")))
+    assert second.processed == 420
+    assert framework.next_start == 840
