@@ -16,6 +16,13 @@ from controlplane.scheduler.plugins.interface import MaskFilter
 from controlplane.scheduler.plugins.nodename import NodeName
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from controlplane.scheduler.plugins.tainttoleration import TaintToleration
+from controlplane.scheduler.queue import (
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    NODE_ALLOCATABLE,
+    NODE_TAINT,
+    ClusterEvent,
+)
 
 FILTER, SCORE, QUEUE_SORT, BIND = "filter", "score", "queueSort", "bind"
 
@@ -30,16 +37,34 @@ class PluginSpec:
     mask: Callable[[], MaskFilter] | None = None
     #: validates and defaults its args (raises noderesources.ArgsError)
     args: Callable[[Mapping[str, Any] | None, str], object] | None = None
+    #: cluster events that may make a pod it rejected schedulable (upstream's EventsToRegister)
+    events: frozenset[ClusterEvent] = frozenset()
 
 
 REGISTRY: dict[str, PluginSpec] = {
     spec.name: spec
     for spec in (
         PluginSpec("PrioritySort", frozenset({QUEUE_SORT})),
-        PluginSpec("NodeUnschedulable", frozenset({FILTER}), mask=NodeUnschedulable),
-        PluginSpec("NodeName", frozenset({FILTER}), mask=NodeName),
-        PluginSpec("TaintToleration", frozenset({FILTER}), default_weight=3, mask=TaintToleration),
-        PluginSpec(noderesources.FIT, frozenset({FILTER, SCORE}), args=noderesources.fit_args),
+        PluginSpec(
+            "NodeUnschedulable",
+            frozenset({FILTER}),
+            mask=NodeUnschedulable,
+            events=frozenset({NODE_ADD, NODE_TAINT}),
+        ),
+        PluginSpec("NodeName", frozenset({FILTER}), mask=NodeName, events=frozenset({NODE_ADD})),
+        PluginSpec(
+            "TaintToleration",
+            frozenset({FILTER}),
+            default_weight=3,
+            mask=TaintToleration,
+            events=frozenset({NODE_ADD, NODE_TAINT}),
+        ),
+        PluginSpec(
+            noderesources.FIT,
+            frozenset({FILTER, SCORE}),
+            args=noderesources.fit_args,
+            events=frozenset({NODE_ADD, NODE_ALLOCATABLE, ASSIGNED_POD_DELETE}),
+        ),
         PluginSpec(noderesources.BALANCED, frozenset({SCORE}), args=noderesources.balanced_args),
         PluginSpec("DefaultBinder", frozenset({BIND})),
     )
@@ -55,3 +80,8 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (noderesources.BALANCED, 1),
     ("DefaultBinder", 0),
 )
+
+
+def plugin_events() -> dict[str, frozenset[ClusterEvent]]:
+    """Each plug-in's registered events, for the scheduling queue."""
+    return {name: spec.events for name, spec in REGISTRY.items() if spec.events}

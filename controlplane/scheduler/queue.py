@@ -1,0 +1,263 @@
+"""The scheduling queue, as upstream's ``PriorityQueue`` (``pkg/scheduler/backend/queue``).
+
+* **activeQ**: pods ready to be tried, highest priority first, then the one queued longest
+  (PrioritySort).
+* **backoffQ**: pods that failed and wait out their backoff, 1 s doubled per attempt up to
+  10 s (``podInitialBackoffSeconds``, ``podMaxBackoffSeconds``); :meth:`flush` moves those
+  whose backoff ended to activeQ (upstream every second).
+* **unschedulable**: pods no node fits. They leave only on a cluster event one of the
+  plug-ins that rejected them registered (a node added, a pod deleted, allocatable or
+  taints changed, ...), or after 5 minutes there (``flush``, upstream every 30 s). A pod
+  whose cycle overlapped such an event goes to backoffQ instead, so the event is not lost.
+
+The queue is synchronous and driven by a clock reading (:data:`koordinator.kube.clock.Now`);
+the scheduler's loop awaits :meth:`wait` for work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from controlplane.scheduler.podinfo import PodInfo
+from koordinator.kube.clock import SYSTEM_CLOCK, Now
+
+#: pods stay at most this long in unschedulable before another try
+MAX_IN_UNSCHEDULABLE_S = 300.0
+ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """What changed: ``resource`` (Node, Pod, ...) and ``action`` (Add, Delete, Update, or
+    one of the node updates upstream tells apart: UpdateNodeAllocatable, UpdateNodeTaint,
+    UpdateNodeLabel)."""
+
+    resource: str
+    action: str
+
+    def matches(self, registered: ClusterEvent) -> bool:
+        if registered.resource not in (self.resource, "*"):
+            return False
+        return registered.action in (self.action, "*") or (
+            registered.action == "Update" and self.action.startswith("Update")
+        )
+
+
+NODE_ADD = ClusterEvent("Node", "Add")
+NODE_ALLOCATABLE = ClusterEvent("Node", "UpdateNodeAllocatable")
+NODE_TAINT = ClusterEvent("Node", "UpdateNodeTaint")
+NODE_LABEL = ClusterEvent("Node", "UpdateNodeLabel")
+ASSIGNED_POD_DELETE = ClusterEvent("Pod", "Delete")
+#: upstream's "UnschedulableTimeout": every plug-in is interested
+UNSCHEDULABLE_TIMEOUT = ClusterEvent("*", "UnschedulableTimeout")
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    pod: PodInfo
+    #: when the pod entered the queue last (the PrioritySort tie-breaker)
+    timestamp: float
+    #: first time it was queued (for the scheduling e2e duration)
+    initial: float
+    attempts: int = 0
+    #: plug-ins that rejected it in its last attempt
+    rejected_by: frozenset[str] = frozenset()
+    #: when it last failed (backoff runs from here)
+    failed_at: float = 0.0
+    where: str = ACTIVE
+    seq: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+
+@dataclass(order=True)
+class _Entry:
+    sort: tuple[float, ...]
+    seq: int
+    key: str = field(compare=False)
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        events: Mapping[str, Iterable[ClusterEvent]],
+        *,
+        clock: Now = SYSTEM_CLOCK.monotonic,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_in_unschedulable: float = MAX_IN_UNSCHEDULABLE_S,
+    ) -> None:
+        #: plug-in name -> the cluster events that may make a pod it rejected schedulable
+        self.events = {name: frozenset(evs) for name, evs in events.items()}
+        self.clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self.pods: dict[str, QueuedPod] = {}
+        self._active: list[_Entry] = []
+        self._backoff: list[_Entry] = []
+        self._seq = itertools.count()
+        #: scheduling cycle counter, and the cycle of the last event that moved pods
+        self.cycle = 0
+        self.move_request_cycle = -1
+        self._wakeup = asyncio.Event()
+
+    # --- bookkeeping ---------------------------------------------------------------------
+
+    def _push_active(self, qp: QueuedPod) -> None:
+        qp.where = ACTIVE
+        qp.seq = next(self._seq)
+        heapq.heappush(self._active, _Entry((-qp.pod.priority, qp.timestamp), qp.seq, qp.key))
+        self._wakeup.set()
+
+    def _push_backoff(self, qp: QueuedPod) -> None:
+        qp.where = BACKOFF
+        qp.seq = next(self._seq)
+        heapq.heappush(self._backoff, _Entry((self.backoff_expiry(qp),), qp.seq, qp.key))
+
+    def _live(self, entry: _Entry, where: str) -> QueuedPod | None:
+        qp = self.pods.get(entry.key)
+        return qp if qp is not None and qp.where == where and qp.seq == entry.seq else None
+
+    def backoff_duration(self, attempts: int) -> float:
+        """Upstream's ``calculateBackoffDuration``: initial, doubled per further attempt, capped."""
+        duration = self.initial_backoff
+        for _ in range(1, attempts):
+            if duration > self.max_backoff - duration:
+                return self.max_backoff
+            duration += duration
+        return min(duration, self.max_backoff)
+
+    def backoff_expiry(self, qp: QueuedPod) -> float:
+        return qp.failed_at + self.backoff_duration(qp.attempts)
+
+    def _backing_off(self, qp: QueuedPod, now: float) -> bool:
+        return qp.attempts > 0 and self.backoff_expiry(qp) > now
+
+    # --- informer side -------------------------------------------------------------------
+
+    def add(self, pod: PodInfo) -> None:
+        """A new pending pod (or one seen again): straight to activeQ."""
+        existing = self.pods.get(pod.key)
+        if existing is not None:
+            self.update(pod)
+            return
+        now = self.clock()
+        qp = QueuedPod(pod, now, now)
+        self.pods[pod.key] = qp
+        self._push_active(qp)
+
+    def update(self, pod: PodInfo) -> None:
+        """A pending pod changed: an unschedulable one is tried again (after its backoff)."""
+        qp = self.pods.get(pod.key)
+        if qp is None:
+            self.add(pod)
+            return
+        changed = qp.pod != pod
+        qp.pod = pod
+        if qp.where == UNSCHEDULABLE and changed:
+            self._requeue(qp, self.clock())
+        elif qp.where == ACTIVE and changed:
+            self._push_active(qp)  # its priority may have changed; the old entry goes stale
+
+    def delete(self, key: str) -> None:
+        """A pod deleted, or bound (it leaves the queue for good)."""
+        self.pods.pop(key, None)
+
+    # --- scheduler side ------------------------------------------------------------------
+
+    def pop(self) -> QueuedPod | None:
+        """The next pod to try (flushing finished backoffs first), or None."""
+        self.flush_backoff()
+        while self._active:
+            entry = heapq.heappop(self._active)
+            qp = self._live(entry, ACTIVE)
+            if qp is not None:
+                qp.where = "in-flight"
+                qp.attempts += 1
+                self.cycle += 1
+                return qp
+        self._wakeup.clear()
+        return None
+
+    async def wait(self) -> None:
+        """Until activeQ may have a pod (callers then :meth:`pop`)."""
+        await self._wakeup.wait()
+
+    def failed(
+        self, qp: QueuedPod, rejected_by: Iterable[str], cycle: int, *, unschedulable: bool = True
+    ) -> None:
+        """The pod's attempt in ``cycle`` failed: unschedulable (no node fits; ``rejected_by``
+        the plug-ins that rejected it) or an error (always backoffQ)."""
+        if self.pods.get(qp.key) is not qp:
+            return  # deleted meanwhile
+        now = self.clock()
+        qp.failed_at = now
+        qp.timestamp = now
+        qp.rejected_by = frozenset(rejected_by)
+        if not unschedulable or self.move_request_cycle >= cycle or not qp.rejected_by:
+            self._push_backoff(qp)
+        else:
+            qp.where = UNSCHEDULABLE
+
+    def done(self, key: str) -> None:
+        """The pod was placed (assumed); it leaves the queue."""
+        self.pods.pop(key, None)
+
+    # --- moves ---------------------------------------------------------------------------
+
+    def _requeue(self, qp: QueuedPod, now: float) -> None:
+        if self._backing_off(qp, now):
+            self._push_backoff(qp)
+        else:
+            self._push_active(qp)
+
+    def _interested(self, qp: QueuedPod, event: ClusterEvent) -> bool:
+        if event == UNSCHEDULABLE_TIMEOUT:
+            return True
+        return any(event.matches(e) for name in qp.rejected_by for e in self.events.get(name, ()))
+
+    def on_event(self, event: ClusterEvent) -> int:
+        """Move the unschedulable pods a rejecting plug-in of which cares about ``event``;
+        returns how many moved. Pods in flight see it through the move request cycle."""
+        now = self.clock()
+        moved = 0
+        for qp in list(self.pods.values()):
+            if qp.where == UNSCHEDULABLE and self._interested(qp, event):
+                self._requeue(qp, now)
+                moved += 1
+        self.move_request_cycle = self.cycle
+        return moved
+
+    def flush_backoff(self) -> None:
+        """Pods whose backoff ended go to activeQ."""
+        now = self.clock()
+        while self._backoff and self._backoff[0].sort[0] <= now:
+            entry = heapq.heappop(self._backoff)
+            qp = self._live(entry, BACKOFF)
+            if qp is not None:
+                self._push_active(qp)
+
+    def flush_unschedulable_leftover(self) -> int:
+        """Pods unschedulable for longer than the limit are tried again."""
+        now = self.clock()
+        moved = 0
+        for qp in list(self.pods.values()):
+            if qp.where == UNSCHEDULABLE and now - qp.timestamp > self.max_in_unschedulable:
+                self._requeue(qp, now)
+                moved += 1
+        return moved
+
+    def pending(self) -> dict[str, int]:
+        """``scheduler_pending_pods`` by queue."""
+        counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0}
+        for qp in self.pods.values():
+            if qp.where in counts:
+                counts[qp.where] += 1
+        return counts
