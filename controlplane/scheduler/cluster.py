@@ -40,6 +40,35 @@ class NodeInfo:
     unschedulable: bool
 
 
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """What the scheduler keeps of a Node object (the node informer's transform)."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    #: allocatable: CPU in milli-cores, everything else in units; pods apart
+    allocatable: Mapping[str, int]
+    pods: int
+
+
+def node_spec(node: Mapping[str, Any]) -> NodeSpec:
+    """The compact record of a Node object; ResourceListError for a bad allocatable."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    allocatable = resourcelist.parse((node.get("status") or {}).get("allocatable"))
+    values = {k: (q.milli_value() if k == "cpu" else q.value()) for k, q in allocatable.items()}
+    pods = values.pop(PODS, DEFAULT_MAX_PODS)
+    taints = tuple(
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+        for t in spec.get("taints") or ()
+    )
+    return NodeSpec(
+        meta["name"], dict(meta.get("labels") or {}), taints, bool(spec.get("unschedulable")), values, pods
+    )
+
+
 class Cluster:
     def __init__(self) -> None:
         self.table = NodeTable()
@@ -58,23 +87,17 @@ class Cluster:
 
     def set_node(self, node: Mapping[str, Any]) -> NodeInfo:
         """Add or update a node from its object; ResourceListError for a bad allocatable."""
-        meta = node.get("metadata") or {}
-        spec = node.get("spec") or {}
-        name = meta["name"]
-        allocatable = resourcelist.parse((node.get("status") or {}).get("allocatable"))
-        values = {k: (q.milli_value() if k == "cpu" else q.value()) for k, q in allocatable.items()}
-        pods = values.pop(PODS, DEFAULT_MAX_PODS)
-        row = self.table.set_node(name, values, pods)
-        taints = tuple(
-            Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
-            for t in spec.get("taints") or ()
-        )
-        info = NodeInfo(name, row, dict(meta.get("labels") or {}), taints, bool(spec.get("unschedulable")))
+        return self.set_node_spec(node_spec(node))
+
+    def set_node_spec(self, spec: NodeSpec) -> NodeInfo:
+        """Add or update a node from its compact record."""
+        row = self.table.set_node(spec.name, spec.allocatable, spec.pods)
+        info = NodeInfo(spec.name, row, spec.labels, spec.taints, spec.unschedulable)
         self._columns(row)
         self.by_row[row] = info
-        self.nodes[name] = info
+        self.nodes[spec.name] = info
         self.unschedulable[row] = 1 if info.unschedulable else 0
-        self.taint_group[row] = self._taint_group(tuple(t for t in taints if t.effect in FILTER_EFFECTS))
+        self.taint_group[row] = self._taint_group(tuple(t for t in spec.taints if t.effect in FILTER_EFFECTS))
         return info
 
     def remove_node(self, name: str) -> None:

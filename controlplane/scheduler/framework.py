@@ -43,6 +43,8 @@ class ScheduleResult:
     reasons: dict[str, int] = field(default_factory=dict)
     feasible: int = 0
     processed: int = 0
+    #: the plug-ins that rejected some node, when no node fits (the queue's move rules)
+    rejected_by: frozenset[str] = frozenset()
 
 
 def fit_error(all_nodes: int, reasons: dict[str, int]) -> str:
@@ -124,26 +126,32 @@ class Framework:
         self.next_start = (start + processed) % table.count
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
-        reasons = self.diagnose(pod, vector, cfg)
-        return ScheduleResult(pod.key, None, fit_error(all_nodes, reasons), reasons, 0, processed)
+        reasons, plugins = self.diagnose(pod, vector, cfg)
+        return ScheduleResult(pod.key, None, fit_error(all_nodes, reasons), reasons, 0, processed, plugins)
 
-    def diagnose(self, pod: PodInfo, vector: PodVector, cfg: ScoreConfig) -> dict[str, int]:
-        """Every node counted for the first plug-in that rejects it, with all that plug-in's reasons."""
+    def diagnose(
+        self, pod: PodInfo, vector: PodVector, cfg: ScoreConfig
+    ) -> tuple[dict[str, int], frozenset[str]]:
+        """Every node counted for the first plug-in that rejects it, with all that plug-in's
+        reasons; and the plug-ins that rejected some node."""
         remaining = bytes(self.cluster.table.live())
         reasons: dict[str, int] = {}
+        plugins: set[str] = set()
         for plugin in self.filters:
             narrowed = plugin.mask(pod, self.cluster)
             if narrowed is None:
                 continue
             rejected = and_not(remaining, narrowed)
             if rejected.count(1):
+                plugins.add(plugin.NAME)
                 for reason, count in plugin.reasons(pod, self.cluster, rejected).items():
                     reasons[reason] = reasons.get(reason, 0) + count
             remaining = and_masks(remaining, narrowed)
         counts = kernel.diagnose(self.cluster.table, vector, cfg, remaining)
         for reason, count in noderesources.reason_texts(self.cluster.table, counts).items():
+            plugins.add(noderesources.FIT)
             reasons[reason] = reasons.get(reason, 0) + count
-        return reasons
+        return reasons, frozenset(plugins)
 
     # --- simulate ------------------------------------------------------------------------
 

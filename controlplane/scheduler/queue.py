@@ -206,6 +206,11 @@ class SchedulingQueue:
         else:
             qp.where = UNSCHEDULABLE
 
+    def retry(self, qp: QueuedPod) -> None:
+        """A pod that left the queue (assumed) failed to bind: back, with a backoff."""
+        self.pods[qp.key] = qp
+        self.failed(qp, (), self.cycle, unschedulable=False)
+
     def done(self, key: str) -> None:
         """The pod was placed (assumed); it leaves the queue."""
         self.pods.pop(key, None)
