@@ -230,10 +230,11 @@ def _serve(cert_dir: Path) -> None:
     import logging
 
     from controlplane.manager.certs import ServingTLS, generate_bundle, write_cert_dir
-    from controlplane.manager.server import settle_after_start, start_site, webhook_app
+    from controlplane.manager.server import settle_after_start, webhook_app
     from controlplane.manager.webhooks.cluster import StaticCluster
     from controlplane.manager.webhooks.context import WebhookContext
     from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
+    from controlplane.reactor.serving import start_site
 
     logging.basicConfig(level=logging.WARNING)
     stalls = StallRecorder()

@@ -65,12 +65,13 @@ from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.manager.gates import report_gates
 from controlplane.manager.options import ManagerOptions
-from controlplane.manager.server import SiteSpec, health_app, metrics_app, start_site, webhook_app
+from controlplane.manager.server import webhook_app
 from controlplane.manager.webhooks.context import WebhookContext
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
 from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
 from controlplane.manager.webhooks.metrics import WebhookMetrics
 from controlplane.reactor import ReactorMetrics, cancel_and_wait
+from controlplane.reactor.serving import SiteSpec, health_app, metrics_app, start_site
 from koordinator.cli import cannot_listen
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient

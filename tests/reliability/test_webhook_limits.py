@@ -31,7 +31,8 @@ import orjson
 import pytest
 
 from controlplane.manager.certs import ServingTLS, generate_bundle
-from controlplane.manager.server import SiteSpec, start_site, webhook_app
+from controlplane.manager.server import webhook_app
+from controlplane.reactor.serving import SiteSpec, start_site
 from tests.controlplane.manager.builders import Admission, make_pod, review
 from tests.controlplane.manager.process import Process, launch
 from tests.controlplane.manager.test_manager_server import fake, seed

@@ -41,8 +41,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane.manager.certs import ServingTLS, generate_bundle
-from controlplane.manager.server import start_site, webhook_app
+from controlplane.manager.server import webhook_app
 from controlplane.manager.webhooks.review import MAX_NESTING_DEPTH
+from controlplane.reactor.serving import start_site
 from tests.controlplane.manager.builders import (
     Admission,
     config_map,

@@ -30,7 +30,7 @@ from controlplane.manager.certs import (
     probe_tls,
     service_dns_name,
 )
-from controlplane.manager.server import start_site
+from controlplane.reactor.serving import start_site
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from testsupport.fake import FakeApiServer

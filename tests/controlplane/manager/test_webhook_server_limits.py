@@ -21,14 +21,7 @@ import orjson
 import pytest
 
 from controlplane.manager.certs import ServingTLS, generate_bundle
-from controlplane.manager.server import (
-    SiteSpec,
-    WebhookLimits,
-    _InFlight,
-    health_app,
-    start_site,
-    webhook_app,
-)
+from controlplane.manager.server import WebhookLimits, _InFlight, webhook_app
 from controlplane.manager.webhooks.cluster import StaticCluster
 from controlplane.manager.webhooks.context import WebhookContext
 from controlplane.manager.webhooks.dispatch import OFFLOAD_BYTES, AdmissionDispatcher
@@ -41,6 +34,7 @@ from controlplane.manager.webhooks.review import (
     decode_review,
     patched,
 )
+from controlplane.reactor.serving import SiteSpec, health_app, start_site
 from tests.controlplane.manager.builders import Admission, make_pod, review
 
 PATH = "/validate-pod"
