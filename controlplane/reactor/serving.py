@@ -12,14 +12,22 @@ process's :data:`Readiness`; ``/metrics`` (and upstream's ``/internal-metrics`` 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -33,6 +41,7 @@ __all__ = [
     "metrics_app",
     "ok",
     "readiness_handler",
+    "self_signed_context",
     "start_site",
 ]
 
@@ -262,3 +271,41 @@ async def start_site(
     bound = int(addresses[0][1]) if addresses else port
     log.info("listening on %s:%d%s", host or "*", bound, " (TLS)" if ssl_context else "")
     return SiteSpec(runner, host, bound)
+
+
+def self_signed_context(hosts: Sequence[str], *, days: int = 365) -> ssl.SSLContext:
+    """A server TLS context with a key and self-signed certificate made in memory for
+    ``hosts`` (names and IP addresses), as kube-scheduler serves its secure port when no
+    ``--tls-cert-file`` is given."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{hosts[0]}@{int(now.timestamp())}")])
+    alternatives: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            alternatives.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            alternatives.append(x509.DNSName(host))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(alternatives), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    with tempfile.TemporaryDirectory() as directory:  # ssl loads chains from files only
+        cert_path, key_path = Path(directory, "tls.crt"), Path(directory, "tls.key")
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert_path, key_path)
+    return context

@@ -1,12 +1,11 @@
-"""The ``koord-scheduler`` command.
-
-``koord-scheduler simulate`` places pods offline with the scheduler's framework. The
-scheduler process itself (queue, informers, binding, leader election) is not built yet:
-without a subcommand the command says so and exits 2.
-"""
+"""The ``koord-scheduler`` command: the scheduler process (upstream's flags), or
+``koord-scheduler simulate``, which places pods offline with the same framework."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -16,18 +15,108 @@ from controlplane.scheduler import config as schedconfig
 from controlplane.scheduler.simulate import SimulateError, as_table, simulate
 from koordinator import __version__
 from koordinator.api.features import CONTROL_PLANE_FEATURES
-from koordinator.cli import component_parser, fail, not_built, parse_component_args, tolerate_closed_stdout
+from koordinator.cli import (
+    bool_flag,
+    component_parser,
+    duration_flag,
+    fail,
+    parse_component_args,
+    stop_on_signals,
+    tolerate_closed_stdout,
+)
 
 PROG = "koord-scheduler"
+log = logging.getLogger(PROG)
+EXIT_FAILED = 1
+
+
+def _process_flags(parser: argparse.ArgumentParser) -> None:
+    """kube-scheduler's flags (Koordinator's Lease name and namespace by default)."""
+    from controlplane.scheduler.process import ProcessOptions
+
+    defaults = ProcessOptions()
+    add = parser.add_argument
+    add("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster credentials in a pod)")
+    add("--kube-api-qps", type=float, default=50.0, help="client QPS to the apiserver (50)")
+    add("--kube-api-burst", type=int, default=100, help="client burst to the apiserver (100)")
+    add("--leader-elect", type=bool_flag, default=defaults.leader_elect, metavar="BOOL", help="(true)")
+    add("--leader-elect-lease-duration", type=duration_flag, default=defaults.lease_duration_s, metavar="D")
+    add("--leader-elect-renew-deadline", type=duration_flag, default=defaults.renew_deadline_s, metavar="D")
+    add("--leader-elect-retry-period", type=duration_flag, default=defaults.retry_period_s, metavar="D")
+    add("--leader-elect-resource-lock", choices=("leases",), default="leases")
+    add("--leader-elect-resource-name", default=defaults.lease_name, metavar="NAME")
+    add("--leader-elect-resource-namespace", default=defaults.lease_namespace, metavar="NS")
+    add(
+        "--secure-port",
+        type=int,
+        default=defaults.secure_port,
+        help="HTTPS port for health and metrics (0: none)",
+    )
+    add("--bind-address", default=defaults.bind_address)
+    add("--tls-cert-file", metavar="FILE", help="serving certificate (default: a self-signed one)")
+    add("--tls-private-key-file", metavar="FILE")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from controlplane.scheduler.process import ProcessError, ProcessOptions, SchedulerProcess
+    from koordinator.kube.client import ApiClient
+    from koordinator.kube.config import ConfigError, load_config
+
+    try:
+        config = schedconfig.load(args.config)
+    except schedconfig.ConfigError as err:
+        fail(PROG, str(err))
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        fail(PROG, "--tls-cert-file and --tls-private-key-file go together")
+    options = ProcessOptions(
+        leader_elect=args.leader_elect,
+        lease_namespace=args.leader_elect_resource_namespace,
+        lease_name=args.leader_elect_resource_name,
+        lease_duration_s=args.leader_elect_lease_duration,
+        renew_deadline_s=args.leader_elect_renew_deadline,
+        retry_period_s=args.leader_elect_retry_period,
+        bind_address=args.bind_address,
+        secure_port=args.secure_port,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+    )
+
+    async def main() -> int:
+        try:
+            cluster = load_config(args.kubeconfig)
+        except ConfigError as err:
+            log.error("cannot load cluster credentials: %s", err)
+            return EXIT_FAILED
+        async with ApiClient(cluster, qps=args.kube_api_qps, burst=args.kube_api_burst) as client:
+            process = SchedulerProcess(client, config, options)
+            task = asyncio.current_task()
+            assert task is not None
+
+            def stop() -> None:
+                task.cancel()
+
+            stop_on_signals(stop)
+            try:
+                return await process.run()
+            except ProcessError as err:
+                log.error("%s", err)
+                return EXIT_FAILED
+            except asyncio.CancelledError:
+                log.info("%s stopping", PROG)
+                return 0
+            finally:
+                await process.stop()
+
+    return asyncio.run(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = component_parser(
         PROG,
-        "Koordinator's scheduler. Not built in this release: the scheduler process (queue, "
-        "informers, binding) and most plug-ins. `simulate` places pods offline with the scheduling "
-        "framework (NodeUnschedulable, NodeName, TaintToleration, NodeResourcesFit, "
-        "NodeResourcesBalancedAllocation).",
+        "Koordinator's scheduler with the plug-ins built so far (NodeUnschedulable, NodeName, "
+        "TaintToleration, NodeResourcesFit, NodeResourcesBalancedAllocation); `simulate` places pods "
+        "offline with the same framework. Not built in this release: preemption, the other default "
+        "plug-ins and Koordinator's own plug-ins.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )
@@ -58,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim.add_argument("--output", "-o", choices=("json", "table"), default="table")
     args = parse_component_args(parser, argv)
     if args.command != "simulate":
-        not_built(PROG, "the koord-scheduler process (queue, informers, binding)")
+        return _serve(args)
     try:
         config = schedconfig.load(args.sim_config or args.config)
         results = simulate(config, args.nodes, args.pods, args.objects, seed=args.seed)

@@ -26,6 +26,7 @@ from typing import Any
 from controlplane.scheduler.cluster import Cluster, NodeSpec, node_spec
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework, ScheduleResult
+from controlplane.scheduler.metrics import SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.queue import (
     ASSIGNED_POD_DELETE,
@@ -64,8 +65,10 @@ class Scheduler:
         clock: Clock = SYSTEM_CLOCK,
         bind_concurrency: int = DEFAULT_BIND_CONCURRENCY,
         seed: int | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics or SchedulerMetrics()
         self.recorder = recorder
         self.clock = clock
         self.cluster = Cluster()
@@ -176,6 +179,7 @@ class Scheduler:
                     if qp is None:
                         break
                     self.schedule_one(qp)
+                self.metrics.record_pending(self.queue.pending())
                 await asyncio.sleep(0)
         finally:
             flusher.cancel()
@@ -196,12 +200,21 @@ class Scheduler:
         """One scheduling cycle: place and assume, or record why not. Never awaits."""
         cycle = self.queue.cycle
         pod = qp.pod
+        started = self.clock.monotonic()
         framework = self.frameworks[pod.scheduler_name]
         result = framework.schedule(pod)
+        outcome = SCHEDULED if result.node is not None else UNSCHEDULABLE
+        self.metrics.schedule_attempts.labels(outcome, pod.scheduler_name).inc()
+        self.metrics.attempt_duration.labels(outcome, pod.scheduler_name).observe(
+            self.clock.monotonic() - started
+        )
         if result.node is None:
             self.queue.failed(qp, result.rejected_by, cycle)
             self._spawn(self._report_unschedulable(pod, result.message))
             return result
+        self.metrics.pod_scheduling_sli_duration.labels(str(qp.attempts)).observe(
+            self.clock.monotonic() - qp.initial
+        )
         self.cluster.place(pod, result.node)
         self.assumed[pod.key] = result.node
         self.queue.done(pod.key)
@@ -224,9 +237,11 @@ class Scheduler:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         async with self._binding:
+            started = self.clock.monotonic()
             try:
                 await self.client.create_subresource(res.PODS, pod.name, "binding", body, pod.namespace)
             except KubeError as err:
+                self._observe_bind(pod, "Error", started)
                 self.bind_failures += 1
                 log.warning("binding %s to %s failed: %s", pod.key, node, err)
                 # forget the assumed pod; try again later unless it is gone (deleted meanwhile)
@@ -235,11 +250,17 @@ class Scheduler:
                     if not isinstance(err, NotFoundError):
                         self.queue.retry(qp)
                 return
+        self._observe_bind(pod, "Success", started)
         self.bound += 1
         if self.recorder is not None:
             await self.recorder.record(
                 _ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}"
             )
+
+    def _observe_bind(self, pod: PodInfo, status: str, started: float) -> None:
+        self.metrics.extension_point_duration.labels("Bind", status, pod.scheduler_name).observe(
+            self.clock.monotonic() - started
+        )
 
     async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:
         if self.recorder is not None:
