@@ -123,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--config", metavar="FILE", help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1)"
     )
+    _process_flags(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     sim = commands.add_parser(
         "simulate",
