@@ -170,6 +170,7 @@ class Scheduler:
 
     async def run(self) -> None:
         """Schedule until cancelled; flushes the queue's backoff and leftovers as upstream."""
+        self.metrics.record_pending(self.queue.pending())
         flusher = asyncio.create_task(self._flush_loop(), name="scheduler-queue-flush")
         try:
             while True:
@@ -179,7 +180,6 @@ class Scheduler:
                     if qp is None:
                         break
                     self.schedule_one(qp)
-                self.metrics.record_pending(self.queue.pending())
                 await asyncio.sleep(0)
         finally:
             flusher.cancel()
@@ -192,6 +192,7 @@ class Scheduler:
         while True:
             await self.clock.sleep(1.0)
             self.queue.flush_backoff()
+            self.metrics.record_pending(self.queue.pending())
             ticks += 1
             if ticks % 30 == 0:
                 self.queue.flush_unschedulable_leftover()

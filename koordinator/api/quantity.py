@@ -20,6 +20,7 @@ apiserver's quantity pattern refuses it.
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import StrEnum
 from fractions import Fraction
@@ -90,9 +91,15 @@ def _nanos_of(digits: str, scale_digits: int, base: int, exponent: int) -> int:
 
 
 def parse_quantity(text: str) -> Quantity:
-    """``resource.ParseQuantity``; raises :class:`QuantityError`."""
+    """``resource.ParseQuantity``; raises :class:`QuantityError`. Quantities are immutable, and
+    the same few strings ("100m", "500Mi") come again in every pod, so parses are cached."""
     if not isinstance(text, str):
         raise QuantityError(f"quantities must be strings, not {type(text).__name__}")
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Quantity:
     if not text:
         raise QuantityError("quantities must match the regular expression (empty string)")
     match = _SHAPE.fullmatch(text)

@@ -1,0 +1,137 @@
+"""S1 (in-process part): koord-scheduler's throughput on scheduler_perf's SchedulingBasic.
+
+Workload as upstream's ``SchedulingBasic``: nodes of 4 CPU, 32 Gi and 110 pods, pods of 100m
+and 500 Mi, at 1000 and at 5000 nodes (5000 pods each; 500 in quick mode). The API is the
+project's fake apiserver serving real JSON over loopback HTTP from a process of its own (its
+CPU is not the scheduler's); the nodes and the pending pods are created there before the
+scheduler starts. The scheduler runs in this process with its real informers, queue,
+framework, kernel and asynchronous binding (client QPS 5000, as scheduler_perf runs).
+
+* ``nodes_<N>_pods_per_s``: pods bound / seconds from the scheduler's informers being
+  synced to the last binding answered (each pod also gets its ``Scheduled`` Event, as in
+  the process);
+* ``nodes_<N>_cpu_per_pod_ms``: this process's CPU over the same span, per pod;
+* ``rss_mib``: this process's peak resident memory.
+
+Not measured yet: the Unschedulable and PreemptionBasic workloads (preemption is not built)
+and the end-to-end run beside upstream's kube-scheduler on the envtest apiserver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import subprocess
+import sys
+import textwrap
+import time
+
+from benchmarks.harness import Result, cpu_seconds
+from controlplane.scheduler.config import parse
+from controlplane.scheduler.scheduler import Scheduler
+from koordinator.kube.client import ApiClient
+from koordinator.kube.config import ClusterConfig
+from koordinator.kube.events import EventRecorder
+from koordinator.kube.informer.factory import InformerFactory
+
+NAME = "scheduler_basic"
+TARGET_PODS_PER_S = 3000.0
+
+SERVER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from koordinator.kube import resources as res
+    from testsupport.fake import FakeApiServer
+
+    nodes, pods = int(sys.argv[1]), int(sys.argv[2])
+
+    async def main():
+        fake = FakeApiServer(track_managed_fields=False, history_limit=4 * pods + 10)
+        for i in range(nodes):
+            fake.create(res.NODES, {"metadata": {"name": f"node-{i}"}, "status": {"allocatable": {
+                "cpu": "4", "memory": "32Gi", "pods": "110"}, "capacity": {"cpu": "4", "memory": "32Gi",
+                "pods": "110"}}})
+        for i in range(pods):
+            fake.create(res.PODS, {"metadata": {"name": f"pod-{i}", "namespace": "default"}, "spec": {
+                "schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "pause",
+                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}})
+        await fake.start()
+        print(fake.url, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await fake.stop()
+
+    asyncio.run(main())
+    """
+)
+
+
+async def _schedule(url: str, pods: int) -> tuple[float, float]:
+    async with ApiClient(ClusterConfig(server=url), qps=5000.0, burst=5000) as client:
+        factory = InformerFactory(client)
+        # as the process runs it: a Scheduled Event per pod, as kube-scheduler writes one
+        scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
+        scheduler.attach(factory)
+        factory.start()
+        await factory.wait_for_sync()
+        started, cpu = time.perf_counter(), cpu_seconds()
+        task = asyncio.create_task(scheduler.run())
+        try:
+            async with asyncio.timeout(600):
+                while scheduler.bound + scheduler.bind_failures < pods:  # noqa: ASYNC110 - polls its counters
+                    await asyncio.sleep(0.01)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await factory.stop()
+        if scheduler.bind_failures:
+            raise RuntimeError(f"{scheduler.bind_failures} bindings failed")
+        return time.perf_counter() - started, cpu_seconds() - cpu
+
+
+def _run_one(nodes: int, pods: int) -> tuple[float, float]:
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(nodes), str(pods)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError("the fake apiserver did not start")
+        return asyncio.run(_schedule(url, pods))
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
+def run(quick: bool) -> Result:
+    pods = 500 if quick else 5000
+    results: dict[str, float] = {}
+    ratios: dict[str, float] = {}
+    headline = []
+    for nodes in (1000, 5000):
+        wall_s, cpu_s = _run_one(nodes, pods)
+        rate = pods / wall_s
+        results[f"nodes_{nodes}_pods_per_s"] = round(rate, 1)
+        results[f"nodes_{nodes}_cpu_per_pod_ms"] = round(cpu_s * 1000 / pods, 3)
+        ratios[f"nodes_{nodes}_vs_target_ratio"] = round(rate / TARGET_PODS_PER_S, 3)
+        headline.append(f"{nodes} nodes: {rate:.0f} pods/s ({cpu_s * 1000 / pods:.2f} ms CPU/pod)")
+    results["rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return Result(
+        name=NAME,
+        params={
+            "workload": "SchedulingBasic",
+            "pods": pods,
+            "node": "4 CPU, 32Gi, 110 pods",
+            "pod": "100m, 500Mi",
+            "api": "fake apiserver over loopback HTTP, own process",
+            "quick": quick,
+        },
+        results=results,
+        ratios=ratios,
+        headline=f"scheduler_basic: {'; '.join(headline)}; peak RSS {results['rss_mib']} MiB "
+        f"(S1 target: {TARGET_PODS_PER_S:.0f} pods/s in process)",
+    )
