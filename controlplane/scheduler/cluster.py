@@ -1,10 +1,11 @@
 """The scheduler's view of the cluster: nodes as rows of the kernel's table, the per-node
 facts mask filters read as byte columns, and the pods placed (bound or assumed) on them.
 
-Everything a filter plug-in needs per node is kept as one byte per row, so a plug-in
-builds its mask for a pod with C-speed byte operations (``bytes.translate`` over a group
-column, whole-buffer ANDs) and never loops over nodes in Python: the node's taint set
-becomes a group id (nodes share few distinct taint sets), cordoning one byte.
+Everything a filter plug-in needs per node is kept as one byte per row, or as a bit set
+per label, so a plug-in builds its mask for a pod with C-speed operations (``bytes.translate``
+over a group column, big-integer ANDs and ORs) and never loops over nodes in Python: the
+node's taint set becomes a group id (nodes share few distinct taint sets), cordoning one
+byte, and each label key and value the set of rows carrying it.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class Cluster:
         self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
         #: pod key -> (node, its request vector): bound and assumed pods
         self.placed: dict[str, tuple[str, PodVector]] = {}
+        #: label key -> value -> the rows carrying it, as an int bit set (bit ``row`` set)
+        self.labels: dict[str, dict[str, int]] = {}
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -92,7 +95,13 @@ class Cluster:
     def set_node_spec(self, spec: NodeSpec) -> NodeInfo:
         """Add or update a node from its compact record."""
         row = self.table.set_node(spec.name, spec.allocatable, spec.pods)
+        old = self.by_row[row] if row < len(self.by_row) else None
+        if old is not None:
+            self._unindex(old)
         info = NodeInfo(spec.name, row, spec.labels, spec.taints, spec.unschedulable)
+        for key, value in spec.labels.items():
+            values = self.labels.setdefault(key, {})
+            values[value] = values.get(value, 0) | (1 << row)
         self._columns(row)
         self.by_row[row] = info
         self.nodes[spec.name] = info
@@ -105,9 +114,38 @@ class Cluster:
         if info is None:
             return
         self.table.remove_node(name)
+        self._unindex(info)
         self.by_row[info.row] = None
         self.unschedulable[info.row] = 0
         self.taint_group[info.row] = 0
+
+    def _unindex(self, info: NodeInfo) -> None:
+        clear = ~(1 << info.row)
+        for key, value in info.labels.items():
+            values = self.labels.get(key)
+            if values is None or value not in values:
+                continue
+            values[value] &= clear
+            if not values[value]:
+                del values[value]
+                if not values:
+                    del self.labels[key]
+
+    def rows_with(self, key: str, value: str | None = None) -> int:
+        """The rows whose node has label ``key`` (with ``value`` when given), as a bit set."""
+        values = self.labels.get(key)
+        if not values:
+            return 0
+        if value is not None:
+            return values.get(value, 0)
+        out = 0
+        for bits in values.values():
+            out |= bits
+        return out
+
+    def names_of(self, mask: bytes | bytearray) -> set[str]:
+        """The nodes of the rows a mask passes (1 bytes)."""
+        return {node.name for node, ok in zip(self.by_row, mask, strict=False) if ok and node is not None}
 
     def _columns(self, row: int) -> None:
         missing = row + 1 - len(self.by_row)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from controlplane.scheduler.plugins import noderesources
+from controlplane.scheduler.plugins import nodeaffinity, noderesources
 from controlplane.scheduler.registry import DEFAULT_PLUGINS, FILTER, REGISTRY, SCORE
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -49,6 +49,8 @@ class Profile:
     filters: list[str] = field(default_factory=list)
     #: score plug-ins and their weights
     scores: dict[str, int] = field(default_factory=dict)
+    #: every plug-in's parsed args (its pluginConfig entry; absent: its defaults)
+    args: dict[str, Any] = field(default_factory=dict)
     fit: noderesources.FitArgs = field(default_factory=noderesources.FitArgs)
     balanced: noderesources.BalancedArgs = field(default_factory=noderesources.BalancedArgs)
 
@@ -161,8 +163,9 @@ def _plugin_config(raw: Any, path: str, profile: Profile) -> None:
             raise ConfigError(f"{path}[{i}].args: must be a mapping")
         try:
             parsed = spec.args(args, f"{path}[{i}].args")
-        except noderesources.ArgsError as err:
+        except (noderesources.ArgsError, nodeaffinity.ArgsError) as err:
             raise ConfigError(str(err)) from None
+        profile.args[name] = parsed
         if isinstance(parsed, noderesources.FitArgs):
             profile.fit = parsed
         elif isinstance(parsed, noderesources.BalancedArgs):

@@ -71,7 +71,7 @@ class Framework:
         for name in profile.filters:
             factory = REGISTRY[name].mask
             if factory is not None:
-                self.filters.append(factory())
+                self.filters.append(factory(profile.args.get(name)))
         self.fit_weight = profile.scores.get(noderesources.FIT, 0)
         self.balanced_weight = profile.scores.get(noderesources.BALANCED, 0)
         self.next_start = 0

@@ -38,6 +38,47 @@ class Toleration:
 
 
 @dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement: ``key``, ``operator`` (In, NotIn, Exists,
+    DoesNotExist, Gt, Lt) and ``values``."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A node selector term: every expression (on labels) and field (``metadata.name``) holds."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+
+def _requirements(raw: Any) -> tuple[Requirement, ...]:
+    return tuple(
+        Requirement(
+            str(r.get("key") or ""),
+            str(r.get("operator") or ""),
+            tuple(str(v) for v in r.get("values") or ()),
+        )
+        for r in raw or ()
+        if isinstance(r, Mapping)
+    )
+
+
+def node_selector_terms(selector: Any) -> tuple[Term, ...] | None:
+    """A ``NodeSelector``'s terms (None when there is no selector at all)."""
+    if not isinstance(selector, Mapping):
+        return None
+    return tuple(
+        Term(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+        for t in selector.get("nodeSelectorTerms") or ()
+        if isinstance(t, Mapping)
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
     name: str
@@ -49,6 +90,10 @@ class PodInfo:
     #: effective requests: CPU in milli-cores, everything else in units
     requests: Mapping[str, int]
     tolerations: tuple[Toleration, ...]
+    #: ``spec.nodeSelector``
+    node_selector: tuple[tuple[str, str], ...] = ()
+    #: required node affinity terms (None: no required node affinity)
+    required_terms: tuple[Term, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -81,5 +126,11 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
                 str(t.get("effect") or ""),
             )
             for t in spec.get("tolerations") or ()
+        ),
+        node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
+        required_terms=node_selector_terms(
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
         ),
     )

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.scheduler.plugins import noderesources
+from controlplane.scheduler.plugins import nodeaffinity, noderesources
 from controlplane.scheduler.plugins.interface import MaskFilter
 from controlplane.scheduler.plugins.nodename import NodeName
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
@@ -20,6 +20,7 @@ from controlplane.scheduler.queue import (
     ASSIGNED_POD_DELETE,
     NODE_ADD,
     NODE_ALLOCATABLE,
+    NODE_LABEL,
     NODE_TAINT,
     ClusterEvent,
 )
@@ -33,9 +34,9 @@ class PluginSpec:
     points: frozenset[str]
     #: the weight upstream's default profile gives it as a score plug-in
     default_weight: int = 1
-    #: a filter built as a byte mask (None: the kernel's, or not a filter)
-    mask: Callable[[], MaskFilter] | None = None
-    #: validates and defaults its args (raises noderesources.ArgsError)
+    #: a filter built as a byte mask, from its parsed args (None: the kernel's, or not a filter)
+    mask: Callable[[Any], MaskFilter] | None = None
+    #: validates and defaults its args (raises the plug-in module's ArgsError)
     args: Callable[[Mapping[str, Any] | None, str], object] | None = None
     #: cluster events that may make a pod it rejected schedulable (upstream's EventsToRegister)
     events: frozenset[ClusterEvent] = frozenset()
@@ -48,16 +49,24 @@ REGISTRY: dict[str, PluginSpec] = {
         PluginSpec(
             "NodeUnschedulable",
             frozenset({FILTER}),
-            mask=NodeUnschedulable,
+            mask=lambda _: NodeUnschedulable(),
             events=frozenset({NODE_ADD, NODE_TAINT}),
         ),
-        PluginSpec("NodeName", frozenset({FILTER}), mask=NodeName, events=frozenset({NODE_ADD})),
+        PluginSpec("NodeName", frozenset({FILTER}), mask=lambda _: NodeName(), events=frozenset({NODE_ADD})),
         PluginSpec(
             "TaintToleration",
             frozenset({FILTER}),
             default_weight=3,
-            mask=TaintToleration,
+            mask=lambda _: TaintToleration(),
             events=frozenset({NODE_ADD, NODE_TAINT}),
+        ),
+        PluginSpec(
+            nodeaffinity.NAME,
+            frozenset({FILTER}),
+            default_weight=2,
+            mask=nodeaffinity.NodeAffinity,
+            args=nodeaffinity.added_affinity,
+            events=frozenset({NODE_ADD, NODE_LABEL}),
         ),
         PluginSpec(
             noderesources.FIT,
@@ -76,6 +85,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     ("NodeUnschedulable", 0),
     ("NodeName", 0),
     ("TaintToleration", 0),
+    (nodeaffinity.NAME, 0),
     (noderesources.FIT, 1),
     (noderesources.BALANCED, 1),
     ("DefaultBinder", 0),

@@ -21,7 +21,13 @@ def profile(**fields: Any) -> dict[str, Any]:
 def test_no_config_is_the_default_profile():
     (only,) = parse(None).profiles
     assert only.scheduler_name == "koord-scheduler"
-    assert only.filters == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeResourcesFit"]
+    assert only.filters == [
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+    ]
     assert only.scores == {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1}
 
 
@@ -59,7 +65,7 @@ def test_plugins_and_args_as_upstream_reads_them():
     (only,) = config.profiles
     assert config.percentage_of_nodes_to_score == 10
     assert only.percentage_of_nodes_to_score == 30
-    assert only.filters == ["NodeUnschedulable", "NodeName", "NodeResourcesFit"]
+    assert only.filters == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodeResourcesFit"]
     assert only.scores == {"NodeResourcesFit": 5}
     assert only.fit.strategy == MOST_ALLOCATED
     assert only.fit.resources == {"cpu": 2, "nvidia.com/gpu": 3}
