@@ -7,10 +7,13 @@ row-major buffers of controlplane.scheduler.kernel.table.NodeTable.
 """
 
 from libc.math cimport fabs, sqrt
+from libc.stdlib cimport free, malloc
 
 DEF MAX_NODE_SCORE = 100
 DEF LEAST_ALLOCATED = 0
 DEF MOST_ALLOCATED = 1
+DEF MAX_EXTRAS = 16
+DEF MAX_PARTS = 256
 
 
 cdef inline unsigned long long _next(unsigned long long[:] state) noexcept nogil:
@@ -172,9 +175,11 @@ cdef class Kernel:
         return self._fit_score(i, req, nz), self._balanced(i, req)
 
     def find(self, pod, const unsigned char[:] mask, Py_ssize_t start, Py_ssize_t want,
-             unsigned long long[:] state):
+             unsigned long long[:] state, extras=None):
         """(chosen row or -1, feasible, processed, best total) over the rows of ``mask`` (0 =
-        rejected by another filter), as the twin's ``find``."""
+        rejected by another filter), as the twin's ``find`` (``extras``: its ``Extra``s)."""
+        if extras:
+            return self._find_normalized(pod, mask, start, want, state, extras)
         cdef const long long[:] req = pod.req
         cdef const long long[:] nz = pod.nonzero
         cdef Py_ssize_t j, i, chosen = -1, feasible = 0, processed = 0
@@ -203,6 +208,99 @@ cdef class Kernel:
                     if _next(state) % ties == 0:
                         chosen = i
         return chosen, feasible, processed, best
+
+    def _find_normalized(self, pod, const unsigned char[:] mask, Py_ssize_t start, Py_ssize_t want,
+                         unsigned long long[:] state, extras):
+        cdef const long long[:] req = pod.req
+        cdef const long long[:] nz = pod.nonzero
+        cdef Py_ssize_t n = mask.shape[0]
+        cdef int nextra = len(extras), nparts = 0, x, p
+        cdef const unsigned char* part_ptr[MAX_PARTS]
+        cdef Py_ssize_t part_len[MAX_PARTS]
+        cdef long long part_weight[MAX_PARTS]
+        cdef int part_owner[MAX_PARTS]
+        cdef long long extra_weight[MAX_EXTRAS]
+        cdef long long highest[MAX_EXTRAS]
+        cdef bint extra_reverse[MAX_EXTRAS]
+        cdef const unsigned char[:] view
+        if nextra > MAX_EXTRAS:
+            raise ValueError(f"at most {MAX_EXTRAS} normalized score plug-ins")
+        views = []  # keeps the parts' buffers alive while their pointers are used
+        for x, extra in enumerate(extras):
+            extra_weight[x] = extra.weight
+            extra_reverse[x] = extra.reverse
+            highest[x] = 0
+            for part, weight in extra.parts:
+                if nparts >= MAX_PARTS:
+                    raise ValueError(f"at most {MAX_PARTS} score parts")
+                view = part
+                views.append(view)
+                part_len[nparts] = view.shape[0]
+                part_ptr[nparts] = &view[0] if view.shape[0] else NULL
+                part_weight[nparts] = weight
+                part_owner[nparts] = x
+                nparts += 1
+        cdef Py_ssize_t size = want if want < n else n
+        if size < 1:
+            size = 1
+        cdef Py_ssize_t* rows = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
+        cdef long long* base = <long long*>malloc(size * sizeof(long long))
+        cdef long long* raw = <long long*>malloc(size * (nextra if nextra else 1) * sizeof(long long))
+        if rows == NULL or base == NULL or raw == NULL:
+            free(rows)
+            free(base)
+            free(raw)
+            raise MemoryError()
+        cdef Py_ssize_t j, i, k, found = 0, processed = 0, chosen = -1
+        cdef long long balanced, total, best = -1, score
+        cdef unsigned long long ties = 0
+        try:
+            with nogil:
+                for j in range(n):
+                    if found >= want:
+                        break
+                    i = (start + j) % n
+                    processed += 1
+                    if not mask[i] or not self._fits(i, req):
+                        continue
+                    balanced = self._balanced(i, req)
+                    if balanced < 0:
+                        balanced = 0
+                    rows[found] = i
+                    base[found] = (self._fit_score(i, req, nz) * self.fit_plugin_weight
+                                   + balanced * self.balanced_plugin_weight)
+                    for x in range(nextra):
+                        raw[found * nextra + x] = 0
+                    for p in range(nparts):
+                        if i < part_len[p] and part_ptr[p][i]:
+                            raw[found * nextra + part_owner[p]] += part_weight[p]
+                    for x in range(nextra):
+                        if raw[found * nextra + x] > highest[x]:
+                            highest[x] = raw[found * nextra + x]
+                    found += 1
+                for k in range(found):
+                    total = base[k]
+                    for x in range(nextra):
+                        if highest[x] == 0:
+                            score = MAX_NODE_SCORE if extra_reverse[x] else 0
+                        else:
+                            score = MAX_NODE_SCORE * raw[k * nextra + x] / highest[x]
+                            if extra_reverse[x]:
+                                score = MAX_NODE_SCORE - score
+                        total += extra_weight[x] * score
+                    if total > best:
+                        chosen = rows[k]
+                        best = total
+                        ties = 1
+                    elif total == best:
+                        ties += 1
+                        if _next(state) % ties == 0:
+                            chosen = rows[k]
+        finally:
+            free(rows)
+            free(base)
+            free(raw)
+        return chosen, found, processed, best
 
     def diagnose(self, pod, const unsigned char[:] mask, long long[:] counts):
         """Adds to ``counts`` (code 0 "Too many pods", 1 + column "Insufficient <resource>")

@@ -12,11 +12,13 @@ import importlib
 import logging
 import os
 from array import array
+from collections.abc import Sequence
 from functools import cache
 from types import ModuleType
 
 from controlplane.scheduler.kernel import twin
 from controlplane.scheduler.kernel.table import NodeTable, PodVector, ScoreConfig
+from controlplane.scheduler.kernel.twin import Extra
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +67,17 @@ def find(
     start: int,
     want: int,
     state: array[int],
+    extras: Sequence[Extra] = (),
 ) -> tuple[int, int, int, int]:
     """(chosen row or -1, feasible rows found, rows processed, best total score): the rows
     of ``mask`` (one byte per table row, 0 = rejected by another filter) from ``start`` round
-    the table until ``want`` feasible ones (see :func:`twin.find`)."""
+    the table until ``want`` feasible ones, with the normalized score plug-ins ``extras``
+    (see :func:`twin.find`)."""
     module = native()
     if module is None:
-        return twin.find(table, pod, cfg, mask, start, want, state)
+        return twin.find(table, pod, cfg, mask, start, want, state, extras)
     binding = _bound(table, cfg, module)
-    result: tuple[int, int, int, int] = binding.kernel.find(pod, mask, start, want, state)  # type: ignore[attr-defined]
+    result: tuple[int, int, int, int] = binding.kernel.find(pod, mask, start, want, state, extras or None)  # type: ignore[attr-defined]
     return result
 
 
@@ -98,4 +102,4 @@ def diagnose(table: NodeTable, pod: PodVector, cfg: ScoreConfig, mask: bytes | b
     return counts
 
 
-__all__ = ["NodeTable", "PodVector", "ScoreConfig", "backend", "diagnose", "find", "score"]
+__all__ = ["Extra", "NodeTable", "PodVector", "ScoreConfig", "backend", "diagnose", "find", "score"]

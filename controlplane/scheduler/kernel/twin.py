@@ -21,6 +21,8 @@ semantics are kube-scheduler's:
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from controlplane.scheduler.kernel.table import (
     LEAST_ALLOCATED,
@@ -31,6 +33,21 @@ from controlplane.scheduler.kernel.table import (
 )
 
 MAX_NODE_SCORE = 100
+
+
+@dataclass
+class Extra:
+    """A score plug-in outside the kernel, given as weighted row masks: its raw score of a
+    row is the sum of the weights of the parts whose mask has the row; the window's scores
+    are then normalized as upstream's ``DefaultNormalizeScore`` (``reverse``: fewer is
+    better) and weighted by the plug-in's ``weight``."""
+
+    name: str
+    weight: int
+    reverse: bool
+    parts: list[tuple[bytes, int]] = field(default_factory=list)
+
+
 _MASK64 = (1 << 64) - 1
 #: reason codes of :func:`node_fails`; resource reasons are FIRST_RESOURCE + column
 TOO_MANY_PODS = 0
@@ -169,6 +186,19 @@ def total_score(t: NodeTable, i: int, pod: PodVector, cfg: ScoreConfig) -> int:
     return fit * cfg.fit_plugin_weight + max(balanced, 0) * cfg.balanced_plugin_weight
 
 
+def extra_raw(extra: Extra, i: int) -> int:
+    """A plug-in's raw score of row ``i``: the weights of its parts whose mask has the row."""
+    return sum(weight for part, weight in extra.parts if i < len(part) and part[i])
+
+
+def normalized(raw: int, highest: int, reverse: bool) -> int:
+    """Upstream's ``DefaultNormalizeScore`` of one score (the highest of the window -> 100)."""
+    if highest == 0:
+        return MAX_NODE_SCORE if reverse else 0
+    score = MAX_NODE_SCORE * raw // highest
+    return MAX_NODE_SCORE - score if reverse else score
+
+
 def find(
     t: NodeTable,
     pod: PodVector,
@@ -177,12 +207,16 @@ def find(
     start: int,
     want: int,
     state: array[int],
+    extras: Sequence[Extra] = (),
 ) -> tuple[int, int, int, int]:
     """(chosen row or -1, feasible nodes found, nodes processed, best total score).
 
     Rows of ``mask`` (one byte per row, 0 = rejected by another filter) are visited from
     ``start`` round the table; rejected rows count as processed; the search stops after
-    ``want`` feasible rows."""
+    ``want`` feasible rows. ``extras`` are score plug-ins outside the kernel, normalized
+    over the feasible rows found (their scores need the whole window first)."""
+    if extras:
+        return _find_normalized(t, pod, cfg, mask, start, want, state, extras)
     n = len(mask)
     chosen, best, ties, feasible, processed = -1, -1, 0, 0, 0
     for j in range(n):
@@ -201,6 +235,42 @@ def find(
             if next_random(state) % ties == 0:
                 chosen = i
     return chosen, feasible, processed, best
+
+
+def _find_normalized(
+    t: NodeTable,
+    pod: PodVector,
+    cfg: ScoreConfig,
+    mask: bytes | bytearray,
+    start: int,
+    want: int,
+    state: array[int],
+    extras: Sequence[Extra],
+) -> tuple[int, int, int, int]:
+    n = len(mask)
+    window: list[tuple[int, int]] = []
+    processed = 0
+    for j in range(n):
+        if len(window) >= want:
+            break
+        i = (start + j) % n
+        processed += 1
+        if mask[i] and fits(t, i, pod):
+            window.append((i, total_score(t, i, pod, cfg)))
+    raws = [[extra_raw(e, i) for i, _ in window] for e in extras]
+    highest = [max(r, default=0) for r in raws]
+    chosen, best, ties = -1, -1, 0
+    for k, (i, base) in enumerate(window):
+        total = base + sum(
+            e.weight * normalized(raws[x][k], highest[x], e.reverse) for x, e in enumerate(extras)
+        )
+        if total > best:
+            chosen, best, ties = i, total, 1
+        elif total == best:
+            ties += 1
+            if next_random(state) % ties == 0:
+                chosen = i
+    return chosen, len(window), processed, best
 
 
 def diagnose(t: NodeTable, pod: PodVector, mask: bytes | bytearray) -> array[int]:

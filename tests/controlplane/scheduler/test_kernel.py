@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from array import array
 
+import pytest
+
 from controlplane.scheduler import kernel
 from controlplane.scheduler.kernel import twin
 from controlplane.scheduler.kernel.table import (
@@ -147,3 +149,59 @@ def test_the_table_grows_and_gains_columns_after_the_kernel_was_bound(backend):
     assert table.names[chosen].startswith("m")
     table.remove_node("m0")
     assert kernel.find(table, gpu, cfg, table.live(), 0, 100, seed())[1] == 39
+
+
+def test_normalized_score_plugins_over_the_window(backend):
+    from controlplane.scheduler.kernel import Extra
+
+    table = table_with(*((f"n{i}", 4000, 32 * GI, 110) for i in range(3)))
+    cfg = table.score_config()
+    pod = table.pod_vector({"cpu": 1000, "memory": 8 * GI})
+    base = kernel.find(table, pod, cfg, table.live(), 0, 3, seed())[3]  # 50 + 100, the same on every node
+    # a TaintToleration-like plug-in (fewer is better, weight 3): n0 has two intolerable
+    # PreferNoSchedule taints, n1 one, n2 none -> normalized 0, 50, 100
+    taints = Extra("TaintToleration", 3, True, [(b"\x01\x01\x00", 1), (b"\x01\x00\x00", 1)])
+    chosen, feasible, processed, best = kernel.find(table, pod, cfg, table.live(), 0, 3, seed(), [taints])
+    assert (chosen, feasible, processed, best) == (2, 3, 3, base + 3 * 100)
+    # a NodeAffinity-like plug-in (more is better): term weights 10 on n0 and 30 on n1 -> 33, 100, 0
+    preferred = Extra("NodeAffinity", 2, False, [(b"\x01\x00\x00", 10), (b"\x00\x01\x00", 30)])
+    chosen, _, _, best = kernel.find(table, pod, cfg, table.live(), 0, 3, seed(), [taints, preferred])
+    # n0: 0 * 3 + 33 * 2 = 66; n1: 50 * 3 + 100 * 2 = 350; n2: 100 * 3 + 0 = 300
+    assert (chosen, best) == (1, base + 350)
+    # nobody scores: a reverse plug-in gives everyone 100, a plain one 0
+    none = Extra("TaintToleration", 1, True, [])
+    assert kernel.find(table, pod, cfg, table.live(), 0, 3, seed(), [none])[3] == base + 100
+
+
+def test_both_backends_pick_the_same_with_extras():
+    import random
+
+    from controlplane.scheduler.kernel import Extra
+
+    if kernel.native() is None:
+        pytest.skip("the compiled kernel is not built")
+    rng = random.Random(3)
+    for _ in range(50):
+        n = rng.randint(1, 60)
+        table = table_with(
+            *((f"n{i}", rng.randint(1, 8) * 1000, rng.randint(1, 32) * GI, 110) for i in range(n))
+        )
+        cfg = table.score_config()
+        pod = table.pod_vector({"cpu": rng.randint(0, 2000), "memory": rng.randint(0, 4) * GI})
+        extras = [
+            Extra(
+                "e",
+                rng.randint(1, 5),
+                rng.random() < 0.5,
+                [
+                    (bytes(rng.randint(0, 1) for _ in range(n)), rng.randint(1, 50))
+                    for _ in range(rng.randint(0, 4))
+                ],
+            )
+            for _ in range(rng.randint(1, 3))
+        ]
+        mask = bytes(rng.random() < 0.8 for _ in range(n))
+        start, want, value = rng.randrange(n), rng.randint(1, n), rng.getrandbits(63) | 1
+        native = kernel.find(table, pod, cfg, mask, start, want, seed(value), extras)
+        python = twin.find(table, pod, cfg, mask, start, want, seed(value), extras)
+        assert native == python
