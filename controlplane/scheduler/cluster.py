@@ -20,6 +20,7 @@ from koordinator.api import resourcelist
 
 #: taint effects the filter enforces (PreferNoSchedule only scores)
 FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
 #: group ids fit one byte; the rest share the last id and are checked node by node
 MAX_TAINT_GROUPS = 255
 DEFAULT_MAX_PODS = 110
@@ -85,6 +86,8 @@ class Cluster:
         self.placed: dict[str, tuple[str, PodVector]] = {}
         #: label key -> value -> the rows carrying it, as an int bit set (bit ``row`` set)
         self.labels: dict[str, dict[str, int]] = {}
+        #: PreferNoSchedule taint -> the rows carrying it (bit set), for TaintToleration's score
+        self.prefer_taints: dict[Taint, int] = {}
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -102,6 +105,9 @@ class Cluster:
         for key, value in spec.labels.items():
             values = self.labels.setdefault(key, {})
             values[value] = values.get(value, 0) | (1 << row)
+        for taint in spec.taints:
+            if taint.effect == PREFER_NO_SCHEDULE:
+                self.prefer_taints[taint] = self.prefer_taints.get(taint, 0) | (1 << row)
         self._columns(row)
         self.by_row[row] = info
         self.nodes[spec.name] = info
@@ -130,6 +136,11 @@ class Cluster:
                 del values[value]
                 if not values:
                     del self.labels[key]
+        for taint in info.taints:
+            if taint in self.prefer_taints:
+                self.prefer_taints[taint] &= clear
+                if not self.prefer_taints[taint]:
+                    del self.prefer_taints[taint]
 
     def rows_with(self, key: str, value: str | None = None) -> int:
         """The rows whose node has label ``key`` (with ``value`` when given), as a bit set."""

@@ -23,9 +23,9 @@ from controlplane.scheduler import kernel
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import Profile
 from controlplane.scheduler.kernel.table import PodVector, ScoreConfig
-from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS, node_fails
+from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS, Extra, node_fails, normalized
 from controlplane.scheduler.plugins import noderesources
-from controlplane.scheduler.plugins.interface import MaskFilter, and_masks, and_not
+from controlplane.scheduler.plugins.interface import MaskFilter, NormalizedScore, and_masks, and_not
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.registry import REGISTRY
 from controlplane.scheduler.sampling import num_feasible_nodes_to_find
@@ -67,11 +67,18 @@ class Framework:
             if profile.percentage_of_nodes_to_score is not None
             else percentage
         )
-        self.filters: list[MaskFilter] = []
-        for name in profile.filters:
+        plugins: dict[str, MaskFilter] = {}
+        for name in (*profile.filters, *profile.scores):
             factory = REGISTRY[name].mask
-            if factory is not None:
-                self.filters.append(factory(profile.args.get(name)))
+            if factory is not None and name not in plugins:
+                plugins[name] = factory(profile.args.get(name))
+        self.filters = [plugins[name] for name in profile.filters if name in plugins]
+        #: score plug-ins outside the kernel, with their weights
+        self.scorers: list[tuple[NormalizedScore, int]] = [
+            (plugins[name], weight)  # type: ignore[misc]
+            for name, weight in profile.scores.items()
+            if name in plugins and weight
+        ]
         self.fit_weight = profile.scores.get(noderesources.FIT, 0)
         self.balanced_weight = profile.scores.get(noderesources.BALANCED, 0)
         self.next_start = 0
@@ -105,6 +112,15 @@ class Framework:
                 mask = and_masks(mask, narrowed)
         return mask
 
+    def extras(self, pod: PodInfo) -> list[Extra]:
+        """The normalized score plug-ins' parts for ``pod`` (those that do not skip it)."""
+        out = []
+        for plugin, weight in self.scorers:
+            extra = plugin.extra(pod, self.cluster, weight)
+            if extra is not None:
+                out.append(extra)
+        return out
+
     @property
     def has_scoring(self) -> bool:
         return bool(self.profile.scores)
@@ -122,7 +138,10 @@ class Framework:
         mask = self.candidates(pod)
         want = num_feasible_nodes_to_find(self.percentage, all_nodes, has_scoring=self.has_scoring)
         start = self.next_start % table.count
-        chosen, feasible, processed, _ = kernel.find(table, vector, cfg, mask, start, want, self.random)
+        extras = self.extras(pod)
+        chosen, feasible, processed, _ = kernel.find(
+            table, vector, cfg, mask, start, want, self.random, extras
+        )
         self.next_start = (start + processed) % table.count
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
@@ -183,14 +202,22 @@ class Framework:
         )
         start = self.next_start % table.count if table.count else 0
         order = sorted(feasible_rows, key=lambda row: (row - start) % table.count)[:want]
+        scoring = {extra.name for extra in self.extras(pod)}
+        active = [(p, w) for p, w in self.scorers if p.NAME in scoring]
+        raws = {p.NAME: [p.raw_score(pod, self.cluster.by_row[row]) for row in order] for p, _ in active}  # type: ignore[arg-type]
         scores: dict[str, dict[str, int]] = {}
-        for row in order:
+        for k, row in enumerate(order):
             fit, balanced = kernel.score(table, row, vector, cfg)
             entry: dict[str, int] = {}
             if self.fit_weight:
                 entry[noderesources.FIT] = fit
             if self.balanced_weight:
                 entry[noderesources.BALANCED] = max(balanced, 0)
-            entry["total"] = fit * self.fit_weight + max(balanced, 0) * self.balanced_weight
+            total = fit * self.fit_weight + max(balanced, 0) * self.balanced_weight
+            for plugin, weight in active:
+                score = normalized(raws[plugin.NAME][k], max(raws[plugin.NAME], default=0), plugin.reverse)
+                entry[plugin.NAME] = score
+                total += weight * score
+            entry["total"] = total
             scores[table.names[row]] = entry
         return {"filtered": filtered, "scores": scores}

@@ -94,6 +94,8 @@ class PodInfo:
     node_selector: tuple[tuple[str, str], ...] = ()
     #: required node affinity terms (None: no required node affinity)
     required_terms: tuple[Term, ...] | None = None
+    #: preferred node affinity terms with their weights
+    preferred_terms: tuple[tuple[int, Term], ...] = ()
 
     @property
     def key(self) -> str:
@@ -109,6 +111,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     requests = resourcelist.pod_requests(pod)
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     return PodInfo(
         namespace=meta.get("namespace") or "default",
         name=meta.get("name") or "",
@@ -129,8 +132,17 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         ),
         node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
         required_terms=node_selector_terms(
-            ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-                "requiredDuringSchedulingIgnoredDuringExecution"
+            node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        ),
+        preferred_terms=tuple(
+            (
+                int(p.get("weight") or 0),
+                Term(
+                    _requirements((p.get("preference") or {}).get("matchExpressions")),
+                    _requirements((p.get("preference") or {}).get("matchFields")),
+                ),
             )
+            for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+            if isinstance(p, Mapping)
         ),
     )

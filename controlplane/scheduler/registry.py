@@ -34,7 +34,8 @@ class PluginSpec:
     points: frozenset[str]
     #: the weight upstream's default profile gives it as a score plug-in
     default_weight: int = 1
-    #: a filter built as a byte mask, from its parsed args (None: the kernel's, or not a filter)
+    #: the plug-in object, from its parsed args: a byte-mask filter, and a normalized score
+    #: plug-in when it also scores (None: the kernel runs it, or it neither filters nor scores)
     mask: Callable[[Any], MaskFilter] | None = None
     #: validates and defaults its args (raises the plug-in module's ArgsError)
     args: Callable[[Mapping[str, Any] | None, str], object] | None = None
@@ -55,14 +56,14 @@ REGISTRY: dict[str, PluginSpec] = {
         PluginSpec("NodeName", frozenset({FILTER}), mask=lambda _: NodeName(), events=frozenset({NODE_ADD})),
         PluginSpec(
             "TaintToleration",
-            frozenset({FILTER}),
+            frozenset({FILTER, SCORE}),
             default_weight=3,
             mask=lambda _: TaintToleration(),
             events=frozenset({NODE_ADD, NODE_TAINT}),
         ),
         PluginSpec(
             nodeaffinity.NAME,
-            frozenset({FILTER}),
+            frozenset({FILTER, SCORE}),
             default_weight=2,
             mask=nodeaffinity.NodeAffinity,
             args=nodeaffinity.added_affinity,

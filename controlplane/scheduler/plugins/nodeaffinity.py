@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
+from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.plugins.interface import bits_of, rows_mask
 from controlplane.scheduler.podinfo import PodInfo, Requirement, Term, node_selector_terms
 
 NAME = "NodeAffinity"
@@ -133,7 +135,11 @@ def added_affinity(raw: Mapping[str, Any] | None, path: str = NAME) -> tuple[Ter
 
 
 class NodeAffinity:
+    """The filter, and the score of the preferred terms (each matching term adds its weight;
+    normalized so the best node of the window gets 100)."""
+
     NAME = NAME
+    reverse = False
 
     def __init__(self, added: tuple[Term, ...] | None = None) -> None:
         self.added = added
@@ -159,16 +165,29 @@ class NodeAffinity:
         bits = self._bits(pod, cluster)
         if bits is None:
             return None
-        return _bytes(bits[0] & bits[1], cluster.table.count)
+        return rows_mask(bits[0] & bits[1], cluster.table.count)
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         bits = self._bits(pod, cluster)
         if bits is None:
             return {}
-        rejected_bits = _bits_of(rejected)
+        rejected_bits = bits_of(rejected)
         not_enforced = (rejected_bits & ~bits[0]).bit_count()
         counts = {REASON_ENFORCED: not_enforced, REASON_POD: (rejected_bits & bits[0] & ~bits[1]).bit_count()}
         return {reason: n for reason, n in counts.items() if n}
+
+    def extra(self, pod: PodInfo, cluster: Cluster, weight: int) -> Extra | None:
+        if not pod.preferred_terms:
+            return None
+        everything = (1 << cluster.table.count) - 1
+        parts = [
+            (rows_mask(terms_rows(cluster, (term,), everything), cluster.table.count), term_weight)
+            for term_weight, term in pod.preferred_terms
+        ]
+        return Extra(NAME, weight, False, parts)
+
+    def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
+        return sum(w for w, term in pod.preferred_terms if term_matches(term, node))
 
     def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
         if self.added is not None and not any(term_matches(t, node) for t in self.added):
@@ -178,18 +197,3 @@ class NodeAffinity:
         if pod.required_terms is not None and not any(term_matches(t, node) for t in pod.required_terms):
             return REASON_POD
         return None
-
-
-def _bytes(bits: int, n: int) -> bytes:
-    """A bit set as a 0/1 byte mask of ``n`` rows, at C speed: its binary digits, row 0
-    first, as ASCII, translated to 0/1 bytes."""
-    return format(bits, f"0{n}b")[::-1][:n].encode().translate(_ASCII_TO_MASK)
-
-
-def _bits_of(mask: bytes) -> int:
-    """A 0/1 byte mask as a bit set."""
-    return int(mask.translate(_MASK_TO_ASCII)[::-1] or b"0", 2)
-
-
-_ASCII_TO_MASK = bytes.maketrans(b"01", b"\x00\x01")
-_MASK_TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")

@@ -8,7 +8,11 @@ Nodes share few distinct taint sets, so the pod's tolerations are checked once p
 
 from __future__ import annotations
 
-from controlplane.scheduler.cluster import MAX_TAINT_GROUPS, Cluster, NodeInfo, Taint
+from collections.abc import Iterable
+
+from controlplane.scheduler.cluster import MAX_TAINT_GROUPS, PREFER_NO_SCHEDULE, Cluster, NodeInfo, Taint
+from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.plugins.interface import rows_mask
 from controlplane.scheduler.podinfo import PodInfo
 
 NAME = "TaintToleration"
@@ -27,8 +31,24 @@ def reason(taint: Taint) -> str:
     return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
 
 
+def intolerable_prefer_taints(pod: PodInfo, taints: Iterable[Taint]) -> list[Taint]:
+    """Upstream's ``countIntolerableTaintsPreferNoSchedule``: the PreferNoSchedule taints no
+    toleration with effect PreferNoSchedule (or none) tolerates."""
+    tolerations = [t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
+    return [
+        taint
+        for taint in taints
+        if taint.effect == PREFER_NO_SCHEDULE
+        and not any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations)
+    ]
+
+
 class TaintToleration:
+    """The filter, and the score: fewer intolerable PreferNoSchedule taints is better
+    (normalized in reverse over the window, as upstream)."""
+
     NAME = NAME
+    reverse = True
 
     def _verdicts(self, pod: PodInfo, cluster: Cluster) -> list[Taint | None]:
         return [first_untolerated(pod, taints) for taints in cluster.taint_sets]
@@ -67,6 +87,14 @@ class TaintToleration:
                     if why:
                         counts[why] = counts.get(why, 0) + 1
         return counts
+
+    def extra(self, pod: PodInfo, cluster: Cluster, weight: int) -> Extra | None:
+        intolerable = intolerable_prefer_taints(pod, cluster.prefer_taints)
+        n = cluster.table.count
+        return Extra(NAME, weight, True, [(rows_mask(cluster.prefer_taints[t], n), 1) for t in intolerable])
+
+    def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
+        return len(intolerable_prefer_taints(pod, node.taints))
 
     def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
         taint = first_untolerated(pod, node.taints)

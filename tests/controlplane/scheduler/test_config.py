@@ -28,7 +28,12 @@ def test_no_config_is_the_default_profile():
         "NodeAffinity",
         "NodeResourcesFit",
     ]
-    assert only.scores == {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1}
+    assert only.scores == {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "NodeResourcesFit": 1,
+        "NodeResourcesBalancedAllocation": 1,
+    }
 
 
 def test_plugins_and_args_as_upstream_reads_them():
@@ -38,7 +43,11 @@ def test_plugins_and_args_as_upstream_reads_them():
                 percentageOfNodesToScore=30,
                 plugins={
                     "score": {
-                        "disabled": [{"name": "NodeResourcesBalancedAllocation"}],
+                        "disabled": [
+                            {"name": "NodeResourcesBalancedAllocation"},
+                            {"name": "TaintToleration"},
+                            {"name": "NodeAffinity"},
+                        ],
                         "enabled": [{"name": "NodeResourcesFit", "weight": 5}],
                     },
                     "filter": {"disabled": [{"name": "TaintToleration"}]},

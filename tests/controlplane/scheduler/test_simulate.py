@@ -107,9 +107,21 @@ def test_where_each_pod_goes_and_why(tmp_path, capsys):
     # n1: cpu (4000 - 1000) * 100 / 4000 = 75, memory (32 - 2) * 100 / 32 = 93 -> 84;
     #     balanced |0.25 - 0.0625| / 2 = 0.09375 -> 90
     # n4: cpu 50, memory 75 -> 62; balanced |0.5 - 0.25| / 2 = 0.125 -> 87
+    # TaintToleration: no PreferNoSchedule taints anywhere -> 100 each, weight 3;
+    # NodeAffinity skips a pod without preferred terms
     assert web["scores"] == {
-        "n1": {"NodeResourcesFit": 84, "NodeResourcesBalancedAllocation": 90, "total": 174},
-        "n4": {"NodeResourcesFit": 62, "NodeResourcesBalancedAllocation": 87, "total": 149},
+        "n1": {
+            "NodeResourcesFit": 84,
+            "NodeResourcesBalancedAllocation": 90,
+            "TaintToleration": 100,
+            "total": 474,
+        },
+        "n4": {
+            "NodeResourcesFit": 62,
+            "NodeResourcesBalancedAllocation": 87,
+            "TaintToleration": 100,
+            "total": 449,
+        },
     }
     big = out["default/big"]
     assert big["node"] is None
@@ -169,12 +181,30 @@ def random_cluster(rng: random.Random) -> tuple[Cluster, list[Obj]]:
         spec: Obj = {}
         if rng.random() < 0.1:
             spec["unschedulable"] = True
+        taints = []
         if rng.random() < 0.2:
-            spec["taints"] = [{"key": rng.choice(["a", "b"]), "value": "v", "effect": "NoSchedule"}]
-        cluster.set_node(
-            node(f"n{i}", str(rng.randint(1, 16)), f"{rng.randint(1, 64)}Gi", str(rng.randint(1, 20)), **spec)
+            taints.append({"key": rng.choice(["a", "b"]), "value": "v", "effect": "NoSchedule"})
+        if rng.random() < 0.3:
+            taints.append({"key": rng.choice(["c", "d"]), "value": "v", "effect": "PreferNoSchedule"})
+        spec["taints"] = taints
+        obj = node(
+            f"n{i}", str(rng.randint(1, 16)), f"{rng.randint(1, 64)}Gi", str(rng.randint(1, 20)), **spec
         )
-    pods = [pod(f"p{i}", f"{rng.randint(0, 4000)}m", f"{rng.randint(0, 8)}Gi") for i in range(30)]
+        obj["metadata"]["labels"] = {"zone": rng.choice(["z1", "z2", "z3"])}
+        cluster.set_node(obj)
+    pods = []
+    for i in range(30):
+        obj = pod(f"p{i}", f"{rng.randint(0, 4000)}m", f"{rng.randint(0, 8)}Gi")
+        if rng.random() < 0.5:
+            zone = {"key": "zone", "operator": "In", "values": [rng.choice(["z1", "z2"])]}
+            obj["spec"]["affinity"] = {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": rng.randint(1, 100), "preference": {"matchExpressions": [zone]}}
+                    ]
+                }
+            }
+        pods.append(obj)
     return cluster, pods
 
 
@@ -210,3 +240,41 @@ def test_sampling_rotates_the_start_over_a_large_cluster(backend):
     second = framework.schedule(pod_info(pod("b", "100m")))
     assert second.processed == 420
     assert framework.next_start == 840
+
+
+def test_prefer_no_schedule_taints_and_preferred_affinity_steer_the_choice(tmp_path, capsys):
+    nodes = [
+        node("a", taints=[{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]),
+        node("b"),
+        node("c"),
+    ]
+    nodes[1]["metadata"]["labels"] = {"zone": "z2"}
+    preferred = pod("p", "1")
+    preferred["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]},
+                }
+            ]
+        }
+    }
+    plain = pod("q", "1")
+    plain["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}]
+    out = run(tmp_path, capsys, nodes, [preferred, plain])
+    scores = out["default/p"]["scores"]
+    # TaintToleration (reverse, weight 3): a has one intolerable taint -> 0; b and c -> 100
+    # NodeAffinity (weight 2): only b matches its preferred term -> 100, the others 0
+    assert {n: (s["TaintToleration"], s["NodeAffinity"]) for n, s in scores.items()} == {
+        "a": (0, 0),
+        "b": (100, 100),
+        "c": (100, 0),
+    }
+    assert out["default/p"]["node"] == "b"
+    # a pod tolerating the taint sees no difference from it
+    assert {n: s["TaintToleration"] for n, s in out["default/q"]["scores"].items()} == {
+        "a": 100,
+        "b": 100,
+        "c": 100,
+    }
