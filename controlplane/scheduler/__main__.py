@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = component_parser(
         PROG,
         "Koordinator's scheduler with the plug-ins built so far (NodeUnschedulable, NodeName, "
-        "TaintToleration, NodeAffinity, NodeResourcesFit, NodeResourcesBalancedAllocation); "
+        "TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation); "
         "`simulate` places pods offline with the same framework. Not built in this release: "
         "preemption, the other default plug-ins and Koordinator's own plug-ins.",
         CONTROL_PLANE_FEATURES,

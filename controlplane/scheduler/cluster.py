@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controlplane.scheduler.kernel.table import PODS, NodeTable, PodVector
-from controlplane.scheduler.podinfo import PodInfo
+from controlplane.scheduler.podinfo import ANY_IP, HostPort, PodInfo
 from koordinator.api import resourcelist
 
 #: taint effects the filter enforces (PreferNoSchedule only scores)
@@ -82,12 +82,16 @@ class Cluster:
         self.taint_group = bytearray()
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
-        #: pod key -> (node, its request vector): bound and assumed pods
-        self.placed: dict[str, tuple[str, PodVector]] = {}
+        #: pod key -> (node, its request vector, its host ports): bound and assumed pods
+        self.placed: dict[str, tuple[str, PodVector, tuple[HostPort, ...]]] = {}
         #: label key -> value -> the rows carrying it, as an int bit set (bit ``row`` set)
         self.labels: dict[str, dict[str, int]] = {}
         #: PreferNoSchedule taint -> the rows carrying it (bit set), for TaintToleration's score
         self.prefer_taints: dict[Taint, int] = {}
+        #: (protocol, port) -> host IP -> the rows using it (bit set), for NodePorts
+        self.ports: dict[tuple[str, int], dict[str, int]] = {}
+        #: (protocol, port, host IP, row) -> how many placed pods there use it
+        self._port_users: dict[tuple[str, int, str, int], int] = {}
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -186,7 +190,12 @@ class Cluster:
             return
         vector = self.table.pod_vector(pod.requests)
         self.table.add_pod(info.row, vector)
-        self.placed[pod.key] = (node, vector)
+        self.placed[pod.key] = (node, vector, pod.host_ports)
+        for protocol, ip, port in pod.host_ports:
+            user = (protocol, port, ip, info.row)
+            self._port_users[user] = self._port_users.get(user, 0) + 1
+            by_ip = self.ports.setdefault((protocol, port), {})
+            by_ip[ip] = by_ip.get(ip, 0) | (1 << info.row)
 
     def unplace(self, key: str) -> None:
         """Forget a placed pod (deleted, or an assumed pod whose binding failed)."""
@@ -194,5 +203,33 @@ class Cluster:
         if found is None:
             return
         info = self.nodes.get(found[0])
-        if info is not None:
-            self.table.add_pod(info.row, found[1], sign=-1)
+        if info is None:
+            return
+        self.table.add_pod(info.row, found[1], sign=-1)
+        for protocol, ip, port in found[2]:
+            user = (protocol, port, ip, info.row)
+            remaining = self._port_users.get(user, 0) - 1
+            if remaining > 0:
+                self._port_users[user] = remaining
+                continue
+            self._port_users.pop(user, None)
+            by_ip = self.ports.get((protocol, port), {})
+            bits = by_ip.get(ip, 0) & ~(1 << info.row)
+            if bits:
+                by_ip[ip] = bits
+            else:
+                by_ip.pop(ip, None)
+                if not by_ip:
+                    self.ports.pop((protocol, port), None)
+
+    def rows_using_port(self, protocol: str, port: int, ip: str) -> int:
+        """Rows where a placed pod's host port conflicts with (protocol, ip, port): the same
+        protocol and port on the same IP, or either side on every address."""
+        by_ip = self.ports.get((protocol, port))
+        if not by_ip:
+            return 0
+        out = 0
+        for used_ip, bits in by_ip.items():
+            if ip == ANY_IP or used_ip in (ANY_IP, ip):
+                out |= bits
+        return out

@@ -183,7 +183,7 @@ class Framework:
         filtered: dict[str, list[str]] = {}
         feasible_rows: list[int] = []
         for info in self.cluster.nodes.values():
-            why = next((r for r in (f.explain(pod, info) for f in self.filters) if r), None)
+            why = next((r for r in (f.explain(pod, info, self.cluster) for f in self.filters) if r), None)
             if why is not None:
                 filtered[info.name] = [why]
                 continue

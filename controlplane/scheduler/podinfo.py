@@ -78,6 +78,24 @@ def node_selector_terms(selector: Any) -> tuple[Term, ...] | None:
     )
 
 
+#: (protocol, host IP, port); the IP "0.0.0.0" stands for every address
+HostPort = tuple[str, str, int]
+ANY_IP = "0.0.0.0"
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Upstream's ``GetContainerPorts`` with a host port: every container's, init ones too."""
+    out = []
+    for container in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+        for port in container.get("ports") or ():
+            host_port = port.get("hostPort") or 0
+            if host_port:
+                out.append(
+                    (str(port.get("protocol") or "TCP"), str(port.get("hostIP") or ANY_IP), int(host_port))
+                )
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
@@ -96,6 +114,8 @@ class PodInfo:
     required_terms: tuple[Term, ...] | None = None
     #: preferred node affinity terms with their weights
     preferred_terms: tuple[tuple[int, Term], ...] = ()
+    #: host ports the containers ask for: (protocol, host IP, port)
+    host_ports: tuple[HostPort, ...] = ()
 
     @property
     def key(self) -> str:
@@ -145,4 +165,5 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
             for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
             if isinstance(p, Mapping)
         ),
+        host_ports=_host_ports(spec),
     )

@@ -14,6 +14,7 @@ from typing import Any
 from controlplane.scheduler.plugins import nodeaffinity, noderesources
 from controlplane.scheduler.plugins.interface import MaskFilter
 from controlplane.scheduler.plugins.nodename import NodeName
+from controlplane.scheduler.plugins.nodeports import NodePorts
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from controlplane.scheduler.plugins.tainttoleration import TaintToleration
 from controlplane.scheduler.queue import (
@@ -70,6 +71,12 @@ REGISTRY: dict[str, PluginSpec] = {
             events=frozenset({NODE_ADD, NODE_LABEL}),
         ),
         PluginSpec(
+            "NodePorts",
+            frozenset({FILTER}),
+            mask=lambda _: NodePorts(),
+            events=frozenset({NODE_ADD, ASSIGNED_POD_DELETE}),
+        ),
+        PluginSpec(
             noderesources.FIT,
             frozenset({FILTER, SCORE}),
             args=noderesources.fit_args,
@@ -87,6 +94,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     ("NodeName", 0),
     ("TaintToleration", 0),
     (nodeaffinity.NAME, 0),
+    ("NodePorts", 0),
     (noderesources.FIT, 1),
     (noderesources.BALANCED, 1),
     ("DefaultBinder", 0),

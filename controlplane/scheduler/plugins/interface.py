@@ -26,7 +26,7 @@ class MaskFilter(Protocol):
         """How many of the ``rejected`` rows (1 = rejected by this plug-in) fail for each reason."""
         ...
 
-    def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
+    def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         """Why this plug-in rejects ``node`` (None when it passes)."""
         ...
 

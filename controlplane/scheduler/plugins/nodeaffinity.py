@@ -189,7 +189,7 @@ class NodeAffinity:
     def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
         return sum(w for w, term in pod.preferred_terms if term_matches(term, node))
 
-    def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
+    def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         if self.added is not None and not any(term_matches(t, node) for t in self.added):
             return REASON_ENFORCED
         if any(node.labels.get(k) != v for k, v in pod.node_selector):

@@ -24,5 +24,5 @@ class NodeName:
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         return {REASON: rejected.count(1)}
 
-    def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
+    def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         return REASON if pod.node_name and pod.node_name != node.name else None

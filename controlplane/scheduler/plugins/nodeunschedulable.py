@@ -28,5 +28,5 @@ class NodeUnschedulable:
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         return {REASON: rejected.count(1)}
 
-    def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
+    def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         return REASON if node.unschedulable and not _tolerated(pod) else None

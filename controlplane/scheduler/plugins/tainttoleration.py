@@ -83,7 +83,7 @@ class TaintToleration:
             for row, group in enumerate(groups):
                 node = cluster.by_row[row]
                 if group == MAX_TAINT_GROUPS and rejected[row] and node is not None:
-                    why = self.explain(pod, node)
+                    why = self.explain(pod, node, cluster)
                     if why:
                         counts[why] = counts.get(why, 0) + 1
         return counts
@@ -96,6 +96,6 @@ class TaintToleration:
     def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
         return len(intolerable_prefer_taints(pod, node.taints))
 
-    def explain(self, pod: PodInfo, node: NodeInfo) -> str | None:
+    def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         taint = first_untolerated(pod, node.taints)
         return None if taint is None else reason(taint)

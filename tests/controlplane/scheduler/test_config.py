@@ -26,6 +26,7 @@ def test_no_config_is_the_default_profile():
         "NodeName",
         "TaintToleration",
         "NodeAffinity",
+        "NodePorts",
         "NodeResourcesFit",
     ]
     assert only.scores == {
@@ -74,7 +75,7 @@ def test_plugins_and_args_as_upstream_reads_them():
     (only,) = config.profiles
     assert config.percentage_of_nodes_to_score == 10
     assert only.percentage_of_nodes_to_score == 30
-    assert only.filters == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodeResourcesFit"]
+    assert only.filters == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodePorts", "NodeResourcesFit"]
     assert only.scores == {"NodeResourcesFit": 5}
     assert only.fit.strategy == MOST_ALLOCATED
     assert only.fit.resources == {"cpu": 2, "nvidia.com/gpu": 3}

@@ -161,4 +161,6 @@ def test_random_clusters_mask_equals_explanation():
             mask = affinity.mask(info, cluster)
             assert mask is not None
             passing = cluster.names_of(mask)
-            assert passing == {n.name for n in cluster.nodes.values() if affinity.explain(info, n) is None}
+            assert passing == {
+                n.name for n in cluster.nodes.values() if affinity.explain(info, n, cluster) is None
+            }

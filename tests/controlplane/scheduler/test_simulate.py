@@ -278,3 +278,41 @@ def test_prefer_no_schedule_taints_and_preferred_affinity_steer_the_choice(tmp_p
         "b": 100,
         "c": 100,
     }
+
+
+def with_port(obj: Obj, port: int, ip: str | None = None, protocol: str | None = None) -> Obj:
+    spec: Obj = {"containerPort": port, "hostPort": port}
+    if ip:
+        spec["hostIP"] = ip
+    if protocol:
+        spec["protocol"] = protocol
+    obj["spec"]["containers"][0]["ports"] = [spec]
+    return obj
+
+
+def test_host_ports_conflict_as_upstream(tmp_path, capsys):
+    nodes = [node("a"), node("b")]
+    bound = [
+        with_port(pod("web", node_name="a"), 8080),
+        with_port(pod("dns", node_name="b"), 53, "10.0.0.1", "UDP"),
+    ]
+    out = run(
+        tmp_path,
+        capsys,
+        nodes,
+        [
+            with_port(pod("same"), 8080),  # a uses 8080 on every address: only b
+            with_port(pod("udp-other-ip"), 53, "10.0.0.2", "UDP"),  # another IP: both nodes
+            with_port(pod("udp-any"), 53, None, "UDP"),  # every address conflicts with b's 10.0.0.1
+            with_port(pod("tcp-53"), 53),  # another protocol: both
+        ],
+        bound,
+    )
+    reason = "node(s) didn't have free ports for the requested pod ports"
+    assert out["default/same"]["filtered"] == {"a": [reason]}
+    assert out["default/same"]["node"] == "b"
+    assert out["default/udp-other-ip"]["filtered"] == {}
+    # every address conflicts with b's 10.0.0.1, and with the node the pod before took 10.0.0.2 on
+    taken = out["default/udp-other-ip"]["node"]
+    assert out["default/udp-any"]["filtered"] == {n: [reason] for n in {"b", taken}}
+    assert out["default/tcp-53"]["filtered"] == {}

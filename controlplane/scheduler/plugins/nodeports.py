@@ -1,0 +1,34 @@
+"""NodePorts (filter): a pod's host ports must be free on the node: no placed pod there uses
+the same protocol and port on the same host IP, or on every address (``0.0.0.0``) on
+either side. The cluster keeps, per protocol and port, the rows using it as bit sets."""
+
+from __future__ import annotations
+
+from controlplane.scheduler.cluster import Cluster, NodeInfo
+from controlplane.scheduler.plugins.interface import rows_mask
+from controlplane.scheduler.podinfo import PodInfo
+
+NAME = "NodePorts"
+REASON = "node(s) didn't have free ports for the requested pod ports"
+
+
+class NodePorts:
+    NAME = NAME
+
+    def _busy(self, pod: PodInfo, cluster: Cluster) -> int:
+        busy = 0
+        for protocol, ip, port in pod.host_ports:
+            busy |= cluster.rows_using_port(protocol, port, ip)
+        return busy
+
+    def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
+        if not pod.host_ports:
+            return None
+        n = cluster.table.count
+        return rows_mask(((1 << n) - 1) & ~self._busy(pod, cluster), n)
+
+    def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
+        return {REASON: rejected.count(1)}
+
+    def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
+        return REASON if pod.host_ports and self._busy(pod, cluster) >> node.row & 1 else None
