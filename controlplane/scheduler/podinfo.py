@@ -8,6 +8,7 @@ framework and its plug-ins read, and the dict is dropped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -126,11 +127,34 @@ def _value(name: str, quantity: Quantity) -> int:
     return quantity.milli_value() if name == CPU else quantity.value()
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(name: str, text: str) -> int:
+    return _value(name, Quantity.from_json(text))
+
+
+def _requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's effective requests. Pods with only regular containers (nearly all) are summed
+    here from cached parses; init containers, sidecars and overhead take the full rules of
+    :func:`koordinator.api.resourcelist.pod_requests`."""
+    spec = pod.get("spec") or {}
+    if spec.get("initContainers") or spec.get("overhead"):
+        totals = resourcelist.pod_requests(pod)
+        return {name: v for name, q in totals.items() if (v := _value(name, q))}
+    out: dict[str, int] = {}
+    for container in spec.get("containers") or ():
+        for name, raw in ((container.get("resources") or {}).get("requests") or {}).items():
+            value = _parsed(name, raw) if isinstance(raw, str) else _value(name, Quantity.from_json(raw))
+            if value:
+                out[name] = out.get(name, 0) + value
+    return out
+
+
 def pod_info(pod: Mapping[str, Any]) -> PodInfo:
-    """The record of a pod object; ResourceListError for requests that do not parse."""
+    """The record of a pod object; ValueError (QuantityError, ResourceListError) for requests
+    that do not parse."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    requests = resourcelist.pod_requests(pod)
+    requests = _requests(pod)
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     return PodInfo(
         namespace=meta.get("namespace") or "default",
@@ -140,7 +164,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         node_name=spec.get("nodeName") or "",
         priority=int(spec.get("priority") or 0),
         creation=meta.get("creationTimestamp") or "",
-        requests={name: _value(name, q) for name, q in requests.items() if _value(name, q)},
+        requests=requests,
         tolerations=tuple(
             Toleration(
                 str(t.get("key") or ""),

@@ -72,7 +72,7 @@ def simulate(
         if obj.get("kind") == "Pod" and (obj.get("spec") or {}).get("nodeName"):
             try:
                 info = pod_info(obj)
-            except ResourceListError as err:
+            except ValueError as err:
                 raise SimulateError(f"pod {(obj.get('metadata') or {}).get('name')!r}: {err}") from None
             cluster.place(info, info.node_name)
     frameworks = {
@@ -85,7 +85,7 @@ def simulate(
     for obj in _of_kind(_objects([pods_path]), "Pod", pods_path):
         try:
             pod = pod_info(obj)
-        except ResourceListError as err:
+        except ValueError as err:
             raise SimulateError(f"pod {(obj.get('metadata') or {}).get('name')!r}: {err}") from None
         framework = frameworks.get(pod.scheduler_name)
         if framework is None:
