@@ -214,39 +214,9 @@ def find(
     Rows of ``mask`` (one byte per row, 0 = rejected by another filter) are visited from
     ``start`` round the table; rejected rows count as processed; the search stops after
     ``want`` feasible rows. ``extras`` are score plug-ins outside the kernel, normalized
-    over the feasible rows found (their scores need the whole window first)."""
-    if extras:
-        return _find_normalized(t, pod, cfg, mask, start, want, state, extras)
-    n = len(mask)
-    chosen, best, ties, feasible, processed = -1, -1, 0, 0, 0
-    for j in range(n):
-        if feasible >= want:
-            break
-        i = (start + j) % n
-        processed += 1
-        if not mask[i] or not fits(t, i, pod):
-            continue
-        feasible += 1
-        total = total_score(t, i, pod, cfg)
-        if total > best:
-            chosen, best, ties = i, total, 1
-        elif total == best:
-            ties += 1
-            if next_random(state) % ties == 0:
-                chosen = i
-    return chosen, feasible, processed, best
-
-
-def _find_normalized(
-    t: NodeTable,
-    pod: PodVector,
-    cfg: ScoreConfig,
-    mask: bytes | bytearray,
-    start: int,
-    want: int,
-    state: array[int],
-    extras: Sequence[Extra],
-) -> tuple[int, int, int, int]:
+    over the feasible rows found (their scores need the whole window first); the best
+    total wins, ties broken by reservoir sampling in visiting order. (The compiled kernel
+    has a one-pass path for calls without extras; the result is the same.)"""
     n = len(mask)
     window: list[tuple[int, int]] = []
     processed = 0
