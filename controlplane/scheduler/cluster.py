@@ -84,6 +84,8 @@ class Cluster:
         self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
         #: pod key -> (node, its request vector, its host ports): bound and assumed pods
         self.placed: dict[str, tuple[str, PodVector, tuple[HostPort, ...]]] = {}
+        #: node name -> the keys of the pods placed on it (known node or not)
+        self.on_node: dict[str, set[str]] = {}
         #: label key -> value -> the rows carrying it, as an int bit set (bit ``row`` set)
         self.labels: dict[str, dict[str, int]] = {}
         #: PreferNoSchedule taint -> the rows carrying it (bit set), for TaintToleration's score
@@ -100,7 +102,9 @@ class Cluster:
         return self.set_node_spec(node_spec(node))
 
     def set_node_spec(self, spec: NodeSpec) -> NodeInfo:
-        """Add or update a node from its compact record."""
+        """Add or update a node from its compact record (a node seen for the first time, or
+        again, gets the pods already placed on it counted)."""
+        arriving = spec.name not in self.nodes
         row = self.table.set_node(spec.name, spec.allocatable, spec.pods)
         old = self.by_row[row] if row < len(self.by_row) else None
         if old is not None:
@@ -117,12 +121,21 @@ class Cluster:
         self.nodes[spec.name] = info
         self.unschedulable[row] = 1 if info.unschedulable else 0
         self.taint_group[row] = self._taint_group(tuple(t for t in spec.taints if t.effect in FILTER_EFFECTS))
+        if arriving:
+            for key in self.on_node.get(spec.name, ()):
+                _, vector, ports = self.placed[key]
+                self._account(row, vector, ports, 1)
         return info
 
     def remove_node(self, name: str) -> None:
-        info = self.nodes.pop(name, None)
+        """Forget a node; the pods placed on it stay recorded (counted again if it returns)."""
+        info = self.nodes.get(name)
         if info is None:
             return
+        for key in self.on_node.get(name, ()):
+            _, vector, ports = self.placed[key]
+            self._account(info.row, vector, ports, -1)
+        del self.nodes[name]
         self.table.remove_node(name)
         self._unindex(info)
         self.by_row[info.row] = None
@@ -183,38 +196,45 @@ class Cluster:
 
     def place(self, pod: PodInfo, node: str) -> None:
         """Account ``pod`` on ``node`` (bound, or assumed by this scheduler); placing it again
-        moves it."""
+        moves it. A pod on a node not known yet (the pod informer can be ahead of the node
+        informer) is kept and counted once the node arrives; so are the pods of a node that
+        went away and comes back."""
         self.unplace(pod.key)
-        info = self.nodes.get(node)
-        if info is None:
-            return
         vector = self.table.pod_vector(pod.requests)
-        self.table.add_pod(info.row, vector)
         self.placed[pod.key] = (node, vector, pod.host_ports)
-        for protocol, ip, port in pod.host_ports:
-            user = (protocol, port, ip, info.row)
-            self._port_users[user] = self._port_users.get(user, 0) + 1
-            by_ip = self.ports.setdefault((protocol, port), {})
-            by_ip[ip] = by_ip.get(ip, 0) | (1 << info.row)
+        self.on_node.setdefault(node, set()).add(pod.key)
+        info = self.nodes.get(node)
+        if info is not None:
+            self._account(info.row, vector, pod.host_ports, 1)
 
     def unplace(self, key: str) -> None:
         """Forget a placed pod (deleted, or an assumed pod whose binding failed)."""
         found = self.placed.pop(key, None)
         if found is None:
             return
-        info = self.nodes.get(found[0])
-        if info is None:
-            return
-        self.table.add_pod(info.row, found[1], sign=-1)
-        for protocol, ip, port in found[2]:
-            user = (protocol, port, ip, info.row)
-            remaining = self._port_users.get(user, 0) - 1
-            if remaining > 0:
-                self._port_users[user] = remaining
+        node, vector, ports = found
+        keys = self.on_node.get(node)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self.on_node[node]
+        info = self.nodes.get(node)
+        if info is not None:
+            self._account(info.row, vector, ports, -1)
+
+    def _account(self, row: int, vector: PodVector, ports: tuple[HostPort, ...], sign: int) -> None:
+        """Add (``sign=1``) or remove a pod's requests and host ports on a row."""
+        self.table.add_pod(row, vector, sign)
+        for protocol, ip, port in ports:
+            user = (protocol, port, ip, row)
+            count = self._port_users.get(user, 0) + sign
+            by_ip = self.ports.setdefault((protocol, port), {})
+            if count > 0:
+                self._port_users[user] = count
+                by_ip[ip] = by_ip.get(ip, 0) | (1 << row)
                 continue
             self._port_users.pop(user, None)
-            by_ip = self.ports.get((protocol, port), {})
-            bits = by_ip.get(ip, 0) & ~(1 << info.row)
+            bits = by_ip.get(ip, 0) & ~(1 << row)
             if bits:
                 by_ip[ip] = bits
             else:
