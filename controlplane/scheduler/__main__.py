@@ -114,9 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = component_parser(
         PROG,
         "Koordinator's scheduler with the plug-ins built so far (NodeUnschedulable, NodeName, "
-        "TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation); "
-        "`simulate` places pods offline with the same framework. Not built in this release: "
-        "preemption, the other default plug-ins and Koordinator's own plug-ins.",
+        "TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation, "
+        "DefaultPreemption); `simulate` places pods offline with the same framework. Not built in this "
+        "release: the other default plug-ins and Koordinator's own plug-ins.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )

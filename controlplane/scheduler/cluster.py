@@ -82,8 +82,8 @@ class Cluster:
         self.taint_group = bytearray()
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
-        #: pod key -> (node, its request vector, its host ports): bound and assumed pods
-        self.placed: dict[str, tuple[str, PodVector, tuple[HostPort, ...]]] = {}
+        #: pod key -> (node, its request vector, the pod): bound and assumed pods
+        self.placed: dict[str, tuple[str, PodVector, PodInfo]] = {}
         #: node name -> the keys of the pods placed on it (known node or not)
         self.on_node: dict[str, set[str]] = {}
         #: label key -> value -> the rows carrying it, as an int bit set (bit ``row`` set)
@@ -123,8 +123,8 @@ class Cluster:
         self.taint_group[row] = self._taint_group(tuple(t for t in spec.taints if t.effect in FILTER_EFFECTS))
         if arriving:
             for key in self.on_node.get(spec.name, ()):
-                _, vector, ports = self.placed[key]
-                self._account(row, vector, ports, 1)
+                _, vector, placed = self.placed[key]
+                self.account(row, vector, placed.host_ports, 1)
         return info
 
     def remove_node(self, name: str) -> None:
@@ -133,8 +133,8 @@ class Cluster:
         if info is None:
             return
         for key in self.on_node.get(name, ()):
-            _, vector, ports = self.placed[key]
-            self._account(info.row, vector, ports, -1)
+            _, vector, placed = self.placed[key]
+            self.account(info.row, vector, placed.host_ports, -1)
         del self.nodes[name]
         self.table.remove_node(name)
         self._unindex(info)
@@ -201,18 +201,18 @@ class Cluster:
         went away and comes back."""
         self.unplace(pod.key)
         vector = self.table.pod_vector(pod.requests)
-        self.placed[pod.key] = (node, vector, pod.host_ports)
+        self.placed[pod.key] = (node, vector, pod)
         self.on_node.setdefault(node, set()).add(pod.key)
         info = self.nodes.get(node)
         if info is not None:
-            self._account(info.row, vector, pod.host_ports, 1)
+            self.account(info.row, vector, pod.host_ports, 1)
 
     def unplace(self, key: str) -> None:
         """Forget a placed pod (deleted, or an assumed pod whose binding failed)."""
         found = self.placed.pop(key, None)
         if found is None:
             return
-        node, vector, ports = found
+        node, vector, placed = found
         keys = self.on_node.get(node)
         if keys is not None:
             keys.discard(key)
@@ -220,9 +220,9 @@ class Cluster:
                 del self.on_node[node]
         info = self.nodes.get(node)
         if info is not None:
-            self._account(info.row, vector, ports, -1)
+            self.account(info.row, vector, placed.host_ports, -1)
 
-    def _account(self, row: int, vector: PodVector, ports: tuple[HostPort, ...], sign: int) -> None:
+    def account(self, row: int, vector: PodVector, ports: tuple[HostPort, ...], sign: int) -> None:
         """Add (``sign=1``) or remove a pod's requests and host ports on a row."""
         self.table.add_pod(row, vector, sign)
         for protocol, ip, port in ports:

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from controlplane.scheduler.plugins import nodeaffinity, noderesources
-from controlplane.scheduler.registry import DEFAULT_PLUGINS, FILTER, REGISTRY, SCORE
+from controlplane.scheduler.registry import DEFAULT_PLUGINS, FILTER, POST_FILTER, REGISTRY, SCORE
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -49,6 +49,8 @@ class Profile:
     filters: list[str] = field(default_factory=list)
     #: score plug-ins and their weights
     scores: dict[str, int] = field(default_factory=dict)
+    #: DefaultPreemption runs when no node fits
+    preemption: bool = False
     #: every plug-in's parsed args (its pluginConfig entry; absent: its defaults)
     args: dict[str, Any] = field(default_factory=dict)
     fit: noderesources.FitArgs = field(default_factory=noderesources.FitArgs)
@@ -130,8 +132,18 @@ def _profile(raw: Mapping[str, Any], path: str) -> Profile:
         else:
             scores = {} if "*" in disabled else {n: w for n, w in scores.items() if n not in disabled}
             scores.update({n: (w or REGISTRY[n].default_weight) for n, w in enabled})
+    post_filters = [n for n in chosen if POST_FILTER in REGISTRY[n].points]
+    enabled, disabled = _point(plugins, POST_FILTER, f"{path}.plugins")
+    for name, _ in enabled:
+        if name == "*" or POST_FILTER not in REGISTRY[name].points:
+            raise ConfigError(
+                f"{path}.plugins.{POST_FILTER}.enabled: {name!r} is not a {POST_FILTER} plug-in"
+            )
+    post_filters = [] if "*" in disabled else [n for n in post_filters if n not in disabled]
+    post_filters += [n for n, _ in enabled if n not in post_filters]
+    profile.preemption = "DefaultPreemption" in post_filters
     for point in EXTENSION_POINTS:
-        if point not in ("multiPoint", FILTER, SCORE):
+        if point not in ("multiPoint", FILTER, SCORE, POST_FILTER):
             _point(plugins, point, f"{path}.plugins")  # validated; their plug-ins are fixed here
     if noderesources.FIT not in filters:
         raise ConfigError(f"{path}.plugins.filter: {noderesources.FIT} cannot be disabled in koord-scheduler")

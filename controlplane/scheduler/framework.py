@@ -25,6 +25,7 @@ from controlplane.scheduler.config import Profile
 from controlplane.scheduler.kernel.table import PodVector, ScoreConfig
 from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS, Extra, node_fails, normalized
 from controlplane.scheduler.plugins import noderesources
+from controlplane.scheduler.plugins.defaultpreemption import Candidate, preempt
 from controlplane.scheduler.plugins.interface import MaskFilter, NormalizedScore, and_masks, and_not
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.registry import REGISTRY
@@ -45,6 +46,8 @@ class ScheduleResult:
     processed: int = 0
     #: the plug-ins that rejected some node, when no node fits (the queue's move rules)
     rejected_by: frozenset[str] = frozenset()
+    #: the node and victims DefaultPreemption chose, when no node fits and it found some
+    preemption: Candidate | None = None
 
 
 def fit_error(all_nodes: int, reasons: dict[str, int]) -> str:
@@ -83,6 +86,7 @@ class Framework:
         self.balanced_weight = profile.scores.get(noderesources.BALANCED, 0)
         self.next_start = 0
         self.random = array("Q", [seed if seed is not None else random.getrandbits(63) | 1])
+        self.rng = random.Random(seed)
         self._cfg: ScoreConfig | None = None
         self._cfg_width = -1
 
@@ -146,7 +150,24 @@ class Framework:
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
         reasons, plugins = self.diagnose(pod, vector, cfg)
-        return ScheduleResult(pod.key, None, fit_error(all_nodes, reasons), reasons, 0, processed, plugins)
+        message = fit_error(all_nodes, reasons)
+        candidate = None
+        if self.profile.preemption:
+            outcome = preempt(self.cluster, pod, vector, self.static_mask(pod), self.rng)
+            candidate = outcome.candidate
+            if outcome.message:
+                message += f" preemption: {outcome.message}."
+        return ScheduleResult(pod.key, None, message, reasons, 0, processed, plugins, candidate)
+
+    def static_mask(self, pod: PodInfo) -> bytes:
+        """The rows that every filter eviction cannot change passes."""
+        mask = bytes(self.cluster.table.live())
+        for plugin in self.filters:
+            if not plugin.PREEMPTION_HELPS:
+                narrowed = plugin.mask(pod, self.cluster)
+                if narrowed is not None:
+                    mask = and_masks(mask, narrowed)
+        return mask
 
     def diagnose(
         self, pod: PodInfo, vector: PodVector, cfg: ScoreConfig

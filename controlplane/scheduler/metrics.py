@@ -53,6 +53,15 @@ class SchedulerMetrics:
             buckets=tuple(0.0001 * 2**i for i in range(12)),
             registry=reg,
         )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now", registry=reg
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=tuple(float(2**i) for i in range(7)),
+            registry=reg,
+        )
         self.is_leader = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "

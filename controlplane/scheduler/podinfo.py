@@ -117,6 +117,12 @@ class PodInfo:
     preferred_terms: tuple[tuple[int, Term], ...] = ()
     #: host ports the containers ask for: (protocol, host IP, port)
     host_ports: tuple[HostPort, ...] = ()
+    #: ``spec.preemptionPolicy``: PreemptLowerPriority (the default) or Never
+    preemption_policy: str = "PreemptLowerPriority"
+    #: ``status.nominatedNodeName`` (set when it preempted pods there)
+    nominated_node: str = ""
+    #: being deleted (``metadata.deletionTimestamp``)
+    terminating: bool = False
 
     @property
     def key(self) -> str:
@@ -190,4 +196,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
             if isinstance(p, Mapping)
         ),
         host_ports=_host_ports(spec),
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        nominated_node=str((pod.get("status") or {}).get("nominatedNodeName") or ""),
+        terminating=bool(meta.get("deletionTimestamp")),
     )

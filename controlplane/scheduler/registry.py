@@ -26,7 +26,7 @@ from controlplane.scheduler.queue import (
     ClusterEvent,
 )
 
-FILTER, SCORE, QUEUE_SORT, BIND = "filter", "score", "queueSort", "bind"
+FILTER, SCORE, QUEUE_SORT, BIND, POST_FILTER = "filter", "score", "queueSort", "bind", "postFilter"
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ REGISTRY: dict[str, PluginSpec] = {
             events=frozenset({NODE_ADD, NODE_ALLOCATABLE, ASSIGNED_POD_DELETE}),
         ),
         PluginSpec(noderesources.BALANCED, frozenset({SCORE}), args=noderesources.balanced_args),
+        PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
         PluginSpec("DefaultBinder", frozenset({BIND})),
     )
 }
@@ -97,6 +98,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     ("NodePorts", 0),
     (noderesources.FIT, 1),
     (noderesources.BALANCED, 1),
+    ("DefaultPreemption", 0),
     ("DefaultBinder", 0),
 )
 

@@ -27,6 +27,7 @@ from controlplane.scheduler.cluster import Cluster, NodeSpec, node_spec
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework, ScheduleResult
 from controlplane.scheduler.metrics import SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
+from controlplane.scheduler.plugins.defaultpreemption import Candidate
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.queue import (
     ASSIGNED_POD_DELETE,
@@ -212,6 +213,8 @@ class Scheduler:
         if result.node is None:
             self.queue.failed(qp, result.rejected_by, cycle)
             self._spawn(self._report_unschedulable(pod, result.message))
+            if result.preemption is not None:
+                self._spawn(self._preempt(pod, result.preemption))
             return result
         self.metrics.pod_scheduling_sli_duration.labels(str(qp.attempts)).observe(
             self.clock.monotonic() - qp.initial
@@ -257,6 +260,33 @@ class Scheduler:
             await self.recorder.record(
                 _ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}"
             )
+
+    async def _preempt(self, pod: PodInfo, candidate: Candidate) -> None:
+        """Evict the victims through the API and nominate the node for the preemptor."""
+        for victim in candidate.victims:
+            try:
+                await self.client.delete(res.PODS, victim.name, victim.namespace)
+            except NotFoundError:
+                continue
+            except KubeError as err:
+                log.warning("preempting %s for %s failed: %s", victim.key, pod.key, err)
+                return
+            if self.recorder is not None:
+                await self.recorder.record(
+                    _ref(victim), NORMAL, "Preempted", f"Preempted by pod {pod.uid} on node {candidate.node}"
+                )
+        self.metrics.preemption_attempts.inc()
+        self.metrics.preemption_victims.observe(len(candidate.victims))
+        try:
+            await self.client.patch(
+                res.PODS,
+                pod.name,
+                {"status": {"nominatedNodeName": candidate.node}},
+                pod.namespace,
+                subresource="status",
+            )
+        except KubeError as err:
+            log.debug("nominatedNodeName of %s not written: %s", pod.key, err)
 
     def _observe_bind(self, pod: PodInfo, status: str, started: float) -> None:
         self.metrics.extension_point_duration.labels("Bind", status, pod.scheduler_name).observe(

@@ -104,15 +104,19 @@ def simulate(
         result = framework.schedule(pod)
         if result.node is not None:
             cluster.place(pod, result.node)
-        results.append(
-            {
-                "pod": pod.key,
-                "node": result.node,
-                "filtered": explained["filtered"],
-                "scores": explained["scores"],
-                "status": "Scheduled" if result.node is not None else result.message,
+        entry: dict[str, Any] = {
+            "pod": pod.key,
+            "node": result.node,
+            "filtered": explained["filtered"],
+            "scores": explained["scores"],
+            "status": "Scheduled" if result.node is not None else result.message,
+        }
+        if result.preemption is not None:  # what the live scheduler would evict (nothing is, here)
+            entry["preemption"] = {
+                "node": result.preemption.node,
+                "victims": [v.key for v in result.preemption.victims],
             }
-        )
+        results.append(entry)
     return results
 
 

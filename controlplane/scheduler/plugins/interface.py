@@ -17,6 +17,9 @@ from controlplane.scheduler.podinfo import PodInfo
 
 class MaskFilter(Protocol):
     NAME: str
+    #: whether evicting pods from a node can lift this plug-in's rejection (upstream's
+    #: Unschedulable, as opposed to UnschedulableAndUnresolvable)
+    PREEMPTION_HELPS: bool
 
     def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
         """One byte per table row: 1 where the node passes."""

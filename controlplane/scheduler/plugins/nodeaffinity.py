@@ -139,6 +139,7 @@ class NodeAffinity:
     normalized so the best node of the window gets 100)."""
 
     NAME = NAME
+    PREEMPTION_HELPS = False
     reverse = False
 
     def __init__(self, added: tuple[Term, ...] | None = None) -> None:

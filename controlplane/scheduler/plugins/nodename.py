@@ -11,6 +11,7 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName:
     NAME = NAME
+    PREEMPTION_HELPS = False
 
     def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
         if not pod.node_name:

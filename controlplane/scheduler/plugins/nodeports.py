@@ -14,6 +14,7 @@ REASON = "node(s) didn't have free ports for the requested pod ports"
 
 class NodePorts:
     NAME = NAME
+    PREEMPTION_HELPS = True
 
     def _busy(self, pod: PodInfo, cluster: Cluster) -> int:
         busy = 0

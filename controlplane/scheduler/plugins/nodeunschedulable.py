@@ -19,6 +19,7 @@ def _tolerated(pod: PodInfo) -> bool:
 
 class NodeUnschedulable:
     NAME = NAME
+    PREEMPTION_HELPS = False
 
     def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
         if _tolerated(pod):

@@ -48,6 +48,7 @@ class TaintToleration:
     (normalized in reverse over the window, as upstream)."""
 
     NAME = NAME
+    PREEMPTION_HELPS = False
     reverse = True
 
     def _verdicts(self, pod: PodInfo, cluster: Cluster) -> list[Taint | None]:

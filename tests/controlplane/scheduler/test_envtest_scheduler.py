@@ -5,8 +5,8 @@ without binding any pod twice.
 
 The envtest apiserver runs upstream's default admission plug-ins, so every new Node gets the
 ``node.kubernetes.io/not-ready`` taint that a node lifecycle controller would remove; the
-tests remove it as that controller would. Nodes and pods ask for thousands of CPUs so that
-nodes other tests leave in the shared apiserver never fit.
+tests remove it as that controller would. Each test labels its nodes and selects them in its
+pods, so that nodes other tests leave in the shared apiserver never take its pods.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ ROOT = Path(__file__).resolve().parents[3]
 Obj = dict[str, Any]
 
 
-async def add_node(client: ApiClient, name: str, cpu: str) -> None:
+async def add_node(client: ApiClient, name: str, cpu: str, tag: str) -> None:
     body = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {"test-tag": tag}},
         "status": {
             "allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
             "capacity": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
@@ -53,16 +53,21 @@ async def add_node(client: ApiClient, name: str, cpu: str) -> None:
     await client.replace(res.NODES, created)
 
 
-async def add_pod(client: ApiClient, namespace: str, name: str, cpu: str) -> None:
-    body = {
+async def add_pod(
+    client: ApiClient, namespace: str, name: str, cpu: str, tag: str, priority_class: str = ""
+) -> None:
+    body: Obj = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "schedulerName": "koord-scheduler",
+            "nodeSelector": {"test-tag": tag},  # only this test's nodes (others stay in the apiserver)
             "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
         },
     }
+    if priority_class:
+        body["spec"]["priorityClassName"] = priority_class
     await client.create(res.PODS, body)
 
 
@@ -80,17 +85,21 @@ async def test_pods_bind_and_an_unschedulable_pod_waits_for_a_fitting_node(
     envtest: Envtest, envtest_client: ApiClient, envtest_namespace: str
 ):
     ns, tag = envtest_namespace, uuid.uuid4().hex[:6]
-    await add_node(envtest_client, f"big-a-{tag}", "2000")
+    await add_node(envtest_client, f"big-a-{tag}", "2000", tag)
     process = SchedulerProcess(envtest_client, parse(None), ProcessOptions(leader_elect=False, secure_port=0))
     task = asyncio.create_task(process.run())
     try:
-        await add_pod(envtest_client, ns, "first", "1500")
-        await add_pod(envtest_client, ns, "second", "1500")
+        await add_pod(envtest_client, ns, "first", "1500", tag)
+        await add_pod(envtest_client, ns, "second", "1500", tag)
         await eventually_awaited(lambda: _bound(envtest_client, ns, "first", f"big-a-{tag}"), 30)
         await eventually_awaited(lambda: _has_events(envtest_client, ns, "FailedScheduling"), 30)
         (failed,) = await events(envtest_client, ns, "FailedScheduling")
         assert failed["involvedObject"]["name"] == "second"
-        assert re.fullmatch(r"0/\d+ nodes are available: (.*, )?\d+ Insufficient cpu\.", failed["message"])
+        assert re.fullmatch(
+            r"0/\d+ nodes are available: (.*, )?\d+ Insufficient cpu(, .*)?\. "
+            r"preemption: 0/\d+ nodes are available: .*\.\.",
+            failed["message"],
+        )
         second = await envtest_client.get(res.PODS, "second", ns)
         condition = next(c for c in second["status"]["conditions"] if c["type"] == "PodScheduled")
         assert (condition["status"], condition["reason"], condition["message"]) == (
@@ -98,13 +107,51 @@ async def test_pods_bind_and_an_unschedulable_pod_waits_for_a_fitting_node(
             "Unschedulable",
             failed["message"],
         )
-        await add_node(envtest_client, f"big-b-{tag}", "2000")
+        await add_node(envtest_client, f"big-b-{tag}", "2000", tag)
         await eventually_awaited(lambda: _bound(envtest_client, ns, "second", f"big-b-{tag}"), 30)
         scheduled = await events(envtest_client, ns, "Scheduled")
         assert sorted(e["message"] for e in scheduled) == [
             f"Successfully assigned {ns}/first to big-a-{tag}",
             f"Successfully assigned {ns}/second to big-b-{tag}",
         ]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await process.stop()
+
+
+async def test_preemption_deletes_the_lower_priority_pod_and_the_preemptor_binds(
+    envtest_client: ApiClient, envtest_namespace: str
+):
+    ns, tag = envtest_namespace, uuid.uuid4().hex[:6]
+    for name, value in ((f"low-{tag}", 1), (f"high-{tag}", 1000)):
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        await envtest_client.create(res.PRIORITY_CLASSES, body)
+    await add_node(envtest_client, f"only-{tag}", "3000", tag)
+    process = SchedulerProcess(envtest_client, parse(None), ProcessOptions(leader_elect=False, secure_port=0))
+    task = asyncio.create_task(process.run())
+    try:
+        await add_pod(envtest_client, ns, "batch", "2000", tag, f"low-{tag}")
+        await eventually_awaited(lambda: _bound(envtest_client, ns, "batch", f"only-{tag}"), 30)
+        await add_pod(envtest_client, ns, "critical", "2000", tag, f"high-{tag}")
+
+        async def victim_deleting() -> bool:
+            batch = await envtest_client.get(res.PODS, "batch", ns)
+            return bool(batch["metadata"].get("deletionTimestamp"))
+
+        await eventually_awaited(victim_deleting, 30)
+        # no kubelet here: finish the graceful deletion as the kubelet would
+        await envtest_client.delete(res.PODS, "batch", ns, grace_period_seconds=0)
+        await eventually_awaited(lambda: _bound(envtest_client, ns, "critical", f"only-{tag}"), 30)
+        critical = await envtest_client.get(res.PODS, "critical", ns)
+        assert critical["status"].get("nominatedNodeName") == f"only-{tag}"
+        preempted = await events(envtest_client, ns, "Preempted")
+        assert [e["involvedObject"]["name"] for e in preempted] == ["batch"]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -162,7 +209,7 @@ async def test_the_leader_is_killed_and_the_other_replica_takes_over(
 ):
     ns, tag = envtest_namespace, uuid.uuid4().hex[:6]
     await create_namespace(envtest_client, "koordinator-system")
-    await add_node(envtest_client, f"big-{tag}", "100000")
+    await add_node(envtest_client, f"big-{tag}", "100000", tag)
 
     async def holder() -> str:
         lease = await envtest_client.get(res.LEASES, "koord-scheduler", "koordinator-system")
@@ -179,13 +226,13 @@ async def test_the_leader_is_killed_and_the_other_replica_takes_over(
                 break
             await asyncio.sleep(0.2)
     for i in range(5):
-        await add_pod(envtest_client, ns, f"a{i}", "1")
+        await add_pod(envtest_client, ns, f"a{i}", "1", tag)
     await eventually_awaited(lambda: _all_bound(envtest_client, ns, 5), 60)
     proc, _ = replicas[leader]
     proc.kill()  # no goodbye: the lease has to expire
     proc.wait()
     for i in range(5):
-        await add_pod(envtest_client, ns, f"b{i}", "1")
+        await add_pod(envtest_client, ns, f"b{i}", "1", tag)
     await eventually_awaited(lambda: _all_bound(envtest_client, ns, 10), 60)
     scheduled = await events(envtest_client, ns, "Scheduled")
     per_pod: dict[str, int] = {}

@@ -113,7 +113,8 @@ def test_unschedulable_message_and_enforced_affinity():
     result = framework.schedule(pod_info(pod({"zone": "z9"})))
     assert result.node is None
     assert result.message == (
-        f"0/4 nodes are available: 1 node(s) didn't match scheduler-enforced node affinity, 3 {POD_REASON}."
+        f"0/4 nodes are available: 1 node(s) didn't match scheduler-enforced node affinity, 3 {POD_REASON}. "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.."
     )
     assert result.rejected_by == {"NodeAffinity"}
     assert feasible(pod(), config) == {"a", "b", "c"}  # d has no zone: enforced away

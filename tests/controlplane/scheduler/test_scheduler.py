@@ -77,7 +77,10 @@ async def test_pods_are_bound_and_an_unschedulable_one_waits_for_a_node():
             assert {node_of(fake, "a"), node_of(fake, "b")} <= {"small", "large"}
             await eventually(lambda: events(fake, "FailedScheduling"))
             (failed,) = events(fake, "FailedScheduling")
-            assert failed["message"] == "0/2 nodes are available: 2 Insufficient cpu."
+            assert failed["message"] == (
+                "0/2 nodes are available: 2 Insufficient cpu. "
+                "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.."
+            )
             assert failed["involvedObject"]["name"] == "huge"
             conditions = fake.get(res.PODS, "huge", "default")["status"]["conditions"]
             assert {

@@ -127,7 +127,8 @@ def test_where_each_pod_goes_and_why(tmp_path, capsys):
     assert big["node"] is None
     assert big["status"] == (
         "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-        "1 node(s) were unschedulable, 2 Insufficient cpu."
+        "1 node(s) were unschedulable, 2 Insufficient cpu. preemption: 0/4 nodes are available: "
+        "2 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.."
     )
     assert big["filtered"]["n1"] == ["Insufficient cpu"]
     assert out["default/other"]["node"] is None
@@ -140,7 +141,10 @@ def test_placed_pods_count_and_each_placement_is_assumed_for_the_next(tmp_path, 
     out = run(tmp_path, capsys, nodes, [pod("p1", "1"), pod("p2", "1"), pod("p3", "1")], bound)
     # a has 500m left: p1 and p2 go to b (the second one assumed on it already), p3 fits nowhere
     assert [out[f"default/p{i}"]["node"] for i in (1, 2, 3)] == ["b", "b", None]
-    assert out["default/p3"]["status"] == "0/2 nodes are available: 2 Insufficient cpu."
+    assert out["default/p3"]["status"] == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.."
+    )
 
 
 def test_tolerations_node_name_and_too_many_pods(tmp_path, capsys):
@@ -316,3 +320,13 @@ def test_host_ports_conflict_as_upstream(tmp_path, capsys):
     taken = out["default/udp-other-ip"]["node"]
     assert out["default/udp-any"]["filtered"] == {n: [reason] for n in {"b", taken}}
     assert out["default/tcp-53"]["filtered"] == {}
+
+
+def test_simulate_says_whom_a_pod_would_preempt(tmp_path, capsys):
+    low = pod("low", "3", node_name="a")
+    low["spec"]["priority"] = 1
+    high = pod("high", "3")
+    high["spec"]["priority"] = 100
+    out = run(tmp_path, capsys, [node("a")], [high], [low])
+    assert out["default/high"]["node"] is None
+    assert out["default/high"]["preemption"] == {"node": "a", "victims": ["default/low"]}
