@@ -81,6 +81,16 @@ async def events(client: ApiClient, namespace: str, reason: str) -> list[Obj]:
     return [e for e in listed["items"] if e["reason"] == reason]
 
 
+async def reported(client: ApiClient, namespace: str, reason: str, count: int) -> list[Obj]:
+    """The Events of ``reason`` once there are ``count`` (each is written after its binding)."""
+
+    async def enough() -> bool:
+        return len(await events(client, namespace, reason)) >= count
+
+    await eventually_awaited(enough, 30)
+    return await events(client, namespace, reason)
+
+
 async def test_pods_bind_and_an_unschedulable_pod_waits_for_a_fitting_node(
     envtest: Envtest, envtest_client: ApiClient, envtest_namespace: str
 ):
@@ -109,7 +119,7 @@ async def test_pods_bind_and_an_unschedulable_pod_waits_for_a_fitting_node(
         )
         await add_node(envtest_client, f"big-b-{tag}", "2000", tag)
         await eventually_awaited(lambda: _bound(envtest_client, ns, "second", f"big-b-{tag}"), 30)
-        scheduled = await events(envtest_client, ns, "Scheduled")
+        scheduled = await reported(envtest_client, ns, "Scheduled", 2)
         assert sorted(e["message"] for e in scheduled) == [
             f"Successfully assigned {ns}/first to big-a-{tag}",
             f"Successfully assigned {ns}/second to big-b-{tag}",
@@ -150,7 +160,7 @@ async def test_preemption_deletes_the_lower_priority_pod_and_the_preemptor_binds
         await eventually_awaited(lambda: _bound(envtest_client, ns, "critical", f"only-{tag}"), 30)
         critical = await envtest_client.get(res.PODS, "critical", ns)
         assert critical["status"].get("nominatedNodeName") == f"only-{tag}"
-        preempted = await events(envtest_client, ns, "Preempted")
+        preempted = await reported(envtest_client, ns, "Preempted", 1)
         assert [e["involvedObject"]["name"] for e in preempted] == ["batch"]
     finally:
         task.cancel()
@@ -228,13 +238,14 @@ async def test_the_leader_is_killed_and_the_other_replica_takes_over(
     for i in range(5):
         await add_pod(envtest_client, ns, f"a{i}", "1", tag)
     await eventually_awaited(lambda: _all_bound(envtest_client, ns, 5), 60)
+    await reported(envtest_client, ns, "Scheduled", 5)  # the leader is done with them
     proc, _ = replicas[leader]
     proc.kill()  # no goodbye: the lease has to expire
     proc.wait()
     for i in range(5):
         await add_pod(envtest_client, ns, f"b{i}", "1", tag)
     await eventually_awaited(lambda: _all_bound(envtest_client, ns, 10), 60)
-    scheduled = await events(envtest_client, ns, "Scheduled")
+    scheduled = await reported(envtest_client, ns, "Scheduled", 10)
     per_pod: dict[str, int] = {}
     for event in scheduled:
         per_pod[event["involvedObject"]["name"]] = per_pod.get(event["involvedObject"]["name"], 0) + 1

@@ -88,7 +88,7 @@ async def test_pods_are_bound_and_an_unschedulable_one_waits_for_a_node():
                 "status": "False",
                 "reason": "Unschedulable",
             }.items() <= conditions[0].items()
-            assert len(events(fake, "Scheduled")) == 2
+            await eventually(lambda: len(events(fake, "Scheduled")) == 2)  # written after each binding
             # a node that fits arrives: the pod leaves unschedulable on NodeAdd and binds
             fake.create(res.NODES, node("xl", cpu="8"))
             await eventually(lambda: node_of(fake, "huge") == "xl")
