@@ -71,16 +71,7 @@ def next_random(state: array[int]) -> int:
 
 
 def fits(t: NodeTable, i: int, pod: PodVector) -> bool:
-    if t.pods[i] + 1 > t.pods_alloc[i]:
-        return False
-    width = t.width
-    base = i * width
-    req = pod.req
-    for r in range(min(width, len(req))):
-        want = req[r]
-        if want > 0 and want > t.alloc[base + r] - t.req[base + r]:
-            return False
-    return True
+    return not node_fails(t, i, pod)
 
 
 def node_fails(t: NodeTable, i: int, pod: PodVector) -> list[int]:
