@@ -107,11 +107,15 @@ class Framework:
         requests = {k: v for k, v in pod.requests.items() if not fit.ignores(k)}
         return self.cluster.table.pod_vector(requests)
 
-    def candidates(self, pod: PodInfo) -> bytes:
+    def masks(self, pod: PodInfo) -> list[tuple[MaskFilter, bytes | None]]:
+        """Each mask filter with its mask for ``pod`` (None: it rejects no node), in profile
+        order: built once per cycle, then combined, diagnosed and narrowed for preemption."""
+        return [(plugin, plugin.mask(pod, self.cluster)) for plugin in self.filters]
+
+    def candidates(self, pod: PodInfo, masks: list[tuple[MaskFilter, bytes | None]] | None = None) -> bytes:
         """The rows every mask filter passes."""
         mask = bytes(self.cluster.table.live())
-        for plugin in self.filters:
-            narrowed = plugin.mask(pod, self.cluster)
+        for _, narrowed in self.masks(pod) if masks is None else masks:
             if narrowed is not None:
                 mask = and_masks(mask, narrowed)
         return mask
@@ -139,7 +143,8 @@ class Framework:
         table = self.cluster.table
         vector = self.pod_vector(pod)
         cfg = self.score_config()
-        mask = self.candidates(pod)
+        masks = self.masks(pod)
+        mask = self.candidates(pod, masks)
         want = num_feasible_nodes_to_find(self.percentage, all_nodes, has_scoring=self.has_scoring)
         start = self.next_start % table.count
         extras = self.extras(pod)
@@ -149,36 +154,33 @@ class Framework:
         self.next_start = (start + processed) % table.count
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
-        reasons, plugins = self.diagnose(pod, vector, cfg)
+        reasons, plugins = self.diagnose(pod, vector, cfg, masks)
         message = fit_error(all_nodes, reasons)
         candidate = None
         if self.profile.preemption:
-            outcome = preempt(self.cluster, pod, vector, self.static_mask(pod), self.rng)
+            outcome = preempt(self.cluster, pod, vector, self.static_mask(masks), self.rng)
             candidate = outcome.candidate
             if outcome.message:
                 message += f" preemption: {outcome.message}."
         return ScheduleResult(pod.key, None, message, reasons, 0, processed, plugins, candidate)
 
-    def static_mask(self, pod: PodInfo) -> bytes:
+    def static_mask(self, masks: list[tuple[MaskFilter, bytes | None]]) -> bytes:
         """The rows that every filter eviction cannot change passes."""
         mask = bytes(self.cluster.table.live())
-        for plugin in self.filters:
-            if not plugin.PREEMPTION_HELPS:
-                narrowed = plugin.mask(pod, self.cluster)
-                if narrowed is not None:
-                    mask = and_masks(mask, narrowed)
+        for plugin, narrowed in masks:
+            if not plugin.PREEMPTION_HELPS and narrowed is not None:
+                mask = and_masks(mask, narrowed)
         return mask
 
     def diagnose(
-        self, pod: PodInfo, vector: PodVector, cfg: ScoreConfig
+        self, pod: PodInfo, vector: PodVector, cfg: ScoreConfig, masks: list[tuple[MaskFilter, bytes | None]]
     ) -> tuple[dict[str, int], frozenset[str]]:
         """Every node counted for the first plug-in that rejects it, with all that plug-in's
         reasons; and the plug-ins that rejected some node."""
         remaining = bytes(self.cluster.table.live())
         reasons: dict[str, int] = {}
         plugins: set[str] = set()
-        for plugin in self.filters:
-            narrowed = plugin.mask(pod, self.cluster)
+        for plugin, narrowed in masks:
             if narrowed is None:
                 continue
             rejected = and_not(remaining, narrowed)
