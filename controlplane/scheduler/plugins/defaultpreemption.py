@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.kernel.table import PodVector
 from controlplane.scheduler.kernel.twin import fits
-from controlplane.scheduler.podinfo import ANY_IP, PodInfo
+from controlplane.scheduler.plugins.nodeports import busy_rows
+from controlplane.scheduler.podinfo import PodInfo
 from koordinator.kube.timeutil import parse_time
 
 NAME = "DefaultPreemption"
@@ -66,12 +67,7 @@ def _more_important(pod: PodInfo) -> tuple[int, float]:
 
 
 def _fits_on(cluster: Cluster, row: int, pod: PodInfo, vector: PodVector) -> bool:
-    if not fits(cluster.table, row, vector):
-        return False
-    for protocol, ip, port in pod.host_ports:
-        if cluster.rows_using_port(protocol, port, ip or ANY_IP) >> row & 1:
-            return False
-    return True
+    return fits(cluster.table, row, vector) and not busy_rows(pod, cluster) >> row & 1
 
 
 def select_victims(

@@ -12,24 +12,26 @@ NAME = "NodePorts"
 REASON = "node(s) didn't have free ports for the requested pod ports"
 
 
+def busy_rows(pod: PodInfo, cluster: Cluster) -> int:
+    """The rows where one of the pod's host ports is taken (a bit set)."""
+    busy = 0
+    for protocol, ip, port in pod.host_ports:
+        busy |= cluster.rows_using_port(protocol, port, ip)
+    return busy
+
+
 class NodePorts:
     NAME = NAME
     PREEMPTION_HELPS = True
-
-    def _busy(self, pod: PodInfo, cluster: Cluster) -> int:
-        busy = 0
-        for protocol, ip, port in pod.host_ports:
-            busy |= cluster.rows_using_port(protocol, port, ip)
-        return busy
 
     def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
         if not pod.host_ports:
             return None
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~self._busy(pod, cluster), n)
+        return rows_mask(((1 << n) - 1) & ~busy_rows(pod, cluster), n)
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         return {REASON: rejected.count(1)}
 
     def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
-        return REASON if pod.host_ports and self._busy(pod, cluster) >> node.row & 1 else None
+        return REASON if pod.host_ports and busy_rows(pod, cluster) >> node.row & 1 else None
