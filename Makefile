@@ -3,7 +3,8 @@
 #   make test   install test dependencies, provision every test tier, run the whole suite
 #   make audit  check the pinned dependencies (requirements/) against PyPI's yanked and vulnerability flags
 #   make bench  run the benchmark harness (JSON results in benchmarks/out/; webhook_admission builds
-#               its load generator, vegeta, with hack/vegeta.sh)
+#               its load generator, vegeta, with hack/vegeta.sh; scheduler_e2e builds upstream's
+#               kube-scheduler with hack/kube-scheduler.sh)
 
 PYTHON ?= python3
 VENV   ?= .venv

@@ -13,8 +13,9 @@ framework, kernel and asynchronous binding (client QPS 5000, as scheduler_perf r
 * ``nodes_<N>_cpu_per_pod_ms``: this process's CPU over the same span, per pod;
 * ``rss_mib``: this process's peak resident memory.
 
-Not measured yet: the Unschedulable and PreemptionBasic workloads (preemption is not built)
-and the end-to-end run beside upstream's kube-scheduler on the envtest apiserver.
+Not measured yet: the Unschedulable and PreemptionBasic workloads (preemption is not built).
+The end-to-end run beside upstream's kube-scheduler on the envtest apiserver is
+``benchmarks/scheduler_e2e.py``.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ SERVER = textwrap.dedent(
 
 
 async def _schedule(url: str, pods: int) -> tuple[float, float]:
-    async with ApiClient(ClusterConfig(server=url), qps=5000.0, burst=5000) as client:
+    async with ApiClient(ClusterConfig(server=url), qps=5000.0, burst=5000, fast_unary=True) as client:
         factory = InformerFactory(client)
         # as the process runs it: a Scheduled Event per pod, as kube-scheduler writes one
         scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)

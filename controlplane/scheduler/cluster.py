@@ -10,12 +10,16 @@ byte, and each label key and value the set of rows carrying it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from controlplane.scheduler.kernel.table import PODS, NodeTable, PodVector
+from controlplane.scheduler.pdbs import PDBRecord
 from controlplane.scheduler.podinfo import ANY_IP, HostPort, PodInfo
+from controlplane.scheduler.topology import DomainColumn, PodIndex
+from controlplane.scheduler.volumes import Volumes
 from koordinator.api import resourcelist
 
 #: taint effects the filter enforces (PreferNoSchedule only scores)
@@ -40,6 +44,21 @@ class NodeInfo:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     unschedulable: bool
+    #: the image names ``status.images`` lists
+    images: tuple[str, ...] = ()
+
+
+#: one entry of ``status.images``: its names and ``sizeBytes``
+NodeImage = tuple[tuple[str, ...], int]
+
+
+@dataclass(slots=True)
+class ImageState:
+    """One image name over the nodes (upstream's ``ImageStateSummary``): the size the first
+    node listing it reported, and the rows listing it (their count is its spread)."""
+
+    size: int
+    rows: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +72,15 @@ class NodeSpec:
     #: allocatable: CPU in milli-cores, everything else in units; pods apart
     allocatable: Mapping[str, int]
     pods: int
+    images: tuple[NodeImage, ...] = ()
+
+
+def _node_images(status: Mapping[str, Any]) -> tuple[NodeImage, ...]:
+    return tuple(
+        (tuple(sys.intern(str(n)) for n in image.get("names") or ()), int(image.get("sizeBytes") or 0))
+        for image in status.get("images") or ()
+        if isinstance(image, Mapping)
+    )
 
 
 def node_spec(node: Mapping[str, Any]) -> NodeSpec:
@@ -67,7 +95,13 @@ def node_spec(node: Mapping[str, Any]) -> NodeSpec:
         for t in spec.get("taints") or ()
     )
     return NodeSpec(
-        meta["name"], dict(meta.get("labels") or {}), taints, bool(spec.get("unschedulable")), values, pods
+        meta["name"],
+        dict(meta.get("labels") or {}),
+        taints,
+        bool(spec.get("unschedulable")),
+        values,
+        pods,
+        _node_images(node.get("status") or {}),
     )
 
 
@@ -88,12 +122,28 @@ class Cluster:
         self.on_node: dict[str, set[str]] = {}
         #: label key -> value -> the rows carrying it, as an int bit set (bit ``row`` set)
         self.labels: dict[str, dict[str, int]] = {}
+        #: label key -> the rows carrying it with any value (bit set)
+        self.label_keys: dict[str, int] = {}
+        #: topology key -> its per-row domain ids, for the keys a score plug-in asked for
+        self.domains: dict[str, DomainColumn] = {}
+        #: the placed pods by namespace, label and controller, and their affinity terms
+        self.pod_index = PodIndex()
+        #: namespace -> its labels, for the namespaces known (InterPodAffinity's namespaceSelector)
+        self.namespace_labels: dict[str, Mapping[str, str]] = {}
+        #: bumped on every change to nodes, placed pods or namespaces (plug-ins' per-cycle caches)
+        self.generation = 0
         #: PreferNoSchedule taint -> the rows carrying it (bit set), for TaintToleration's score
         self.prefer_taints: dict[Taint, int] = {}
         #: (protocol, port) -> host IP -> the rows using it (bit set), for NodePorts
         self.ports: dict[tuple[str, int], dict[str, int]] = {}
         #: (protocol, port, host IP, row) -> how many placed pods there use it
         self._port_users: dict[tuple[str, int, str, int], int] = {}
+        #: PodDisruptionBudgets: namespace -> name -> record (DefaultPreemption's victims)
+        self.pdbs: dict[str, dict[str, PDBRecord]] = {}
+        #: image name -> its size and the rows listing it, for ImageLocality
+        self.images: dict[str, ImageState] = {}
+        #: PersistentVolumes, claims, StorageClasses, CSINodes and the placed pods' CSI volumes
+        self.volumes = Volumes()
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -109,10 +159,22 @@ class Cluster:
         old = self.by_row[row] if row < len(self.by_row) else None
         if old is not None:
             self._unindex(old)
-        info = NodeInfo(spec.name, row, spec.labels, spec.taints, spec.unschedulable)
+        names = tuple(dict.fromkeys(name for names, _ in spec.images for name in names))
+        info = NodeInfo(spec.name, row, spec.labels, spec.taints, spec.unschedulable, names)
+        for image_names, size in spec.images:  # upstream's addNodeImageStates
+            for name in image_names:
+                state = self.images.get(name)
+                if state is None:
+                    self.images[name] = ImageState(size, 1 << row)
+                else:
+                    state.rows |= 1 << row
         for key, value in spec.labels.items():
             values = self.labels.setdefault(key, {})
             values[value] = values.get(value, 0) | (1 << row)
+            self.label_keys[key] = self.label_keys.get(key, 0) | (1 << row)
+        for column in self.domains.values():
+            column.set(row, spec.labels.get(column.key))
+        self.generation += 1
         for taint in spec.taints:
             if taint.effect == PREFER_NO_SCHEDULE:
                 self.prefer_taints[taint] = self.prefer_taints.get(taint, 0) | (1 << row)
@@ -125,6 +187,7 @@ class Cluster:
             for key in self.on_node.get(spec.name, ()):
                 _, vector, placed = self.placed[key]
                 self.account(row, vector, placed.host_ports, 1)
+        self.volumes.node_set(spec.name, row)
         return info
 
     def remove_node(self, name: str) -> None:
@@ -141,6 +204,10 @@ class Cluster:
         self.by_row[info.row] = None
         self.unschedulable[info.row] = 0
         self.taint_group[info.row] = 0
+        for column in self.domains.values():
+            column.set(info.row, None)
+        self.generation += 1
+        self.volumes.node_removed(name)
 
     def _unindex(self, info: NodeInfo) -> None:
         clear = ~(1 << info.row)
@@ -153,23 +220,48 @@ class Cluster:
                 del values[value]
                 if not values:
                     del self.labels[key]
+            rows = self.label_keys.get(key, 0) & clear
+            if rows:
+                self.label_keys[key] = rows
+            else:
+                self.label_keys.pop(key, None)
         for taint in info.taints:
             if taint in self.prefer_taints:
                 self.prefer_taints[taint] &= clear
                 if not self.prefer_taints[taint]:
                     del self.prefer_taints[taint]
+        for name in info.images:  # upstream's removeNodeImageStates
+            state = self.images.get(name)
+            if state is not None:
+                state.rows &= clear
+                if not state.rows:
+                    del self.images[name]
 
     def rows_with(self, key: str, value: str | None = None) -> int:
         """The rows whose node has label ``key`` (with ``value`` when given), as a bit set."""
+        if value is None:
+            return self.label_keys.get(key, 0)
         values = self.labels.get(key)
-        if not values:
-            return 0
-        if value is not None:
-            return values.get(value, 0)
-        out = 0
-        for bits in values.values():
-            out |= bits
-        return out
+        return values.get(value, 0) if values else 0
+
+    def domain_column(self, key: str) -> DomainColumn:
+        """The per-row domain ids of topology key ``key`` (built on first use, then kept)."""
+        column = self.domains.get(key)
+        if column is None:
+            column = self.domains[key] = DomainColumn(key)
+            column.grow(len(self.by_row))
+            for info in self.nodes.values():
+                if key in info.labels:
+                    column.set(info.row, info.labels[key])
+        return column
+
+    def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        self.namespace_labels[name] = labels
+        self.generation += 1
+
+    def remove_namespace(self, name: str) -> None:
+        if self.namespace_labels.pop(name, None) is not None:
+            self.generation += 1
 
     def names_of(self, mask: bytes | bytearray) -> set[str]:
         """The nodes of the rows a mask passes (1 bytes)."""
@@ -192,6 +284,18 @@ class Cluster:
         self._taint_ids[taints] = len(self.taint_sets) - 1
         return len(self.taint_sets) - 1
 
+    # --- PodDisruptionBudgets ----------------------------------------------------------
+
+    def set_pdb(self, pdb: PDBRecord) -> None:
+        self.pdbs.setdefault(pdb.namespace, {})[pdb.name] = pdb
+
+    def remove_pdb(self, namespace: str, name: str) -> None:
+        in_namespace = self.pdbs.get(namespace)
+        if in_namespace is not None:
+            in_namespace.pop(name, None)
+            if not in_namespace:
+                del self.pdbs[namespace]
+
     # --- pods ---------------------------------------------------------------------------
 
     def place(self, pod: PodInfo, node: str) -> None:
@@ -203,6 +307,9 @@ class Cluster:
         vector = self.table.pod_vector(pod.requests)
         self.placed[pod.key] = (node, vector, pod)
         self.on_node.setdefault(node, set()).add(pod.key)
+        self.volumes.pod_placed(pod, node)
+        self.pod_index.add(pod, node)
+        self.generation += 1
         info = self.nodes.get(node)
         if info is not None:
             self.account(info.row, vector, pod.host_ports, 1)
@@ -218,6 +325,9 @@ class Cluster:
             keys.discard(key)
             if not keys:
                 del self.on_node[node]
+        self.volumes.pod_unplaced(placed, node)
+        self.pod_index.remove(placed, node)
+        self.generation += 1
         info = self.nodes.get(node)
         if info is not None:
             self.account(info.row, vector, placed.host_ports, -1)

@@ -13,8 +13,16 @@ from typing import Any
 
 import yaml
 
-from controlplane.scheduler.plugins import nodeaffinity, noderesources
-from controlplane.scheduler.registry import DEFAULT_PLUGINS, FILTER, POST_FILTER, REGISTRY, SCORE
+from controlplane.scheduler.plugins import interpodaffinity, nodeaffinity, noderesources, podtopologyspread
+from controlplane.scheduler.registry import (
+    BIND,
+    DEFAULT_PLUGINS,
+    FILTER,
+    ORDERED_POINTS,
+    POST_FILTER,
+    REGISTRY,
+    SCORE,
+)
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -51,6 +59,9 @@ class Profile:
     scores: dict[str, int] = field(default_factory=dict)
     #: DefaultPreemption runs when no node fits
     preemption: bool = False
+    #: the plug-ins of the other ordered extension points (preEnqueue, reserve, permit,
+    #: preBind, bind, postBind), in order
+    points: dict[str, list[str]] = field(default_factory=dict)
     #: every plug-in's parsed args (its pluginConfig entry; absent: its defaults)
     args: dict[str, Any] = field(default_factory=dict)
     fit: noderesources.FitArgs = field(default_factory=noderesources.FitArgs)
@@ -100,6 +111,19 @@ def _point(
     return enabled, disabled
 
 
+def _ordered(
+    plugins: Mapping[str, Any], point: str, chosen: Mapping[str, int | None], path: str
+) -> list[str]:
+    """The plug-ins run at ``point``, in order: multiPoint's that serve it, less the point's
+    disabled ones ("*": all), then its enabled ones (upstream's merge)."""
+    enabled, disabled = _point(plugins, point, f"{path}.plugins")
+    for name, _ in enabled:
+        if name == "*" or point not in REGISTRY[name].points:
+            raise ConfigError(f"{path}.plugins.{point}.enabled: {name!r} is not a {point} plug-in")
+    kept = [] if "*" in disabled else [n for n in chosen if point in REGISTRY[n].points and n not in disabled]
+    return kept + [n for n, _ in enabled if n not in kept]
+
+
 def _profile(raw: Mapping[str, Any], path: str) -> Profile:
     profile = Profile(scheduler_name=raw.get("schedulerName") or "default-scheduler")
     profile.percentage_of_nodes_to_score = _percentage(
@@ -118,36 +142,25 @@ def _profile(raw: Mapping[str, Any], path: str) -> Profile:
     )
     for name, weight in enabled:
         chosen[name] = weight
-    filters = [n for n in chosen if FILTER in REGISTRY[n].points]
+    points = {point: _ordered(plugins, point, chosen, path) for point in ORDERED_POINTS}
+    filters = points[FILTER]
     scores = {n: (w or REGISTRY[n].default_weight) for n, w in chosen.items() if SCORE in REGISTRY[n].points}
-    for point, current in ((FILTER, filters), (SCORE, None)):
-        enabled, disabled = _point(plugins, point, f"{path}.plugins")
-        for name, _ in enabled:
-            if name == "*" or point not in REGISTRY[name].points:
-                raise ConfigError(f"{path}.plugins.{point}.enabled: {name!r} is not a {point} plug-in")
-        if point == FILTER:
-            assert current is not None
-            kept = [] if "*" in disabled else [n for n in current if n not in disabled]
-            filters = kept + [n for n, _ in enabled if n not in kept]
-        else:
-            scores = {} if "*" in disabled else {n: w for n, w in scores.items() if n not in disabled}
-            scores.update({n: (w or REGISTRY[n].default_weight) for n, w in enabled})
-    post_filters = [n for n in chosen if POST_FILTER in REGISTRY[n].points]
-    enabled, disabled = _point(plugins, POST_FILTER, f"{path}.plugins")
+    enabled, disabled = _point(plugins, SCORE, f"{path}.plugins")
     for name, _ in enabled:
-        if name == "*" or POST_FILTER not in REGISTRY[name].points:
-            raise ConfigError(
-                f"{path}.plugins.{POST_FILTER}.enabled: {name!r} is not a {POST_FILTER} plug-in"
-            )
-    post_filters = [] if "*" in disabled else [n for n in post_filters if n not in disabled]
-    post_filters += [n for n, _ in enabled if n not in post_filters]
-    profile.preemption = "DefaultPreemption" in post_filters
+        if name == "*" or SCORE not in REGISTRY[name].points:
+            raise ConfigError(f"{path}.plugins.{SCORE}.enabled: {name!r} is not a {SCORE} plug-in")
+    scores = {} if "*" in disabled else {n: w for n, w in scores.items() if n not in disabled}
+    scores.update({n: (w or REGISTRY[n].default_weight) for n, w in enabled})
+    profile.preemption = "DefaultPreemption" in points[POST_FILTER]
     for point in EXTENSION_POINTS:
-        if point not in ("multiPoint", FILTER, SCORE, POST_FILTER):
-            _point(plugins, point, f"{path}.plugins")  # validated; their plug-ins are fixed here
+        if point not in ORDERED_POINTS and point not in ("multiPoint", SCORE):
+            _point(plugins, point, f"{path}.plugins")  # validated; PrioritySort is the only queue sort
+    if not points[BIND]:
+        raise ConfigError(f"{path}.plugins.bind: at least one bind plug-in is needed")
     if noderesources.FIT not in filters:
         raise ConfigError(f"{path}.plugins.filter: {noderesources.FIT} cannot be disabled in koord-scheduler")
     profile.filters, profile.scores = filters, scores
+    profile.points = {point: names for point, names in points.items() if point not in (FILTER, POST_FILTER)}
     _plugin_config(raw.get("pluginConfig"), f"{path}.pluginConfig", profile)
     return profile
 
@@ -175,7 +188,12 @@ def _plugin_config(raw: Any, path: str, profile: Profile) -> None:
             raise ConfigError(f"{path}[{i}].args: must be a mapping")
         try:
             parsed = spec.args(args, f"{path}[{i}].args")
-        except (noderesources.ArgsError, nodeaffinity.ArgsError) as err:
+        except (
+            noderesources.ArgsError,
+            nodeaffinity.ArgsError,
+            podtopologyspread.ArgsError,
+            interpodaffinity.ArgsError,
+        ) as err:
             raise ConfigError(str(err)) from None
         profile.args[name] = parsed
         if isinstance(parsed, noderesources.FitArgs):

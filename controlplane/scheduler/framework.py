@@ -15,15 +15,19 @@ of that plug-in -- into ``0/N nodes are available: ...``.
 from __future__ import annotations
 
 import random
+import time
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.scheduler import kernel
+from controlplane.scheduler.binding import BindingPoints
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import Profile
 from controlplane.scheduler.kernel.table import PodVector, ScoreConfig
 from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS, Extra, node_fails, normalized
+from controlplane.scheduler.metrics import PLUGIN_SAMPLE_EVERY, SchedulerMetrics
 from controlplane.scheduler.plugins import noderesources
 from controlplane.scheduler.plugins.defaultpreemption import Candidate, preempt
 from controlplane.scheduler.plugins.interface import MaskFilter, NormalizedScore, and_masks, and_not
@@ -32,6 +36,9 @@ from controlplane.scheduler.registry import REGISTRY
 from controlplane.scheduler.sampling import num_feasible_nodes_to_find
 
 NO_NODES = "no nodes available to schedule pods"
+#: the kernel filters and scores in one pass: its time, with the mask plug-ins', is reported
+#: as the Filter extension point (Score's share cannot be told apart)
+FILTER_AND_SCORE = "Filter"
 
 
 @dataclass
@@ -61,7 +68,13 @@ def fit_error(all_nodes: int, reasons: dict[str, int]) -> str:
 
 class Framework:
     def __init__(
-        self, profile: Profile, cluster: Cluster, *, percentage: int | None = None, seed: int | None = None
+        self,
+        profile: Profile,
+        cluster: Cluster,
+        *,
+        percentage: int | None = None,
+        seed: int | None = None,
+        metrics: SchedulerMetrics | None = None,
     ):
         self.profile = profile
         self.cluster = cluster
@@ -70,23 +83,35 @@ class Framework:
             if profile.percentage_of_nodes_to_score is not None
             else percentage
         )
-        plugins: dict[str, MaskFilter] = {}
-        for name in (*profile.filters, *profile.scores):
+        plugins: dict[str, Any] = {}
+        for name in (
+            *profile.filters,
+            *profile.scores,
+            *(n for names in profile.points.values() for n in names),
+        ):
             factory = REGISTRY[name].mask
             if factory is not None and name not in plugins:
                 plugins[name] = factory(profile.args.get(name))
+        #: the points after a node is chosen, PreEnqueue and the ForgetPod hooks
+        self.points = BindingPoints(profile.points, plugins)
         self.filters = [plugins[name] for name in profile.filters if name in plugins]
+        #: the mask filters after NodeResourcesFit in the profile: a node it rejects is counted
+        #: for it (upstream runs filters in order), and they explain only the nodes it passes
+        fit_at = profile.filters.index(noderesources.FIT) if noderesources.FIT in profile.filters else -1
+        self.after_fit = frozenset(profile.filters[fit_at + 1 :] if fit_at >= 0 else ())
         #: score plug-ins outside the kernel, with their weights
         self.scorers: list[tuple[NormalizedScore, int]] = [
-            (plugins[name], weight)  # type: ignore[misc]
-            for name, weight in profile.scores.items()
-            if name in plugins and weight
+            (plugins[name], weight) for name, weight in profile.scores.items() if name in plugins and weight
         ]
         self.fit_weight = profile.scores.get(noderesources.FIT, 0)
         self.balanced_weight = profile.scores.get(noderesources.BALANCED, 0)
         self.next_start = 0
         self.random = array("Q", [seed if seed is not None else random.getrandbits(63) | 1])
         self.rng = random.Random(seed)
+        self.metrics = metrics
+        self.cycles = 0
+        #: this cycle measures each plug-in's duration (one in PLUGIN_SAMPLE_EVERY)
+        self._sampled = False
         self._cfg: ScoreConfig | None = None
         self._cfg_width = -1
 
@@ -110,7 +135,24 @@ class Framework:
     def masks(self, pod: PodInfo) -> list[tuple[MaskFilter, bytes | None]]:
         """Each mask filter with its mask for ``pod`` (None: it rejects no node), in profile
         order: built once per cycle, then combined, diagnosed and narrowed for preemption."""
-        return [(plugin, plugin.mask(pod, self.cluster)) for plugin in self.filters]
+        if not self._sampled:
+            return [(plugin, plugin.mask(pod, self.cluster)) for plugin in self.filters]
+        out = []
+        for plugin in self.filters:
+            started = time.perf_counter()
+            out.append((plugin, plugin.mask(pod, self.cluster)))
+            self._observe_plugin(plugin.NAME, "Filter", started)
+        return out
+
+    def _observe_plugin(self, name: str, point: str, started: float) -> None:
+        if self.metrics is not None:
+            self.metrics.plugin_duration.labels(name, point, "Success").observe(time.perf_counter() - started)
+
+    def _observe_point(self, point: str, status: str, started: float) -> None:
+        if self.metrics is not None:
+            self.metrics.extension_point_duration.labels(point, status, self.profile.scheduler_name).observe(
+                time.perf_counter() - started
+            )
 
     def candidates(self, pod: PodInfo, masks: list[tuple[MaskFilter, bytes | None]] | None = None) -> bytes:
         """The rows every mask filter passes."""
@@ -124,7 +166,10 @@ class Framework:
         """The normalized score plug-ins' parts for ``pod`` (those that do not skip it)."""
         out = []
         for plugin, weight in self.scorers:
+            started = time.perf_counter()
             extra = plugin.extra(pod, self.cluster, weight)
+            if self._sampled:
+                self._observe_plugin(plugin.NAME, "PreScore", started)
             if extra is not None:
                 out.append(extra)
         return out
@@ -135,41 +180,82 @@ class Framework:
 
     # --- the cycle -----------------------------------------------------------------------
 
-    def schedule(self, pod: PodInfo) -> ScheduleResult:
-        """Filter and score ``pod``; the chosen node, or why none fits. Nothing is assumed."""
+    def schedule(self, pod: PodInfo, nominated: Iterable[tuple[str, PodInfo]] = ()) -> ScheduleResult:
+        """Filter and score ``pod``; the chosen node, or why none fits. Nothing is assumed.
+
+        ``nominated``: pods waiting for room on a node (their preemption's victims leaving),
+        as (node, pod). Those at least as important as ``pod`` count on their nodes for this
+        cycle, so it does not take their room (upstream's ``addNominatedPods``); a pod with a
+        nominated node of its own tries that node first."""
+        counted = []
+        for node, other in nominated:
+            info = self.cluster.nodes.get(node)
+            if info is not None and other.key != pod.key and other.priority >= pod.priority:
+                counted.append((info.row, self.cluster.table.pod_vector(other.requests), other.host_ports))
+        for row, vector, ports in counted:
+            self.cluster.account(row, vector, ports, 1)
+        self.cycles += 1
+        self._sampled = self.metrics is not None and self.cycles % PLUGIN_SAMPLE_EVERY == 0
+        try:
+            return self._schedule(pod)
+        finally:
+            for row, vector, ports in counted:
+                self.cluster.account(row, vector, ports, -1)
+
+    def _schedule(self, pod: PodInfo) -> ScheduleResult:
         all_nodes = len(self.cluster.nodes)
         if all_nodes == 0:
             return ScheduleResult(pod.key, None, NO_NODES)
         table = self.cluster.table
         vector = self.pod_vector(pod)
         cfg = self.score_config()
+        started = time.perf_counter()
         masks = self.masks(pod)
         mask = self.candidates(pod, masks)
         want = num_feasible_nodes_to_find(self.percentage, all_nodes, has_scoring=self.has_scoring)
         start = self.next_start % table.count
         extras = self.extras(pod)
+        home = self.cluster.nodes.get(pod.nominated_node) if pod.nominated_node else None
+        if home is not None and mask[home.row]:
+            only = bytearray(len(mask))
+            only[home.row] = 1
+            chosen, _, _, _ = kernel.find(table, vector, cfg, only, home.row, 1, self.random, extras)
+            if chosen >= 0:
+                self._observe_point(FILTER_AND_SCORE, "Success", started)
+                return ScheduleResult(pod.key, home.name, feasible=1, processed=1)
         chosen, feasible, processed, _ = kernel.find(
             table, vector, cfg, mask, start, want, self.random, extras
         )
         self.next_start = (start + processed) % table.count
+        self._observe_point(FILTER_AND_SCORE, "Success" if chosen >= 0 else "Unschedulable", started)
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
         reasons, plugins = self.diagnose(pod, vector, cfg, masks)
         message = fit_error(all_nodes, reasons)
         candidate = None
         if self.profile.preemption:
-            outcome = preempt(self.cluster, pod, vector, self.static_mask(masks), self.rng)
+            started = time.perf_counter()
+            outcome = preempt(self.cluster, pod, vector, self.static_mask(masks, pod), self.rng)
+            self._observe_point("PostFilter", "Success" if outcome.candidate else "Unschedulable", started)
             candidate = outcome.candidate
             if outcome.message:
                 message += f" preemption: {outcome.message}."
         return ScheduleResult(pod.key, None, message, reasons, 0, processed, plugins, candidate)
 
-    def static_mask(self, masks: list[tuple[MaskFilter, bytes | None]]) -> bytes:
-        """The rows that every filter eviction cannot change passes."""
+    def static_mask(self, masks: list[tuple[MaskFilter, bytes | None]], pod: PodInfo | None = None) -> bytes:
+        """The rows that every filter eviction cannot change passes. A plug-in whose
+        rejections are partly unresolvable (PodTopologySpread's missing label,
+        InterPodAffinity's required affinity) says which rows with ``resolvable``."""
         mask = bytes(self.cluster.table.live())
         for plugin, narrowed in masks:
-            if not plugin.PREEMPTION_HELPS and narrowed is not None:
+            if narrowed is None:
+                continue
+            if not plugin.PREEMPTION_HELPS:
                 mask = and_masks(mask, narrowed)
+            elif pod is not None and (resolvable := getattr(plugin, "resolvable", None)) is not None:
+                rows = resolvable(pod, self.cluster)
+                if rows is not None:
+                    mask = and_masks(mask, rows)
         return mask
 
     def diagnose(
@@ -180,19 +266,28 @@ class Framework:
         remaining = bytes(self.cluster.table.live())
         reasons: dict[str, int] = {}
         plugins: set[str] = set()
-        for plugin, narrowed in masks:
-            if narrowed is None:
-                continue
-            rejected = and_not(remaining, narrowed)
-            if rejected.count(1):
-                plugins.add(plugin.NAME)
-                for reason, count in plugin.reasons(pod, self.cluster, rejected).items():
-                    reasons[reason] = reasons.get(reason, 0) + count
-            remaining = and_masks(remaining, narrowed)
+
+        def count(phase: list[tuple[MaskFilter, bytes | None]]) -> None:
+            nonlocal remaining
+            for plugin, narrowed in phase:
+                if narrowed is None:
+                    continue
+                rejected = and_not(remaining, narrowed)
+                if rejected.count(1):
+                    plugins.add(plugin.NAME)
+                    for reason, n in plugin.reasons(pod, self.cluster, rejected).items():
+                        reasons[reason] = reasons.get(reason, 0) + n
+                remaining = and_masks(remaining, narrowed)
+
+        count([m for m in masks if m[0].NAME not in self.after_fit])
         counts = kernel.diagnose(self.cluster.table, vector, cfg, remaining)
-        for reason, count in noderesources.reason_texts(self.cluster.table, counts).items():
+        for reason, n in noderesources.reason_texts(self.cluster.table, counts).items():
             plugins.add(noderesources.FIT)
-            reasons[reason] = reasons.get(reason, 0) + count
+            reasons[reason] = reasons.get(reason, 0) + n
+        after = [m for m in masks if m[0].NAME in self.after_fit]
+        if after:  # the filters after NodeResourcesFit see only the rows it passes
+            remaining = kernel.fit_mask(self.cluster.table, vector, cfg, remaining)
+            count(after)
         return reasons, frozenset(plugins)
 
     # --- simulate ------------------------------------------------------------------------
@@ -205,8 +300,10 @@ class Framework:
         cfg = self.score_config()
         filtered: dict[str, list[str]] = {}
         feasible_rows: list[int] = []
+        before = [f for f in self.filters if f.NAME not in self.after_fit]
+        after = [f for f in self.filters if f.NAME in self.after_fit]
         for info in self.cluster.nodes.values():
-            why = next((r for r in (f.explain(pod, info, self.cluster) for f in self.filters) if r), None)
+            why = next((r for r in (f.explain(pod, info, self.cluster) for f in before) if r), None)
             if why is not None:
                 filtered[info.name] = [why]
                 continue
@@ -218,6 +315,10 @@ class Framework:
                     else f"Insufficient {table.resources[code - FIRST_RESOURCE]}"
                     for code in fails
                 ]
+                continue
+            why = next((r for r in (f.explain(pod, info, self.cluster) for f in after) if r), None)
+            if why is not None:
+                filtered[info.name] = [why]
             else:
                 feasible_rows.append(info.row)
         want = num_feasible_nodes_to_find(
@@ -227,7 +328,18 @@ class Framework:
         order = sorted(feasible_rows, key=lambda row: (row - start) % table.count)[:want]
         scoring = {extra.name for extra in self.extras(pod)}
         active = [(p, w) for p, w in self.scorers if p.NAME in scoring]
-        raws = {p.NAME: [p.raw_score(pod, self.cluster.by_row[row]) for row in order] for p, _ in active}  # type: ignore[arg-type]
+        # plug-ins whose normalization needs the window (PodTopologySpread, InterPodAffinity)
+        # score it themselves; the others give raw scores for DefaultNormalizeScore
+        windowed = {
+            p.NAME: window(pod, self.cluster, order)
+            for p, _ in active
+            if (window := getattr(p, "window_scores", None)) is not None
+        }
+        raws = {
+            p.NAME: [p.raw_score(pod, self.cluster.by_row[row]) for row in order]  # type: ignore[arg-type]
+            for p, _ in active
+            if p.NAME not in windowed
+        }
         scores: dict[str, dict[str, int]] = {}
         for k, row in enumerate(order):
             fit, balanced = kernel.score(table, row, vector, cfg)
@@ -238,7 +350,11 @@ class Framework:
                 entry[noderesources.BALANCED] = max(balanced, 0)
             total = fit * self.fit_weight + max(balanced, 0) * self.balanced_weight
             for plugin, weight in active:
-                score = normalized(raws[plugin.NAME][k], max(raws[plugin.NAME], default=0), plugin.reverse)
+                if plugin.NAME in windowed:
+                    score = windowed[plugin.NAME][k]
+                else:
+                    highest = max(raws[plugin.NAME], default=0)
+                    score = normalized(raws[plugin.NAME][k], highest, plugin.reverse)
                 entry[plugin.NAME] = score
                 total += weight * score
             entry["total"] = total

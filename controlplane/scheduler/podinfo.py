@@ -9,10 +9,13 @@ framework and its plug-ins read, and the dict is dropped.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.scheduler import podterms
+from controlplane.scheduler.podterms import Controller, PodAffinity, SpreadConstraint
 from koordinator.api import resourcelist
 from koordinator.api.quantity import Quantity
 
@@ -98,6 +101,37 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class PodVolume:
+    """A volume backed by a PersistentVolumeClaim of the pod's namespace: a
+    ``persistentVolumeClaim`` volume, or a generic ephemeral one (its claim is named
+    ``<pod>-<volume>`` and must be controlled by the pod)."""
+
+    claim: str
+    ephemeral: bool = False
+
+
+def _claim_volumes(name: str, spec: Mapping[str, Any]) -> tuple[PodVolume, ...]:
+    out = []
+    for volume in spec.get("volumes") or ():
+        if not isinstance(volume, Mapping):
+            continue
+        if isinstance(volume.get("persistentVolumeClaim"), Mapping):
+            out.append(PodVolume(str(volume["persistentVolumeClaim"].get("claimName") or "")))
+        elif isinstance(volume.get("ephemeral"), Mapping):
+            out.append(PodVolume(f"{name}-{volume.get('name') or ''}", ephemeral=True))
+    return tuple(out)
+
+
+def _images(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every container's image, init containers first (interned: pods share few images)."""
+    return tuple(
+        sys.intern(str(c.get("image") or ""))
+        for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ()))
+        if isinstance(c, Mapping)
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
     name: str
@@ -123,6 +157,21 @@ class PodInfo:
     nominated_node: str = ""
     #: being deleted (``metadata.deletionTimestamp``)
     terminating: bool = False
+    #: ``spec.schedulingGates`` names: the pod waits until they are all removed
+    scheduling_gates: tuple[str, ...] = ()
+    #: ``metadata.labels`` (PodDisruptionBudget selectors, pod affinity)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: container images, init containers first (ImageLocality)
+    images: tuple[str, ...] = ()
+    #: the volumes backed by a PersistentVolumeClaim, in ``spec.volumes`` order
+    #: (VolumeBinding, NodeVolumeLimits)
+    volumes: tuple[PodVolume, ...] = ()
+    #: ``spec.affinity`` podAffinity and podAntiAffinity terms (None: none; InterPodAffinity)
+    affinity: PodAffinity | None = None
+    #: ``spec.topologySpreadConstraints`` (PodTopologySpread)
+    spread: tuple[SpreadConstraint, ...] = ()
+    #: the controlling owner reference (PodTopologySpread's default constraints)
+    controller: Controller | None = None
 
     @property
     def key(self) -> str:
@@ -199,4 +248,13 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         nominated_node=str((pod.get("status") or {}).get("nominatedNodeName") or ""),
         terminating=bool(meta.get("deletionTimestamp")),
+        scheduling_gates=tuple(
+            str(g.get("name") or "") for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
+        ),
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        images=_images(spec),
+        volumes=_claim_volumes(meta.get("name") or "", spec),
+        affinity=podterms.pod_affinity(meta.get("namespace") or "default", spec.get("affinity")),
+        spread=podterms.spread_constraints(spec.get("topologySpreadConstraints")),
+        controller=podterms.controller(meta),
     )

@@ -5,6 +5,8 @@
 * **backoffQ**: pods that failed and wait out their backoff, 1 s doubled per attempt up to
   10 s (``podInitialBackoffSeconds``, ``podMaxBackoffSeconds``); :meth:`flush` moves those
   whose backoff ended to activeQ (upstream every second).
+* **gated**: pods a PreEnqueue plug-in holds back (SchedulingGates); they are kept with the
+  unschedulable pods and asked again when they change or an event moves them.
 * **unschedulable**: pods no node fits. They leave only on a cluster event one of the
   plug-ins that rejected them registered (a node added, a pod deleted, allocatable or
   taints changed, ...), or after 5 minutes there (``flush``, upstream every 30 s). A pod
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controlplane.scheduler.podinfo import PodInfo
@@ -27,7 +29,9 @@ from koordinator.kube.clock import SYSTEM_CLOCK, Now
 
 #: pods stay at most this long in unschedulable before another try
 MAX_IN_UNSCHEDULABLE_S = 300.0
-ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
+ACTIVE, BACKOFF, UNSCHEDULABLE, GATED = "active", "backoff", "unschedulable", "gated"
+#: the PreEnqueue plug-ins of a pod's profile: None, or (the plug-in, why) when one holds it back
+Gate = Callable[[PodInfo], tuple[str, str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,20 @@ NODE_ALLOCATABLE = ClusterEvent("Node", "UpdateNodeAllocatable")
 NODE_TAINT = ClusterEvent("Node", "UpdateNodeTaint")
 NODE_LABEL = ClusterEvent("Node", "UpdateNodeLabel")
 ASSIGNED_POD_DELETE = ClusterEvent("Pod", "Delete")
+#: a pod bound (or assumed) to a node was added, or its labels changed; a node went away
+ASSIGNED_POD_ADD = ClusterEvent("Pod", "Add")
+ASSIGNED_POD_LABEL = ClusterEvent("Pod", "UpdatePodLabel")
+NODE_DELETE = ClusterEvent("Node", "Delete")
+#: upstream's UpdatePodSchedulingGatesEliminated: a pod's last scheduling gate was removed
+POD_GATES_REMOVED = ClusterEvent("Pod", "UpdatePodSchedulingGatesEliminated")
+PV_ADD = ClusterEvent("PersistentVolume", "Add")
+PV_UPDATE = ClusterEvent("PersistentVolume", "Update")
+PVC_ADD = ClusterEvent("PersistentVolumeClaim", "Add")
+PVC_UPDATE = ClusterEvent("PersistentVolumeClaim", "Update")
+STORAGE_CLASS_ADD = ClusterEvent("StorageClass", "Add")
+STORAGE_CLASS_UPDATE = ClusterEvent("StorageClass", "Update")
+CSI_NODE_ADD = ClusterEvent("CSINode", "Add")
+CSI_NODE_UPDATE = ClusterEvent("CSINode", "Update")
 #: upstream's "UnschedulableTimeout": every plug-in is interested
 UNSCHEDULABLE_TIMEOUT = ClusterEvent("*", "UnschedulableTimeout")
 
@@ -70,6 +88,8 @@ class QueuedPod:
     failed_at: float = 0.0
     where: str = ACTIVE
     seq: int = 0
+    #: held back by a PreEnqueue plug-in (kept with the unschedulable pods)
+    gated: bool = False
 
     @property
     def key(self) -> str:
@@ -92,6 +112,7 @@ class SchedulingQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         max_in_unschedulable: float = MAX_IN_UNSCHEDULABLE_S,
+        gate: Gate | None = None,
     ) -> None:
         #: plug-in name -> the cluster events that may make a pod it rejected schedulable
         self.events = {name: frozenset(evs) for name, evs in events.items()}
@@ -99,6 +120,7 @@ class SchedulingQueue:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_in_unschedulable = max_in_unschedulable
+        self.gate = gate
         self.pods: dict[str, QueuedPod] = {}
         self._active: list[_Entry] = []
         self._backoff: list[_Entry] = []
@@ -110,7 +132,19 @@ class SchedulingQueue:
 
     # --- bookkeeping ---------------------------------------------------------------------
 
+    def _held(self, qp: QueuedPod) -> bool:
+        """Run the PreEnqueue plug-ins: a gated pod is kept unschedulable, marked gated."""
+        verdict = self.gate(qp.pod) if self.gate is not None else None
+        qp.gated = verdict is not None
+        if verdict is None:
+            return False
+        qp.where = UNSCHEDULABLE
+        qp.rejected_by = frozenset({verdict[0]})
+        return True
+
     def _push_active(self, qp: QueuedPod) -> None:
+        if self._held(qp):
+            return
         qp.where = ACTIVE
         qp.seq = next(self._seq)
         heapq.heappush(self._active, _Entry((-qp.pod.priority, qp.timestamp), qp.seq, qp.key))
@@ -161,7 +195,9 @@ class SchedulingQueue:
             return
         changed = qp.pod != pod
         qp.pod = pod
-        if qp.where == UNSCHEDULABLE and changed:
+        if qp.gated and changed:
+            self._push_active(qp)  # PreEnqueue again: never tried, so no backoff
+        elif qp.where == UNSCHEDULABLE and changed:
             self._requeue(qp, self.clock())
         elif qp.where == ACTIVE and changed:
             self._push_active(qp)  # its priority may have changed; the old entry goes stale
@@ -206,10 +242,13 @@ class SchedulingQueue:
         else:
             qp.where = UNSCHEDULABLE
 
-    def retry(self, qp: QueuedPod) -> None:
-        """A pod that left the queue (assumed) failed to bind: back, with a backoff."""
+    def retry(self, qp: QueuedPod, rejected_by: Iterable[str] = (), cycle: int | None = None) -> None:
+        """A pod that left the queue (assumed) did not bind: back, with a backoff after an
+        error, or unschedulable when plug-ins (``rejected_by``, Permit) rejected it in
+        ``cycle``."""
         self.pods[qp.key] = qp
-        self.failed(qp, (), self.cycle, unschedulable=False)
+        rejected = frozenset(rejected_by)
+        self.failed(qp, rejected, self.cycle if cycle is None else cycle, unschedulable=bool(rejected))
 
     def done(self, key: str) -> None:
         """The pod was placed (assumed); it leaves the queue."""
@@ -261,8 +300,10 @@ class SchedulingQueue:
 
     def pending(self) -> dict[str, int]:
         """``scheduler_pending_pods`` by queue."""
-        counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0}
+        counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
         for qp in self.pods.values():
-            if qp.where in counts:
+            if qp.gated:
+                counts[GATED] += 1
+            elif qp.where in counts:
                 counts[qp.where] += 1
         return counts

@@ -11,22 +11,53 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.scheduler.plugins import nodeaffinity, noderesources
-from controlplane.scheduler.plugins.interface import MaskFilter
+from controlplane.scheduler.plugins import (
+    defaultbinder,
+    imagelocality,
+    interpodaffinity,
+    nodeaffinity,
+    noderesources,
+    nodevolumelimits,
+    podtopologyspread,
+    schedulinggates,
+    volumebinding,
+)
+from controlplane.scheduler.plugins.defaultbinder import DefaultBinder
+from controlplane.scheduler.plugins.imagelocality import ImageLocality
+from controlplane.scheduler.plugins.interpodaffinity import InterPodAffinity
 from controlplane.scheduler.plugins.nodename import NodeName
 from controlplane.scheduler.plugins.nodeports import NodePorts
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from controlplane.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
+from controlplane.scheduler.plugins.podtopologyspread import PodTopologySpread
+from controlplane.scheduler.plugins.schedulinggates import SchedulingGates
 from controlplane.scheduler.plugins.tainttoleration import TaintToleration
+from controlplane.scheduler.plugins.volumebinding import VolumeBinding
 from controlplane.scheduler.queue import (
+    ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_LABEL,
+    CSI_NODE_ADD,
+    CSI_NODE_UPDATE,
     NODE_ADD,
     NODE_ALLOCATABLE,
+    NODE_DELETE,
     NODE_LABEL,
     NODE_TAINT,
+    POD_GATES_REMOVED,
+    PV_ADD,
+    PV_UPDATE,
+    PVC_ADD,
+    PVC_UPDATE,
+    STORAGE_CLASS_ADD,
+    STORAGE_CLASS_UPDATE,
     ClusterEvent,
 )
 
 FILTER, SCORE, QUEUE_SORT, BIND, POST_FILTER = "filter", "score", "queueSort", "bind", "postFilter"
+PRE_ENQUEUE, RESERVE, PERMIT, PRE_BIND, POST_BIND = "preEnqueue", "reserve", "permit", "preBind", "postBind"
+#: the extension points whose plug-ins run in profile order (score has weights instead)
+ORDERED_POINTS = (PRE_ENQUEUE, FILTER, POST_FILTER, RESERVE, PERMIT, PRE_BIND, BIND, POST_BIND)
 
 
 @dataclass(frozen=True)
@@ -35,9 +66,10 @@ class PluginSpec:
     points: frozenset[str]
     #: the weight upstream's default profile gives it as a score plug-in
     default_weight: int = 1
-    #: the plug-in object, from its parsed args: a byte-mask filter, and a normalized score
-    #: plug-in when it also scores (None: the kernel runs it, or it neither filters nor scores)
-    mask: Callable[[Any], MaskFilter] | None = None
+    #: the plug-in object, from its parsed args: a byte-mask filter, a normalized score
+    #: plug-in when it scores, and the methods of the other points it serves (None: the
+    #: kernel runs it, or the framework itself does its part)
+    mask: Callable[[Any], Any] | None = None
     #: validates and defaults its args (raises the plug-in module's ArgsError)
     args: Callable[[Mapping[str, Any] | None, str], object] | None = None
     #: cluster events that may make a pod it rejected schedulable (upstream's EventsToRegister)
@@ -48,6 +80,12 @@ REGISTRY: dict[str, PluginSpec] = {
     spec.name: spec
     for spec in (
         PluginSpec("PrioritySort", frozenset({QUEUE_SORT})),
+        PluginSpec(
+            schedulinggates.NAME,
+            frozenset({PRE_ENQUEUE}),
+            mask=lambda _: SchedulingGates(),
+            events=frozenset({POD_GATES_REMOVED}),
+        ),
         PluginSpec(
             "NodeUnschedulable",
             frozenset({FILTER}),
@@ -82,14 +120,72 @@ REGISTRY: dict[str, PluginSpec] = {
             args=noderesources.fit_args,
             events=frozenset({NODE_ADD, NODE_ALLOCATABLE, ASSIGNED_POD_DELETE}),
         ),
+        PluginSpec(
+            nodevolumelimits.NAME,
+            frozenset({FILTER}),
+            mask=lambda _: NodeVolumeLimits(),
+            # CSINode updates too: a raised attach limit (upstream's MutableCSINodeAllocatableCount)
+            events=frozenset({CSI_NODE_ADD, CSI_NODE_UPDATE, ASSIGNED_POD_DELETE, PVC_ADD}),
+        ),
+        PluginSpec(
+            volumebinding.NAME,
+            # upstream's score is off unless StorageCapacityScoring configures it: not built
+            frozenset({FILTER, RESERVE, PRE_BIND}),
+            mask=lambda _: VolumeBinding(),
+            events=frozenset(
+                {
+                    STORAGE_CLASS_ADD,
+                    STORAGE_CLASS_UPDATE,
+                    PVC_ADD,
+                    PVC_UPDATE,
+                    PV_ADD,
+                    PV_UPDATE,
+                    NODE_ADD,
+                    NODE_LABEL,
+                    NODE_TAINT,
+                    CSI_NODE_ADD,
+                    CSI_NODE_UPDATE,
+                }
+            ),
+        ),
+        PluginSpec(
+            podtopologyspread.NAME,
+            frozenset({FILTER, SCORE}),
+            default_weight=2,
+            mask=PodTopologySpread,
+            args=podtopologyspread.spread_args,
+            events=frozenset(
+                {
+                    ASSIGNED_POD_ADD,
+                    ASSIGNED_POD_LABEL,
+                    ASSIGNED_POD_DELETE,
+                    NODE_ADD,
+                    NODE_DELETE,
+                    NODE_LABEL,
+                    NODE_TAINT,
+                }
+            ),
+        ),
+        PluginSpec(
+            interpodaffinity.NAME,
+            frozenset({FILTER, SCORE}),
+            default_weight=2,
+            mask=InterPodAffinity,
+            args=interpodaffinity.affinity_args,
+            events=frozenset(
+                {ASSIGNED_POD_ADD, ASSIGNED_POD_LABEL, ASSIGNED_POD_DELETE, NODE_ADD, NODE_LABEL}
+            ),
+        ),
         PluginSpec(noderesources.BALANCED, frozenset({SCORE}), args=noderesources.balanced_args),
+        PluginSpec(imagelocality.NAME, frozenset({SCORE}), mask=lambda _: ImageLocality()),
         PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
-        PluginSpec("DefaultBinder", frozenset({BIND})),
+        PluginSpec(defaultbinder.NAME, frozenset({BIND}), mask=lambda _: DefaultBinder()),
     )
 }
 
 #: upstream's default profile (multiPoint, in its order), limited to what is built here
 DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
+    (schedulinggates.NAME, 0),
     ("PrioritySort", 0),
     ("NodeUnschedulable", 0),
     ("NodeName", 0),
@@ -97,9 +193,14 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (nodeaffinity.NAME, 0),
     ("NodePorts", 0),
     (noderesources.FIT, 1),
+    (nodevolumelimits.NAME, 0),
+    (volumebinding.NAME, 0),
+    (podtopologyspread.NAME, 0),
+    (interpodaffinity.NAME, 0),
     (noderesources.BALANCED, 1),
+    (imagelocality.NAME, 1),
     ("DefaultPreemption", 0),
-    ("DefaultBinder", 0),
+    (defaultbinder.NAME, 0),
 )
 
 

@@ -20,25 +20,48 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from controlplane.scheduler.binding import PointError
 from controlplane.scheduler.cluster import Cluster, NodeSpec, node_spec
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework, ScheduleResult
 from controlplane.scheduler.metrics import SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
+from controlplane.scheduler.pdbs import PDBRecord, pdb_record
 from controlplane.scheduler.plugins.defaultpreemption import Candidate
+from controlplane.scheduler.plugins.interface import CycleState
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.queue import (
+    ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_LABEL,
+    CSI_NODE_ADD,
+    CSI_NODE_UPDATE,
     NODE_ADD,
     NODE_ALLOCATABLE,
+    NODE_DELETE,
     NODE_LABEL,
     NODE_TAINT,
+    PV_ADD,
+    PV_UPDATE,
+    PVC_ADD,
+    PVC_UPDATE,
+    STORAGE_CLASS_ADD,
+    STORAGE_CLASS_UPDATE,
+    ClusterEvent,
     QueuedPod,
     SchedulingQueue,
 )
-from controlplane.scheduler.registry import plugin_events
+from controlplane.scheduler.registry import BIND, plugin_events
+from controlplane.scheduler.volumes import (
+    PVCRecord,
+    csi_node_record,
+    pv_record,
+    pvc_record,
+    storage_class_record,
+)
+from controlplane.scheduler.waiting import WaitingPod, WaitingPods
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, PatchType
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
@@ -75,7 +98,11 @@ class Scheduler:
         self.cluster = Cluster()
         self.frameworks = {
             p.scheduler_name: Framework(
-                p, self.cluster, percentage=config.percentage_of_nodes_to_score, seed=seed
+                p,
+                self.cluster,
+                percentage=config.percentage_of_nodes_to_score,
+                seed=seed,
+                metrics=self.metrics,
             )
             for p in config.profiles
         }
@@ -84,9 +111,23 @@ class Scheduler:
             clock=clock.monotonic,
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
+            gate=self._gate,
         )
+        #: pods a Permit plug-in told to wait, by UID
+        self.waiting = WaitingPods()
+        #: pending pods nominated to a node (upstream's nominator): key -> (node, pod)
+        self.nominated: dict[str, tuple[str, PodInfo]] = {}
         #: pod key -> node, while its binding is in flight
         self.assumed: dict[str, str] = {}
+        #: the plug-ins a placed pod's arrival or label change may help (PodTopologySpread,
+        #: InterPodAffinity), and the queued pods they rejected last: those events go to the
+        #: queue only while some pod waits on them (every binding raises one)
+        self._pod_event_plugins = frozenset(
+            name
+            for name, events in plugin_events().items()
+            if any(ASSIGNED_POD_ADD.matches(e) or ASSIGNED_POD_LABEL.matches(e) for e in events)
+        )
+        self._waiting_on_pods: set[str] = set()
         self._binding = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.bound = 0
@@ -95,7 +136,7 @@ class Scheduler:
     # --- informers -----------------------------------------------------------------------
 
     def attach(self, factory: InformerFactory) -> None:
-        """Register the node and pod consumers on ``factory``'s shared informers."""
+        """Register the scheduler's consumers on ``factory``'s shared informers."""
         factory.informer(res.NODES).add_consumer(
             _node_record,
             name="scheduler",
@@ -110,6 +151,83 @@ class Scheduler:
             on_update=self._pod_updated,
             on_delete=self._pod_deleted,
         )
+        # InterPodAffinity's namespaceSelector reads namespace labels
+        factory.informer(res.NAMESPACES).add_consumer(
+            _namespace_record,
+            name="scheduler",
+            on_add=self._namespace_set,
+            on_update=lambda _, ns: self._namespace_set(ns),
+            on_delete=self._namespace_deleted,
+        )
+        # DefaultPreemption spares the pods they protect; no queue event (upstream registers none)
+        factory.informer(res.POD_DISRUPTION_BUDGETS).add_consumer(
+            pdb_record,
+            name="scheduler",
+            on_add=self.cluster.set_pdb,
+            on_update=lambda _, new: self.cluster.set_pdb(new),
+            on_delete=self._pdb_deleted,
+        )
+        # the volume plug-ins' view of storage (VolumeBinding, NodeVolumeLimits)
+        volumes = self.cluster.volumes
+        for resource, record, store, forget, added, updated in (
+            (res.PERSISTENT_VOLUMES, pv_record, volumes.set_pv, volumes.delete_pv, PV_ADD, PV_UPDATE),
+            (
+                res.PERSISTENT_VOLUME_CLAIMS,
+                pvc_record,
+                volumes.set_pvc,
+                volumes.delete_pvc,
+                PVC_ADD,
+                PVC_UPDATE,
+            ),
+            (
+                res.STORAGE_CLASSES,
+                storage_class_record,
+                volumes.set_class,
+                volumes.delete_class,
+                STORAGE_CLASS_ADD,
+                STORAGE_CLASS_UPDATE,
+            ),
+            (
+                res.CSI_NODES,
+                csi_node_record,
+                volumes.set_csi_node,
+                volumes.delete_csi_node,
+                CSI_NODE_ADD,
+                CSI_NODE_UPDATE,
+            ),
+        ):
+            factory.informer(resource).add_consumer(
+                record, name="scheduler", **self._storage_handlers(store, forget, added, updated)
+            )
+
+    def _storage_handlers(
+        self,
+        store: Callable[[Any], None],
+        forget: Callable[[str], None],
+        added: ClusterEvent,
+        updated: ClusterEvent,
+    ) -> dict[str, Any]:
+        """A storage informer's handlers: keep the record, tell the queue (deletions move no
+        pod, as upstream registers none)."""
+
+        def on_add(record: Any) -> None:
+            store(record)
+            self.queue.on_event(added)
+
+        def on_update(old: Any, new: Any) -> None:
+            store(new)
+            if old != new:
+                self.queue.on_event(updated)
+
+        def on_delete(record: Any) -> None:
+            # the informer's key: "namespace/name" for a claim, the name for the others
+            forget(record.key if isinstance(record, Tombstone | PVCRecord) else record.name)
+
+        return {"on_add": on_add, "on_update": on_update, "on_delete": on_delete}
+
+    def _pdb_deleted(self, pdb: PDBRecord | Tombstone[PDBRecord]) -> None:
+        namespace, _, name = pdb.key.rpartition("/")
+        self.cluster.remove_pdb(namespace, name)
 
     def _node_added(self, spec: NodeSpec | None) -> None:
         if spec is None:
@@ -135,6 +253,25 @@ class Scheduler:
         name = spec.key if isinstance(spec, Tombstone) else spec.name if spec is not None else None
         if name:
             self.cluster.remove_node(name.rsplit("/", 1)[-1])
+            self.queue.on_event(NODE_DELETE)
+
+    def _namespace_set(self, ns: tuple[str, Mapping[str, str]]) -> None:
+        self.cluster.set_namespace(*ns)
+
+    def _namespace_deleted(
+        self, ns: tuple[str, Mapping[str, str]] | Tombstone[tuple[str, Mapping[str, str]]]
+    ) -> None:
+        self.cluster.remove_namespace(ns.key if isinstance(ns, Tombstone) else ns[0])
+
+    def _gate(self, pod: PodInfo) -> tuple[str, str] | None:
+        framework = self.frameworks.get(pod.scheduler_name)
+        return framework.points.gate(pod) if framework is not None else None
+
+    def _nominate(self, pod: PodInfo, node: str) -> None:
+        if node:
+            self.nominated[pod.key] = (node, pod)
+        else:
+            self.nominated.pop(pod.key, None)
 
     def _ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -143,10 +280,19 @@ class Scheduler:
         if pod is None:
             return
         if pod.node_name:
-            self.assumed.pop(pod.key, None)
+            assumed = self.assumed.pop(pod.key, None) is not None
+            self.nominated.pop(pod.key, None)
+            previous = self.cluster.placed.get(pod.key)
             self.cluster.place(pod, pod.node_name)
             self.queue.delete(pod.key)
+            self._waiting_on_pods.discard(pod.key)
+            if self._waiting_on_pods:
+                if previous is None or assumed:
+                    self.queue.on_event(ASSIGNED_POD_ADD)
+                elif previous[2].labels != pod.labels:
+                    self.queue.on_event(ASSIGNED_POD_LABEL)
         elif self._ours(pod) and pod.key not in self.assumed:
+            self._nominate(pod, pod.nominated_node)
             self.queue.add(pod)
 
     def _pod_updated(self, old: PodInfo | None, new: PodInfo | None) -> None:
@@ -155,6 +301,7 @@ class Scheduler:
         if new.node_name:
             self._pod_added(new)
         elif self._ours(new) and new.key not in self.assumed:
+            self._nominate(new, new.nominated_node)
             self.queue.update(new)
 
     def _pod_deleted(self, pod: PodInfo | Tombstone[PodInfo | None] | None) -> None:
@@ -162,8 +309,16 @@ class Scheduler:
         if key is None:
             return
         self.queue.delete(key)
-        self.assumed.pop(key, None)
-        if key in self.cluster.placed:
+        self.nominated.pop(key, None)
+        self._waiting_on_pods.discard(key)
+        node = self.assumed.pop(key, None)
+        placed = self.cluster.placed.get(key)
+        if node is not None and placed is not None:
+            waiting = self.waiting.get(placed[2].uid)
+            if waiting is not None:
+                waiting.reject("", "the pod was deleted while waiting on Permit")
+            self._forget_hooks(placed[2], node)
+        if placed is not None:
             self.cluster.unplace(key)
             self.queue.on_event(ASSIGNED_POD_DELETE)
 
@@ -204,25 +359,54 @@ class Scheduler:
         pod = qp.pod
         started = self.clock.monotonic()
         framework = self.frameworks[pod.scheduler_name]
-        result = framework.schedule(pod)
+        result = framework.schedule(pod, self.nominated.values() if self.nominated else ())
         outcome = SCHEDULED if result.node is not None else UNSCHEDULABLE
         self.metrics.schedule_attempts.labels(outcome, pod.scheduler_name).inc()
         self.metrics.attempt_duration.labels(outcome, pod.scheduler_name).observe(
             self.clock.monotonic() - started
         )
+        if result.rejected_by & self._pod_event_plugins:
+            self._waiting_on_pods.add(pod.key)
+        else:
+            self._waiting_on_pods.discard(pod.key)
         if result.node is None:
             self.queue.failed(qp, result.rejected_by, cycle)
             self._spawn(self._report_unschedulable(pod, result.message))
             if result.preemption is not None:
+                # nominated at once, so that the next cycles leave it the room its victims free
+                self._nominate(pod, result.preemption.node)
                 self._spawn(self._preempt(pod, result.preemption))
             return result
         self.metrics.pod_scheduling_sli_duration.labels(str(qp.attempts)).observe(
             self.clock.monotonic() - qp.initial
         )
-        self.cluster.place(pod, result.node)
-        self.assumed[pod.key] = result.node
+        node = result.node
+        self.nominated.pop(pod.key, None)
+        state: CycleState = {}
+        self.cluster.place(pod, node)
+        self.assumed[pod.key] = node
+        points = framework.points
+        started = self.clock.monotonic()
+        refused = points.reserve(state, pod, node)
+        self._observe(pod, "Reserve", "Success" if refused is None else "Unschedulable", started)
+        if refused is None:
+            started = self.clock.monotonic()
+            permit = points.permit(state, pod, node)
+            self._observe(pod, "Permit", "Success" if permit.rejected is None else "Unschedulable", started)
+            if permit.rejected is not None:
+                refused = PointError(*permit.rejected)
+                points.unreserve(state, pod, node)
+        if refused is not None:
+            self._forget(pod, node)
+            self.queue.failed(qp, {refused.plugin}, cycle)
+            self._spawn(self._report_unschedulable(pod, refused.message))
+            return ScheduleResult(pod.key, None, refused.message, rejected_by=frozenset({refused.plugin}))
         self.queue.done(pod.key)
-        self._spawn(self._bind(qp, result.node))
+        waiting = None
+        if permit.waits:
+            waiting = WaitingPod(pod, node, permit.waits)
+            self.waiting.add(waiting)
+        self._spawn(self._bind(qp, node, state, cycle, waiting))
         return result
 
     def _spawn(self, coro: Any) -> None:
@@ -232,29 +416,67 @@ class Scheduler:
 
     # --- binding and reporting -----------------------------------------------------------
 
-    async def _bind(self, qp: QueuedPod, node: str) -> None:
+    def _still_assumed(self, pod: PodInfo, node: str) -> bool:
+        return self.assumed.get(pod.key) == node
+
+    def _forget(self, pod: PodInfo, node: str) -> None:
+        """Forget an assumed pod: off its node, and Koordinator's ForgetPod hooks."""
+        self.waiting.remove(pod.uid)
+        if self.assumed.pop(pod.key, None) is not None:
+            self.cluster.unplace(pod.key)
+            self._forget_hooks(pod, node)
+
+    def _forget_hooks(self, pod: PodInfo, node: str) -> None:
+        framework = self.frameworks.get(pod.scheduler_name)
+        if framework is not None:
+            framework.points.forget(pod, node)
+
+    async def _bind(
+        self, qp: QueuedPod, node: str, state: CycleState, cycle: int, waiting: WaitingPod | None
+    ) -> None:
+        """The binding cycle: wait on Permit, then PreBind, Bind and PostBind. A rejection
+        sends the pod back as unschedulable, an error with a backoff; either unreserves it
+        and forgets the assumed pod first (a pod deleted meanwhile is only unreserved)."""
         pod = qp.pod
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
+        points = self.frameworks[pod.scheduler_name].points
+        if waiting is not None:
+            started = self.clock.monotonic()
+            rejected = await waiting.wait()
+            self.metrics.permit_wait_duration.labels(
+                "Success" if rejected is None else "Unschedulable"
+            ).observe(self.clock.monotonic() - started)
+            self.waiting.remove(pod.uid)
+            if rejected is not None:
+                points.unreserve(state, pod, node)
+                if self._still_assumed(pod, node):
+                    self._forget(pod, node)
+                    self.queue.retry(qp, rejected_by={rejected[0]}, cycle=cycle)
+                    await self._report_unschedulable(pod, rejected[1])
+                return
         async with self._binding:
             started = self.clock.monotonic()
             try:
-                await self.client.create_subresource(res.PODS, pod.name, "binding", body, pod.namespace)
-            except KubeError as err:
-                self._observe_bind(pod, "Error", started)
+                if not self._still_assumed(pod, node):
+                    raise PointError(BIND, "the pod was deleted before binding")
+                await points.pre_bind(self.client, state, pod, node)
+                self._observe(pod, "PreBind", "Success", started)
+                started = self.clock.monotonic()
+                await points.bind(self.client, state, pod, node)
+            except (KubeError, PointError) as err:
+                self._observe(pod, "Bind", "Error", started)
+                points.unreserve(state, pod, node)
+                if not self._still_assumed(pod, node):
+                    return
                 self.bind_failures += 1
                 log.warning("binding %s to %s failed: %s", pod.key, node, err)
-                # forget the assumed pod; try again later unless it is gone (deleted meanwhile)
-                if self.assumed.pop(pod.key, None) is not None:
-                    self.cluster.unplace(pod.key)
-                    if not isinstance(err, NotFoundError):
-                        self.queue.retry(qp)
+                self._forget(pod, node)
+                if not isinstance(err, NotFoundError):  # gone: deleted meanwhile
+                    self.queue.retry(qp)
                 return
-        self._observe_bind(pod, "Success", started)
+        self._observe(pod, "Bind", "Success", started)
+        started = self.clock.monotonic()
+        points.post_bind(state, pod, node)
+        self._observe(pod, "PostBind", "Success", started)
         self.bound += 1
         if self.recorder is not None:
             await self.recorder.record(
@@ -263,8 +485,23 @@ class Scheduler:
 
     async def _preempt(self, pod: PodInfo, candidate: Candidate) -> None:
         """Evict the victims through the API and nominate the node for the preemptor."""
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": f"{pod.scheduler_name}: preempting to accommodate a higher priority pod",
+        }
         for victim in candidate.victims:
             try:
+                # as upstream: the victim says why it goes before it is deleted
+                await self.client.patch(
+                    res.PODS,
+                    victim.name,
+                    {"status": {"conditions": [condition]}},
+                    victim.namespace,
+                    patch_type=PatchType.STRATEGIC,
+                    subresource="status",
+                )
                 await self.client.delete(res.PODS, victim.name, victim.namespace)
             except NotFoundError:
                 continue
@@ -288,8 +525,8 @@ class Scheduler:
         except KubeError as err:
             log.debug("nominatedNodeName of %s not written: %s", pod.key, err)
 
-    def _observe_bind(self, pod: PodInfo, status: str, started: float) -> None:
-        self.metrics.extension_point_duration.labels("Bind", status, pod.scheduler_name).observe(
+    def _observe(self, pod: PodInfo, point: str, status: str, started: float) -> None:
+        self.metrics.extension_point_duration.labels(point, status, pod.scheduler_name).observe(
             self.clock.monotonic() - started
         )
 
@@ -326,6 +563,11 @@ def _node_record(obj: Mapping[str, Any]) -> NodeSpec | None:
     except (ValueError, KeyError) as err:
         log.warning("node %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
         return None
+
+
+def _namespace_record(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("name") or ""), {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
 
 
 def _pod_record(obj: Mapping[str, Any]) -> PodInfo | None:

@@ -2,9 +2,12 @@
 framework, and say for each where it went and why (or why nowhere).
 
 Nodes come from ``--nodes``, the pods to place from ``--pods``, and other cluster objects
-from ``--objects`` (pods already bound there count on their nodes). Each scheduled pod is
-assumed on its node before the next one is placed, as the live scheduler does. Pods that
-name another scheduler are reported and left alone.
+from ``--objects`` (pods already bound there count on their nodes; PodDisruptionBudgets
+guide whom preemption would evict; PersistentVolumes, claims, StorageClasses and CSINodes
+feed the volume plug-ins). Each scheduled pod is assumed on its node before the
+next one is placed, as the live scheduler does, with the profile's Reserve and Permit
+plug-ins run on it (a pod a Permit plug-in would hold is reported waiting; nothing is
+bound or written). Pods that name another scheduler are reported and left alone.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from controlplane.scheduler.binding import PointError
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework
-from controlplane.scheduler.podinfo import pod_info
+from controlplane.scheduler.pdbs import pdb_record
+from controlplane.scheduler.plugins.interface import CycleState
+from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.api.resourcelist import ResourceListError
 from koordinator.cli import read_documents
 
@@ -52,6 +58,25 @@ def _of_kind(objects: Iterable[Mapping[str, Any]], kind: str, path: str) -> list
     return chosen
 
 
+def _reserve_and_permit(framework: Framework, pod: PodInfo, node: str) -> tuple[str | None, str]:
+    """Reserve and Permit as the live scheduler runs them (they never touch the API); the
+    pod stays assumed on its node unless a plug-in refuses it."""
+    state: CycleState = {}
+    points = framework.points
+    framework.cluster.place(pod, node)
+    refused = points.reserve(state, pod, node)
+    permit = points.permit(state, pod, node) if refused is None else None
+    if permit is not None and permit.rejected is not None:
+        points.unreserve(state, pod, node)
+        refused = PointError(*permit.rejected)
+    if refused is not None:
+        framework.cluster.unplace(pod.key)
+        return None, f"rejected at Reserve/Permit by {refused.plugin}: {refused.message}"
+    if permit is not None and permit.waits:
+        return node, f"Waiting on Permit: {', '.join(sorted(permit.waits))}"
+    return node, "Scheduled"
+
+
 def simulate(
     config: SchedulerConfig,
     nodes_path: str,
@@ -75,6 +100,10 @@ def simulate(
             except ValueError as err:
                 raise SimulateError(f"pod {(obj.get('metadata') or {}).get('name')!r}: {err}") from None
             cluster.place(info, info.node_name)
+        elif obj.get("kind") == "PodDisruptionBudget":
+            cluster.set_pdb(pdb_record(obj))
+        else:  # PersistentVolumes, claims, StorageClasses and CSINodes for the volume plug-ins
+            cluster.volumes.add_object(obj)
     frameworks = {
         profile.scheduler_name: Framework(
             profile, cluster, percentage=config.percentage_of_nodes_to_score, seed=seed
@@ -102,14 +131,15 @@ def simulate(
             continue
         explained = framework.explain(pod)
         result = framework.schedule(pod)
-        if result.node is not None:
-            cluster.place(pod, result.node)
+        placed, status = result.node, "Scheduled" if result.node is not None else result.message
+        if placed is not None:
+            placed, status = _reserve_and_permit(framework, pod, placed)
         entry: dict[str, Any] = {
             "pod": pod.key,
-            "node": result.node,
+            "node": placed,
             "filtered": explained["filtered"],
             "scores": explained["scores"],
-            "status": "Scheduled" if result.node is not None else result.message,
+            "status": status,
         }
         if result.preemption is not None:  # what the live scheduler would evict (nothing is, here)
             entry["preemption"] = {

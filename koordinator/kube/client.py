@@ -28,11 +28,12 @@ import ssl as ssl_module
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
 
-from koordinator.kube import paging
+from koordinator.kube import http1, paging
 from koordinator.kube.config import ClusterConfig
 from koordinator.kube.errors import (
     AlreadyExistsError,
@@ -114,6 +115,23 @@ def is_pdb_refusal(error: ApiError) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    status: int
+    data: bytes
+    retry_after: str | None
+    #: the open response of a streamed 2xx reply (its body not read)
+    stream: aiohttp.ClientResponse | None = None
+
+
+class _ConnectError(Exception):
+    """The connection could not be opened: nothing was sent."""
+
+
+class _LostError(Exception):
+    """The exchange broke after the request went out."""
+
+
 class _SessionPool:
     """The one aiohttp session (connection pool) a client and its guarded views share."""
 
@@ -141,8 +159,10 @@ class _SessionPool:
 class ApiClient:
     """Async Kubernetes API client over plain dicts.
 
-    ``timeout`` bounds each non-watch request (seconds). Use as ``async with`` or call
-    :meth:`close`. ``write_guard`` is None except on views made by :meth:`with_write_guard`.
+    ``timeout`` bounds each non-watch request (seconds). ``fast_unary`` sends the requests
+    that are not watches or streams over :mod:`koordinator.kube.http1` (a third of aiohttp's
+    CPU per request) instead of aiohttp. Use as ``async with`` or call :meth:`close`.
+    ``write_guard`` is None except on views made by :meth:`with_write_guard`.
     """
 
     def __init__(
@@ -154,6 +174,7 @@ class ApiClient:
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
         max_connections: int = 200,
+        fast_unary: bool = False,
     ) -> None:
         self.config = config
         self.limiter = TokenBucket(qps, burst)
@@ -161,6 +182,17 @@ class ApiClient:
         self.retry = retry or RetryPolicy()
         self.write_guard: WriteGuard | None = None
         self._pool = _SessionPool(config.ssl_context(), max_connections)
+        #: unary requests over the small HTTP/1.1 client (watches stay on aiohttp)
+        self._http1 = (
+            http1.Http1Pool(
+                config.server,
+                config.ssl_context(),
+                server_hostname=config.tls_server_name,
+                max_connections=max_connections,
+            )
+            if fast_unary
+            else None
+        )
         #: False on a view: the client it was made from owns (and closes) the pool
         self._owns_pool = True
 
@@ -183,6 +215,8 @@ class ApiClient:
     async def close(self) -> None:
         if self._owns_pool:
             await self._pool.close()
+            if self._http1 is not None:
+                await self._http1.close()
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -200,6 +234,59 @@ class ApiClient:
                 headers["Authorization"] = f"Bearer {token}"
         return headers
 
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: bytes | None,
+        headers: dict[str, str],
+        stream: bool,
+        read_timeout: float | None,
+    ) -> _Reply:
+        """One request and its reply; _ConnectError when nothing was sent, _LostError when the
+        exchange broke after it was."""
+        if self._http1 is not None and not stream:
+            target = f"{path}?{urlencode(params)}" if params else path
+            try:
+                reply = await self._http1.request(method, target, headers, body, self.timeout)
+            except http1.ConnectError as exc:
+                raise _ConnectError(str(exc)) from exc
+            except http1.ExchangeError as exc:
+                raise _LostError(str(exc)) from exc
+            return _Reply(reply.status, reply.body, reply.headers.get("retry-after"))
+        timeout = (
+            aiohttp.ClientTimeout(total=None, sock_connect=min(self.timeout, 30.0), sock_read=read_timeout)
+            if stream
+            else aiohttp.ClientTimeout(total=self.timeout)
+        )
+        try:
+            response = await self._get_session().request(
+                method,
+                self.config.server + path,
+                params=params,
+                data=body,
+                headers=headers,
+                timeout=timeout,
+                server_hostname=self.config.tls_server_name,
+            )
+        except aiohttp.ClientConnectorError as exc:
+            raise _ConnectError(str(exc)) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _LostError(repr(exc)) from exc
+        ok = 200 <= response.status < 300
+        if stream and ok:
+            return _Reply(response.status, b"", None, response)
+        try:
+            data = await response.read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            if ok:
+                raise _LostError(f"reading reply: {exc!r}") from exc
+            data = b""
+        finally:
+            response.release()
+        return _Reply(response.status, data, response.headers.get("Retry-After"))
+
     async def _send(
         self,
         method: str,
@@ -212,15 +299,8 @@ class ApiClient:
         stream: bool = False,
         read_timeout: float | None = None,
         retry_pdb: bool = True,
-    ) -> aiohttp.ClientResponse:
-        """Send with retries; returns a 2xx response (unread when ``stream``, else read)."""
-        session = self._get_session()
-        url = self.config.server + path
-        timeout = (
-            aiohttp.ClientTimeout(total=None, sock_connect=min(self.timeout, 30.0), sock_read=read_timeout)
-            if stream
-            else aiohttp.ClientTimeout(total=self.timeout)
-        )
+    ) -> _Reply:
+        """Send with retries; returns a 2xx reply (with its open response when ``stream``)."""
         refreshed_token = False
         attempt = 0
         while True:
@@ -234,41 +314,17 @@ class ApiClient:
             retryable = False
             retry_after: float | None = None
             try:
-                response = await session.request(
-                    method,
-                    url,
-                    params=params,
-                    data=body,
-                    headers=headers,
-                    timeout=timeout,
-                    server_hostname=self.config.tls_server_name,
-                )
-            except aiohttp.ClientConnectorError as exc:
+                reply = await self._exchange(method, path, params, body, headers, stream, read_timeout)
+            except _ConnectError as exc:
                 error = ApiConnectionError(f"{method} {path}: cannot connect: {exc}")
                 retryable = True
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                error = ApiConnectionError(f"{method} {path}: {exc!r}")
+            except _LostError as exc:
+                error = ApiConnectionError(f"{method} {path}: {exc}")
                 retryable = idempotent
             else:
-                if 200 <= response.status < 300:
-                    if not stream:
-                        try:
-                            await response.read()
-                        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                            response.release()
-                            error = ApiConnectionError(f"{method} {path}: reading reply: {exc!r}")
-                            if not idempotent or attempt >= self.retry.attempts:
-                                raise error from exc
-                            await asyncio.sleep(self.retry.delay(attempt))
-                            continue
-                    return response
-                try:
-                    data = await response.read()
-                except (TimeoutError, aiohttp.ClientError, OSError):
-                    data = b""
-                finally:
-                    response.release()
-                error = error_from_response(response.status, data, response.headers.get("Retry-After"))
+                if 200 <= reply.status < 300:
+                    return reply
+                error = error_from_response(reply.status, reply.data, reply.retry_after)
                 retry_after = error.retry_after
                 if (
                     isinstance(error, UnauthorizedError)
@@ -279,9 +335,9 @@ class ApiClient:
                     refreshed_token = True
                     attempt -= 1
                     continue
-                if response.status == 429:
+                if reply.status == 429:
                     retryable = retry_pdb or not is_pdb_refusal(error)
-                elif response.status in _RETRY_CODES:
+                elif reply.status in _RETRY_CODES:
                     retryable = idempotent
             if not retryable or attempt >= self.retry.attempts:
                 raise error
@@ -299,7 +355,7 @@ class ApiClient:
         retry_pdb: bool = True,
     ) -> Obj:
         raw = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
-        response = await self._send(
+        reply = await self._send(
             method,
             path,
             params=params,
@@ -308,7 +364,7 @@ class ApiClient:
             idempotent=idempotent,
             retry_pdb=retry_pdb,
         )
-        data = await response.read()
+        data = reply.data
         if not data:
             return {}
         try:
@@ -409,9 +465,11 @@ class ApiClient:
         Retried like any idempotent call until the response starts; ``read_timeout`` bounds
         each wait for more of the body.
         """
-        return await self._send(
+        reply = await self._send(
             "GET", path, params=params, idempotent=True, stream=True, read_timeout=read_timeout
         )
+        assert reply.stream is not None
+        return reply.stream
 
     async def watch(
         self,

@@ -101,6 +101,8 @@ DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 STATEFUL_SETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 JOBS = Resource("batch", "v1", "jobs", "Job", True)
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
+CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
 EVENTS_V1 = Resource("events.k8s.io", "v1", "events", "Event", True)
 CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
@@ -152,6 +154,8 @@ BUILTIN: tuple[Resource, ...] = (
     STATEFUL_SETS,
     JOBS,
     PRIORITY_CLASSES,
+    STORAGE_CLASSES,
+    CSI_NODES,
     EVENTS_V1,
     CUSTOM_RESOURCE_DEFINITIONS,
     MUTATING_WEBHOOK_CONFIGURATIONS,

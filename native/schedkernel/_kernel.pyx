@@ -6,14 +6,22 @@ division, the same xorshift64* tie-break sequence); the table arrives as the fla
 row-major buffers of controlplane.scheduler.kernel.table.NodeTable.
 """
 
-from libc.math cimport fabs, sqrt
+from libc.limits cimport LLONG_MAX, LLONG_MIN
+from libc.math cimport fabs, log, round, sqrt
 from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 DEF MAX_NODE_SCORE = 100
 DEF LEAST_ALLOCATED = 0
 DEF MOST_ALLOCATED = 1
 DEF MAX_EXTRAS = 16
 DEF MAX_PARTS = 256
+DEF MAX_DOMAINS = 64
+# Extra.normalize (controlplane.scheduler.kernel.twin)
+DEF DEFAULT_NORMALIZE = 0
+DEF MIN_MAX = 1
+DEF SPREAD = 2
+DEF NO_NORMALIZE = 3
 
 
 cdef inline unsigned long long _next(unsigned long long[:] state) noexcept nogil:
@@ -23,6 +31,10 @@ cdef inline unsigned long long _next(unsigned long long[:] state) noexcept nogil
     x ^= x >> 27
     state[0] = x
     return (x * 2685821657736338717ULL) >> 33
+
+
+cdef inline bint _ignored(const unsigned char* ignored, Py_ssize_t length, Py_ssize_t i) noexcept nogil:
+    return i < length and ignored[i] != 0
 
 
 cdef inline long long _broken_linear(long long p, const long long[:] xs, const long long[:] ys) noexcept nogil:
@@ -214,22 +226,46 @@ cdef class Kernel:
         cdef const long long[:] req = pod.req
         cdef const long long[:] nz = pod.nonzero
         cdef Py_ssize_t n = mask.shape[0]
-        cdef int nextra = len(extras), nparts = 0, x, p
+        cdef int nextra = len(extras), nparts = 0, ndomains = 0, x, p, q
         cdef const unsigned char* part_ptr[MAX_PARTS]
         cdef Py_ssize_t part_len[MAX_PARTS]
         cdef long long part_weight[MAX_PARTS]
         cdef int part_owner[MAX_PARTS]
+        cdef const long long* dom_ids[MAX_DOMAINS]
+        cdef Py_ssize_t dom_ids_len[MAX_DOMAINS]
+        cdef const long long* dom_values[MAX_DOMAINS]
+        cdef Py_ssize_t dom_values_len[MAX_DOMAINS]
+        cdef long long dom_skew[MAX_DOMAINS]
+        cdef bint dom_by_row[MAX_DOMAINS]
+        cdef long long dom_absent[MAX_DOMAINS]
+        cdef int dom_owner[MAX_DOMAINS]
+        cdef double dom_weight[MAX_DOMAINS]
         cdef long long extra_weight[MAX_EXTRAS]
         cdef long long highest[MAX_EXTRAS]
+        cdef long long lowest[MAX_EXTRAS]
+        cdef int extra_mode[MAX_EXTRAS]
         cdef bint extra_reverse[MAX_EXTRAS]
+        cdef const unsigned char* ignored_ptr[MAX_EXTRAS]
+        cdef Py_ssize_t ignored_len[MAX_EXTRAS]
         cdef const unsigned char[:] view
+        cdef const long long[:] ids_view
+        cdef const long long[:] values_view
         if nextra > MAX_EXTRAS:
             raise ValueError(f"at most {MAX_EXTRAS} normalized score plug-ins")
-        views = []  # keeps the parts' buffers alive while their pointers are used
+        views = []  # keeps the buffers alive while their pointers are used
         for x, extra in enumerate(extras):
             extra_weight[x] = extra.weight
             extra_reverse[x] = extra.reverse
-            highest[x] = 0
+            extra_mode[x] = extra.normalize
+            if extra_mode[x] == MIN_MAX:
+                highest[x] = LLONG_MIN
+            else:
+                highest[x] = 0
+            lowest[x] = LLONG_MAX
+            view = extra.ignored
+            views.append(view)
+            ignored_len[x] = view.shape[0]
+            ignored_ptr[x] = &view[0] if view.shape[0] else NULL
             for part, weight in extra.parts:
                 if nparts >= MAX_PARTS:
                     raise ValueError(f"at most {MAX_PARTS} score parts")
@@ -240,20 +276,43 @@ cdef class Kernel:
                 part_weight[nparts] = weight
                 part_owner[nparts] = x
                 nparts += 1
+            for domains in extra.domains:
+                if ndomains >= MAX_DOMAINS:
+                    raise ValueError(f"at most {MAX_DOMAINS} score domain lookups")
+                ids_view = domains.ids
+                values_view = domains.values
+                views.append(ids_view)
+                views.append(values_view)
+                dom_ids_len[ndomains] = ids_view.shape[0]
+                dom_ids[ndomains] = &ids_view[0] if ids_view.shape[0] else NULL
+                dom_values_len[ndomains] = values_view.shape[0]
+                dom_values[ndomains] = &values_view[0] if values_view.shape[0] else NULL
+                dom_skew[ndomains] = domains.max_skew
+                dom_by_row[ndomains] = domains.by_row
+                dom_absent[ndomains] = domains.absent
+                dom_owner[ndomains] = x
+                ndomains += 1
         cdef Py_ssize_t size = want if want < n else n
         if size < 1:
             size = 1
+        cdef Py_ssize_t seen_size = 1
+        for q in range(ndomains):
+            if extra_mode[dom_owner[q]] == SPREAD and not dom_by_row[q] and dom_values_len[q] > seen_size:
+                seen_size = dom_values_len[q]
         cdef Py_ssize_t* rows = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
         cdef long long* base = <long long*>malloc(size * sizeof(long long))
         cdef long long* raw = <long long*>malloc(size * (nextra if nextra else 1) * sizeof(long long))
-        if rows == NULL or base == NULL or raw == NULL:
+        cdef unsigned char* seen = <unsigned char*>malloc(seen_size)
+        if rows == NULL or base == NULL or raw == NULL or seen == NULL:
             free(rows)
             free(base)
             free(raw)
+            free(seen)
             raise MemoryError()
-        cdef Py_ssize_t j, i, k, found = 0, processed = 0, chosen = -1
-        cdef long long balanced, total, best = -1, score
+        cdef Py_ssize_t j, i, k, found = 0, processed = 0, chosen = -1, domains_size
+        cdef long long balanced, total, best = -1, score, domain, r, diff
         cdef unsigned long long ties = 0
+        cdef double spread
         try:
             with nogil:
                 for j in range(n):
@@ -274,17 +333,89 @@ cdef class Kernel:
                     for p in range(nparts):
                         if i < part_len[p] and part_ptr[p][i]:
                             raw[found * nextra + part_owner[p]] += part_weight[p]
+                    for q in range(ndomains):
+                        if extra_mode[dom_owner[q]] == SPREAD:
+                            continue
+                        domain = dom_ids[q][i] if i < dom_ids_len[q] else -1
+                        if 0 <= domain < dom_values_len[q]:
+                            raw[found * nextra + dom_owner[q]] += dom_values[q][domain]
                     for x in range(nextra):
+                        if extra_mode[x] == SPREAD:
+                            continue
                         if raw[found * nextra + x] > highest[x]:
                             highest[x] = raw[found * nextra + x]
+                        if raw[found * nextra + x] < lowest[x]:
+                            lowest[x] = raw[found * nextra + x]
                     found += 1
+                # PodTopologySpread: each domain lookup's weight is log(number of distinct
+                # domains among the window's scored rows + 2), so its raw scores wait for the window
+                for q in range(ndomains):
+                    x = dom_owner[q]
+                    if extra_mode[x] != SPREAD:
+                        continue
+                    domains_size = 0
+                    if dom_by_row[q]:
+                        for k in range(found):
+                            if not _ignored(ignored_ptr[x], ignored_len[x], rows[k]):
+                                domains_size += 1
+                    else:
+                        memset(seen, 0, dom_values_len[q])
+                        for k in range(found):
+                            if _ignored(ignored_ptr[x], ignored_len[x], rows[k]):
+                                continue
+                            domain = dom_ids[q][rows[k]] if rows[k] < dom_ids_len[q] else -1
+                            if domain < 0:
+                                domain = dom_absent[q]
+                            if 0 <= domain < dom_values_len[q] and not seen[domain]:
+                                seen[domain] = 1
+                                domains_size += 1
+                    dom_weight[q] = log(<double>(domains_size + 2))
+                for x in range(nextra):
+                    if extra_mode[x] != SPREAD:
+                        continue
+                    for k in range(found):
+                        if _ignored(ignored_ptr[x], ignored_len[x], rows[k]):
+                            continue
+                        spread = 0.0
+                        for q in range(ndomains):
+                            if dom_owner[q] != x:
+                                continue
+                            domain = dom_ids[q][rows[k]] if rows[k] < dom_ids_len[q] else -1
+                            if domain < 0:
+                                continue
+                            if dom_by_row[q]:
+                                domain = rows[k]
+                            r = dom_values[q][domain] if 0 <= domain < dom_values_len[q] else 0
+                            spread += <double>r * dom_weight[q] + <double>(dom_skew[q] - 1)
+                        r = <long long>round(spread)
+                        raw[k * nextra + x] = r
+                        if r > highest[x]:
+                            highest[x] = r
+                        if r < lowest[x]:
+                            lowest[x] = r
                 for k in range(found):
                     total = base[k]
                     for x in range(nextra):
-                        if highest[x] == 0:
+                        r = raw[k * nextra + x]
+                        if extra_mode[x] == SPREAD:
+                            if _ignored(ignored_ptr[x], ignored_len[x], rows[k]):
+                                score = 0
+                            elif highest[x] == 0:
+                                score = MAX_NODE_SCORE
+                            else:
+                                score = MAX_NODE_SCORE * (highest[x] + lowest[x] - r) / highest[x]
+                        elif extra_mode[x] == NO_NORMALIZE:
+                            score = r
+                        elif extra_mode[x] == MIN_MAX:
+                            diff = highest[x] - lowest[x]
+                            if diff > 0:
+                                score = <long long>(<double>MAX_NODE_SCORE * (<double>(r - lowest[x]) / <double>diff))
+                            else:
+                                score = 0
+                        elif highest[x] == 0:
                             score = MAX_NODE_SCORE if extra_reverse[x] else 0
                         else:
-                            score = MAX_NODE_SCORE * raw[k * nextra + x] / highest[x]
+                            score = MAX_NODE_SCORE * r / highest[x]
                             if extra_reverse[x]:
                                 score = MAX_NODE_SCORE - score
                         total += extra_weight[x] * score
@@ -300,7 +431,18 @@ cdef class Kernel:
             free(rows)
             free(base)
             free(raw)
+            free(seen)
         return chosen, found, processed, best
+
+    def fit_mask(self, pod, const unsigned char[:] mask, unsigned char[:] out):
+        """Sets ``out[i]`` to 1 for the rows of ``mask`` NodeResourcesFit's filter passes, as
+        the twin's ``fit_mask``."""
+        cdef const long long[:] req = pod.req
+        cdef Py_ssize_t i
+        cdef Py_ssize_t n = mask.shape[0] if mask.shape[0] < out.shape[0] else out.shape[0]
+        with nogil:
+            for i in range(n):
+                out[i] = 1 if mask[i] and self._fits(i, req) else 0
 
     def diagnose(self, pod, const unsigned char[:] mask, long long[:] counts):
         """Adds to ``counts`` (code 0 "Too many pods", 1 + column "Insufficient <resource>")

@@ -225,6 +225,8 @@ def builtin_types() -> list[ResourceType]:
         ),
         _builtin(res.JOBS, status_subresource=True, generation=True),
         _builtin(res.PRIORITY_CLASSES, short_names=("pc",)),
+        _builtin(res.STORAGE_CLASSES, short_names=("sc",)),
+        _builtin(res.CSI_NODES),
         _builtin(res.EVENTS_V1, short_names=("ev",)),
         _builtin(
             res.CUSTOM_RESOURCE_DEFINITIONS,

@@ -18,7 +18,14 @@ from types import ModuleType
 
 from controlplane.scheduler.kernel import twin
 from controlplane.scheduler.kernel.table import NodeTable, PodVector, ScoreConfig
-from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.kernel.twin import (
+    DEFAULT_NORMALIZE,
+    MIN_MAX,
+    NO_NORMALIZE,
+    SPREAD,
+    Domains,
+    Extra,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +98,17 @@ def score(table: NodeTable, row: int, pod: PodVector, cfg: ScoreConfig) -> tuple
     return result
 
 
+def fit_mask(table: NodeTable, pod: PodVector, cfg: ScoreConfig, mask: bytes | bytearray) -> bytes:
+    """The rows of ``mask`` that NodeResourcesFit's filter passes (1 bytes): the rows a
+    filter after it in the profile may still reject, for the reasons' first-rejecter count."""
+    module = native()
+    if module is None:
+        return twin.fit_mask(table, pod, mask)
+    out = bytearray(len(mask))
+    _bound(table, cfg, module).kernel.fit_mask(pod, mask, out)  # type: ignore[attr-defined]
+    return bytes(out)
+
+
 def diagnose(table: NodeTable, pod: PodVector, cfg: ScoreConfig, mask: bytes | bytearray) -> array[int]:
     """Per reason code (:data:`twin.TOO_MANY_PODS`, :data:`twin.FIRST_RESOURCE` + column), how
     many rows of ``mask`` reject the pod for it: the counts of "0/N nodes are available"."""
@@ -102,4 +120,19 @@ def diagnose(table: NodeTable, pod: PodVector, cfg: ScoreConfig, mask: bytes | b
     return counts
 
 
-__all__ = ["Extra", "NodeTable", "PodVector", "ScoreConfig", "backend", "diagnose", "find", "score"]
+__all__ = [
+    "DEFAULT_NORMALIZE",
+    "MIN_MAX",
+    "NO_NORMALIZE",
+    "SPREAD",
+    "Domains",
+    "Extra",
+    "NodeTable",
+    "PodVector",
+    "ScoreConfig",
+    "backend",
+    "diagnose",
+    "find",
+    "fit_mask",
+    "score",
+]

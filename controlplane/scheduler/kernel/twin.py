@@ -16,10 +16,14 @@ semantics are kube-scheduler's:
 * **Sampling** (``find``): start at ``start``, stop once ``want`` feasible nodes were
   found (upstream's ``numFeasibleNodesToFind``), keep the best total, break ties by
   reservoir sampling with the shared xorshift generator.
+* **Score plug-ins outside the kernel** (:class:`Extra`): a raw score per row from
+  weighted row masks and per-domain lookups, normalized over the window of feasible rows
+  found, each plug-in the way upstream normalizes it (:func:`window_scores`).
 """
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,19 +37,46 @@ from controlplane.scheduler.kernel.table import (
 )
 
 MAX_NODE_SCORE = 100
+#: how an :class:`Extra`'s raw scores are normalized over the window
+#: DEFAULT_NORMALIZE: upstream's ``DefaultNormalizeScore`` (the highest -> 100; ``reverse``)
+#: MIN_MAX: InterPodAffinity's ``MaxNodeScore * (s - min) / (max - min)`` in float64, truncated
+#: SPREAD: PodTopologySpread's score and ``MaxNodeScore * (max + min - s) / max``
+#: NO_NORMALIZE: the raw score is the final score (ImageLocality)
+DEFAULT_NORMALIZE, MIN_MAX, SPREAD, NO_NORMALIZE = 0, 1, 2, 3
+
+
+@dataclass
+class Domains:
+    """A raw score looked up by topology domain: ``ids[row]`` is the row's domain id for one
+    topology key (-1: the node lacks the key) and ``values[id]`` the domain's score.
+
+    For SPREAD, ``values`` are matching-pod counts (per row when ``by_row``: the hostname
+    key, counted per node) and the row's part is ``count * log(size + 2) + max_skew - 1``,
+    ``size`` being the number of distinct domains among the window's scored rows (its
+    scored rows when ``by_row``); ``absent`` is the domain a row lacking the key counts as
+    for that size (-1: none)."""
+
+    ids: array[int]
+    values: array[int]
+    max_skew: int = 1
+    by_row: bool = False
+    absent: int = -1
 
 
 @dataclass
 class Extra:
-    """A score plug-in outside the kernel, given as weighted row masks: its raw score of a
-    row is the sum of the weights of the parts whose mask has the row; the window's scores
-    are then normalized as upstream's ``DefaultNormalizeScore`` (``reverse``: fewer is
-    better) and weighted by the plug-in's ``weight``."""
+    """A score plug-in outside the kernel. Its raw score of a row is the sum of the weights
+    of the ``parts`` whose mask has the row plus the ``domains``' values for the row; the
+    window's raw scores are normalized by ``normalize`` and weighted by the plug-in's
+    ``weight``. Rows of ``ignored`` (SPREAD) score 0 and stay out of the window's min and max."""
 
     name: str
     weight: int
     reverse: bool
     parts: list[tuple[bytes, int]] = field(default_factory=list)
+    normalize: int = DEFAULT_NORMALIZE
+    domains: list[Domains] = field(default_factory=list)
+    ignored: bytes = b""
 
 
 _MASK64 = (1 << 64) - 1
@@ -177,16 +208,92 @@ def total_score(t: NodeTable, i: int, pod: PodVector, cfg: ScoreConfig) -> int:
     return fit * cfg.fit_plugin_weight + max(balanced, 0) * cfg.balanced_plugin_weight
 
 
+def _domain(d: Domains, i: int) -> int:
+    return d.ids[i] if i < len(d.ids) else -1
+
+
+def _lookup(values: array[int], index: int) -> int:
+    return values[index] if 0 <= index < len(values) else 0
+
+
 def extra_raw(extra: Extra, i: int) -> int:
-    """A plug-in's raw score of row ``i``: the weights of its parts whose mask has the row."""
-    return sum(weight for part, weight in extra.parts if i < len(part) and part[i])
+    """A plug-in's raw score of row ``i`` (DEFAULT_NORMALIZE, MIN_MAX): the weights of its
+    parts whose mask has the row, plus its domains' values for the row."""
+    raw = sum(weight for part, weight in extra.parts if i < len(part) and part[i])
+    for d in extra.domains:
+        domain = _domain(d, i)
+        if domain >= 0:
+            raw += _lookup(d.values, domain)
+    return raw
+
+
+def go_round(x: float) -> int:
+    """Go's ``math.Round``: half away from zero."""
+    t = math.trunc(x)
+    if abs(x - t) >= 0.5:
+        t += 1 if x > 0 else -1
+    return t
+
+
+def _spread_scores(extra: Extra, rows: Sequence[int]) -> list[int]:
+    ignored = extra.ignored
+    scored = [i for i in rows if not (i < len(ignored) and ignored[i])]
+    weights = []
+    for d in extra.domains:
+        if d.by_row:
+            size = len(scored)
+        else:
+            seen = set()
+            for i in scored:
+                domain = _domain(d, i)
+                if domain < 0:
+                    domain = d.absent
+                if 0 <= domain < len(d.values):
+                    seen.add(domain)
+            size = len(seen)
+        weights.append(math.log(size + 2))
+    raws: dict[int, int] = {}
+    for i in scored:
+        total = 0.0
+        for d, weight in zip(extra.domains, weights, strict=True):
+            domain = _domain(d, i)
+            if domain >= 0:
+                total += _lookup(d.values, i if d.by_row else domain) * weight + (d.max_skew - 1)
+        raws[i] = go_round(total)
+    lowest = min(raws.values(), default=0)
+    highest = max(0, max(raws.values(), default=0))
+    out = []
+    for i in rows:
+        if i not in raws:
+            out.append(0)
+        elif highest == 0:
+            out.append(MAX_NODE_SCORE)
+        else:
+            out.append(MAX_NODE_SCORE * (highest + lowest - raws[i]) // highest)
+    return out
+
+
+def window_scores(extra: Extra, rows: Sequence[int]) -> list[int]:
+    """The normalized scores (0-100, before the plug-in weight) of ``rows``, the window of
+    feasible rows found."""
+    if extra.normalize == SPREAD:
+        return _spread_scores(extra, rows)
+    raws = [extra_raw(extra, i) for i in rows]
+    if extra.normalize == NO_NORMALIZE:
+        return raws
+    if extra.normalize == MIN_MAX:
+        lowest, highest = min(raws, default=0), max(raws, default=0)
+        diff = highest - lowest
+        return [int(MAX_NODE_SCORE * ((raw - lowest) / diff)) if diff > 0 else 0 for raw in raws]
+    highest = max(0, max(raws, default=0))  # upstream's maxCount starts at 0
+    return [normalized(raw, highest, extra.reverse) for raw in raws]
 
 
 def normalized(raw: int, highest: int, reverse: bool) -> int:
     """Upstream's ``DefaultNormalizeScore`` of one score (the highest of the window -> 100)."""
     if highest == 0:
         return MAX_NODE_SCORE if reverse else 0
-    score = MAX_NODE_SCORE * raw // highest
+    score = _trunc_div(MAX_NODE_SCORE * raw, highest)
     return MAX_NODE_SCORE - score if reverse else score
 
 
@@ -205,7 +312,7 @@ def find(
     Rows of ``mask`` (one byte per row, 0 = rejected by another filter) are visited from
     ``start`` round the table; rejected rows count as processed; the search stops after
     ``want`` feasible rows. ``extras`` are score plug-ins outside the kernel, normalized
-    over the feasible rows found (their scores need the whole window first); the best
+    over the feasible rows found (:func:`window_scores`: they need the whole window); the best
     total wins, ties broken by reservoir sampling in visiting order. (The compiled kernel
     has a one-pass path for calls without extras; the result is the same.)"""
     n = len(mask)
@@ -218,13 +325,11 @@ def find(
         processed += 1
         if mask[i] and fits(t, i, pod):
             window.append((i, total_score(t, i, pod, cfg)))
-    raws = [[extra_raw(e, i) for i, _ in window] for e in extras]
-    highest = [max(r, default=0) for r in raws]
+    rows = [i for i, _ in window]
+    scores = [window_scores(e, rows) for e in extras]
     chosen, best, ties = -1, -1, 0
     for k, (i, base) in enumerate(window):
-        total = base + sum(
-            e.weight * normalized(raws[x][k], highest[x], e.reverse) for x, e in enumerate(extras)
-        )
+        total = base + sum(e.weight * scores[x][k] for x, e in enumerate(extras))
         if total > best:
             chosen, best, ties = i, total, 1
         elif total == best:
@@ -232,6 +337,11 @@ def find(
             if next_random(state) % ties == 0:
                 chosen = i
     return chosen, len(window), processed, best
+
+
+def fit_mask(t: NodeTable, pod: PodVector, mask: bytes | bytearray) -> bytes:
+    """The rows of ``mask`` that NodeResourcesFit's filter passes (1 bytes)."""
+    return bytes(1 if mask[i] and fits(t, i, pod) else 0 for i in range(len(mask)))
 
 
 def diagnose(t: NodeTable, pod: PodVector, mask: bytes | bytearray) -> array[int]:

@@ -1,21 +1,31 @@
 """DefaultPreemption (PostFilter): when no node fits a pod, find a node where evicting pods
-of lower priority would make room, and the fewest and least important such pods.
+of lower priority would make room, and the fewest and least important such pods, sparing
+those a PodDisruptionBudget protects.
 
-Upstream's algorithm (``pkg/scheduler/framework/preemption``), on the scheduler's cluster:
+Upstream's algorithm (``pkg/scheduler/framework/preemption`` and
+``plugins/defaultpreemption``, v1.34), on the scheduler's cluster:
 
 * A pod with ``preemptionPolicy: Never`` preempts nothing, nor does one whose nominated
   node still has lower-priority pods terminating (it waits for its earlier victims).
 * Only nodes rejected for something eviction can change are tried (resources, pod count,
   host ports); nodes a filter rejects for good (cordoned, taints, affinity, node name)
-  are "not helpful". At least 100 nodes or 10% are tried, from a random offset.
-* On a node: every pod of lower priority is removed; if the pod still does not fit, the
-  node is no candidate. Then, most important first (higher priority, then started
-  earlier), each is put back while the pod still fits; those that cannot be are the victims.
-* The node chosen: fewest victims' highest priority, then the smallest sum of priorities,
-  then the fewest victims, then the latest start among the most important victims.
+  are "not helpful". At least 100 nodes or 10% are wanted as candidates, tried from a
+  random offset; the search stops once that many were found and one of them violates no
+  PodDisruptionBudget (at most that many of each kind are kept).
+* On a node: a node without lower-priority pods has "No preemption victims found"; every
+  pod of lower priority is removed, and if the pod still does not fit, the node keeps the
+  filter's reasons. The lower-priority pods are split by
+  :func:`~controlplane.scheduler.pdbs.split_by_pdb_violation` (most important first:
+  higher priority, then started earlier), and put back one by one while the pod still
+  fits, those whose eviction would violate a PDB first; the rest are the victims (most
+  important first), and the violating ones among them the node's PDB violations.
+* The node chosen: fewest PDB violations, then the lowest highest victim priority, then
+  the smallest sum of priorities, then the fewest victims, then the latest start among
+  the most important victims.
 
-PodDisruptionBudgets are not considered yet (upstream reprieves the pods whose eviction
-would violate one first and prefers nodes with fewer violations).
+PDBs are best effort, as upstream: a violating victim is evicted when nothing else makes
+room. The scheduler never updates a PDB (the victims are deleted, not evicted through the
+Eviction API).
 """
 
 from __future__ import annotations
@@ -25,8 +35,9 @@ from dataclasses import dataclass
 
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.kernel.table import PodVector
-from controlplane.scheduler.kernel.twin import fits
-from controlplane.scheduler.plugins.nodeports import busy_rows
+from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS, node_fails
+from controlplane.scheduler.pdbs import split_by_pdb_violation
+from controlplane.scheduler.plugins import nodeports
 from controlplane.scheduler.podinfo import PodInfo
 from koordinator.kube.timeutil import parse_time
 
@@ -46,6 +57,8 @@ class Candidate:
     node: str
     #: most important first
     victims: tuple[PodInfo, ...]
+    #: how many victims' eviction violates a PodDisruptionBudget
+    pdb_violations: int = 0
 
 
 @dataclass
@@ -66,15 +79,22 @@ def _more_important(pod: PodInfo) -> tuple[int, float]:
     return (-pod.priority, _started(pod))
 
 
-def _fits_on(cluster: Cluster, row: int, pod: PodInfo, vector: PodVector) -> bool:
-    return fits(cluster.table, row, vector) and not busy_rows(pod, cluster) >> row & 1
+def _rejections(cluster: Cluster, row: int, pod: PodInfo, vector: PodVector) -> list[str]:
+    """Why the node rejects the pod as it is now (empty: it fits): the reasons of the first
+    filter that fails, in upstream's order (NodePorts before NodeResourcesFit)."""
+    if nodeports.busy_rows(pod, cluster) >> row & 1:
+        return [nodeports.REASON]
+    table = cluster.table
+    return [
+        "Too many pods" if code == TOO_MANY_PODS else f"Insufficient {table.resources[code - FIRST_RESOURCE]}"
+        for code in node_fails(table, row, vector)
+    ]
 
 
-def select_victims(
-    cluster: Cluster, node: str, pod: PodInfo, vector: PodVector
-) -> tuple[PodInfo, ...] | None:
-    """The victims on ``node`` (None when evicting every lower-priority pod is not enough).
-    The node's accounting is left as it was found."""
+def select_victims(cluster: Cluster, node: str, pod: PodInfo, vector: PodVector) -> Candidate | list[str]:
+    """The victims on ``node`` and their PDB violations, or why the node is no candidate
+    (upstream's status for it: no lower-priority pod, or the filter's reasons when evicting
+    every one of them is not enough). The node's accounting is left as it was found."""
     row = cluster.nodes[node].row
     lower = sorted(
         (
@@ -84,6 +104,8 @@ def select_victims(
         ),
         key=_more_important,
     )
+    if not lower:
+        return [NO_VICTIMS]
     out: dict[str, PodVector] = {}  # removed from the node's accounting right now
 
     def take(victim: PodInfo) -> None:
@@ -93,18 +115,26 @@ def select_victims(
     def give_back(victim: PodInfo) -> None:
         cluster.account(row, out.pop(victim.key), victim.host_ports, 1)
 
+    def reprieved(victim: PodInfo) -> bool:
+        give_back(victim)
+        if _rejections(cluster, row, pod, vector):
+            take(victim)
+            return False
+        return True
+
     try:
         for victim in lower:
             take(victim)
-        if not _fits_on(cluster, row, pod, vector):
-            return None
-        victims = []
-        for victim in lower:  # most important first: each stays if the pod still fits
-            give_back(victim)
-            if not _fits_on(cluster, row, pod, vector):
-                take(victim)
-                victims.append(victim)
-        return tuple(victims)
+        rejections = _rejections(cluster, row, pod, vector)
+        if rejections:
+            return rejections
+        violating, others = split_by_pdb_violation(lower, cluster.pdbs)
+        victims = [v for v in violating if not reprieved(v)]  # most important first
+        pdb_violations = len(victims)
+        victims += [v for v in others if not reprieved(v)]
+        if violating and others:
+            victims.sort(key=_more_important)
+        return Candidate(node, tuple(victims), pdb_violations)
     finally:
         for victim in lower:
             if victim.key in out:
@@ -112,15 +142,14 @@ def select_victims(
 
 
 def pick_one(candidates: list[Candidate]) -> Candidate:
-    """Upstream's ``pickOneNodeForPreemption`` (without PodDisruptionBudgets)."""
+    """Upstream's ``pickOneNodeForPreemption``: the first of the best."""
 
-    def rank(c: Candidate) -> tuple[int, int, int, float]:
-        if not c.victims:
-            return (-(1 << 62), 0, 0, 0.0)
+    def rank(c: Candidate) -> tuple[int, int, int, int, float]:
         highest = c.victims[0].priority
         total = sum(v.priority + _PRIORITY_OFFSET for v in c.victims)
         earliest = min(_started(v) for v in c.victims if v.priority == highest)
-        return (highest, total, len(c.victims), -earliest)  # the latest earliest start wins
+        # the latest earliest start wins
+        return (c.pdb_violations, highest, total, len(c.victims), -earliest)
 
     return min(candidates, key=rank)
 
@@ -143,23 +172,34 @@ def preempt(cluster: Cluster, pod: PodInfo, vector: PodVector, static: bytes, rn
     ):
         return Outcome(None, TERMINATING)  # its victims are still going: wait, preempt no more
     rows = [i for i, ok in enumerate(static) if ok and cluster.by_row[i] is not None]
-    not_helpful = len(cluster.nodes) - len(rows)
+    histogram = {NOT_HELPFUL: len(cluster.nodes) - len(rows)}
     wanted = num_candidates(len(rows))
-    candidates: list[Candidate] = []
-    no_victims = 0
+    # upstream's DryRunPreemption: two lists of at most ``wanted`` each, the search stopping
+    # once there are ``wanted`` in all and one of them violates no PDB
+    clean: list[Candidate] = []
+    violating: list[Candidate] = []
+    errors: list[str] = []
     offset = rng.randrange(len(rows)) if rows else 0
     for j in range(len(rows)):
-        if len(candidates) >= wanted:
-            break
         node = cluster.by_row[rows[(offset + j) % len(rows)]]
         assert node is not None
-        victims = select_victims(cluster, node.name, pod, vector)
-        if victims is None:
-            no_victims += 1
+        found = select_victims(cluster, node.name, pod, vector)
+        if isinstance(found, Candidate) and not found.victims:
+            # it fits as it is (a pod left meanwhile): upstream's error, not a candidate
+            errors.append(f'expected at least one victim pod on node "{node.name}"')
+        elif isinstance(found, Candidate):
+            kept = violating if found.pdb_violations else clean
+            if len(kept) < wanted:
+                kept.append(found)
+            if clean and len(clean) + len(violating) >= wanted:
+                break
         else:
-            candidates.append(Candidate(node.name, victims))
+            for reason in found:
+                histogram[reason] = histogram.get(reason, 0) + 1
+    candidates = clean + violating
     if candidates:
         return Outcome(pick_one(candidates), "")
-    histogram = {NOT_HELPFUL: not_helpful, NO_VICTIMS: no_victims}
+    if errors:  # utilerrors.NewAggregate(errs).Error()
+        return Outcome(None, errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
     reasons = ", ".join(sorted(f"{n} {r}" for r, n in histogram.items() if n))
     return Outcome(None, f"0/{len(cluster.nodes)} nodes are available: {reasons}.")

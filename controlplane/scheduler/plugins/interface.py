@@ -1,18 +1,23 @@
-"""What a filter plug-in gives the framework: a byte mask over the node table for a pod,
-the histogram of its reasons over the rows it rejected, and a per-node explanation for
-``koord-scheduler simulate``.
+"""The plug-in interfaces.
 
-A mask plug-in builds its mask from byte columns the cluster keeps (no loop over nodes
-in Python); ``None`` means it rejects no node for this pod.
+A filter plug-in gives the framework a byte mask over the node table for a pod, the
+histogram of its reasons over the rows it rejected, and a per-node explanation for
+``koord-scheduler simulate``; it builds the mask from byte columns the cluster keeps (no
+loop over nodes in Python); ``None`` means it rejects no node for this pod.
+
+The points after a node is chosen (Reserve, Permit, PreBind, Bind, PostBind), PreEnqueue
+and Koordinator's ForgetPod hook are one method each; a plug-in serves those it defines.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.twin import Extra
 from controlplane.scheduler.podinfo import PodInfo
+from koordinator.kube.client import ApiClient
 
 
 class MaskFilter(Protocol):
@@ -75,3 +80,110 @@ def bits_of(mask: bytes) -> int:
 
 _ASCII_TO_MASK = bytes.maketrans(b"01", b"\x00\x01")
 _MASK_TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")
+
+
+# --- the points around binding ---------------------------------------------------------
+#
+# A plug-in object serves a point by having its method; the profile decides which run.
+# ``state`` is the pod's cycle state: a dict its plug-ins share from Reserve to PostBind.
+
+CycleState = dict[str, object]
+
+ALLOW, WAIT, REJECT = "Allow", "Wait", "Reject"
+#: upstream's cap on a Permit wait
+MAX_PERMIT_TIMEOUT_S = 15 * 60.0
+
+
+@dataclass(frozen=True)
+class PermitResult:
+    status: str = ALLOW
+    #: seconds to wait for an allow (WAIT only; capped at MAX_PERMIT_TIMEOUT_S)
+    timeout: float = 0.0
+    #: why it rejects (REJECT only)
+    message: str = ""
+
+
+@dataclass
+class PodPatch:
+    """PreBind's in-memory copy of the pod's metadata: the labels and annotations plug-ins
+    set (None removes one), sent as one merge patch before binding."""
+
+    labels: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any] | None:
+        meta: dict[str, Any] = {}
+        if self.labels:
+            meta["labels"] = dict(self.labels)
+        if self.annotations:
+            meta["annotations"] = dict(self.annotations)
+        return {"metadata": meta} if meta else None
+
+
+class PreEnqueuePlugin(Protocol):
+    NAME: str
+
+    def pre_enqueue(self, pod: PodInfo) -> str | None:
+        """None when the pod may enter activeQ; else why it is held back (gated)."""
+        ...
+
+
+class ReservePlugin(Protocol):
+    NAME: str
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> str | None:
+        """Claim what the pod will use on ``node``; None, or why it cannot."""
+        ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Undo :meth:`reserve` (the pod will not bind there); must be idempotent."""
+        ...
+
+
+class PermitPlugin(Protocol):
+    NAME: str
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> PermitResult: ...
+
+
+class ModifyingPreBindPlugin(Protocol):
+    """PreBind on the in-memory copy: the framework sends every plug-in's changes as one patch."""
+
+    NAME: str
+
+    def modify(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> str | None:
+        """Set labels or annotations on ``patch``; None, or why binding must not go on."""
+        ...
+
+
+class CallingPreBindPlugin(Protocol):
+    """PreBind that writes other objects through the API (VolumeBinding's claims)."""
+
+    NAME: str
+
+    async def pre_bind(self, client: ApiClient, pod: PodInfo, node: str) -> None:
+        """Raises KubeError when the pod must not be bound."""
+        ...
+
+
+class BindPlugin(Protocol):
+    NAME: str
+
+    async def bind(self, client: ApiClient, state: CycleState, pod: PodInfo, node: str) -> bool:
+        """Bind the pod (True), or skip it for the next bind plug-in (False); KubeError on failure."""
+        ...
+
+
+class PostBindPlugin(Protocol):
+    NAME: str
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None: ...
+
+
+class ForgetPodPlugin(Protocol):
+    """Koordinator's ForgetPod hook: the scheduler forgot an assumed pod (its binding failed,
+    a Permit plug-in rejected it, or it was deleted before binding)."""
+
+    NAME: str
+
+    def forget_pod(self, pod: PodInfo, node: str) -> None: ...

@@ -28,12 +28,19 @@ def test_no_config_is_the_default_profile():
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ]
     assert only.scores == {
         "TaintToleration": 3,
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
     }
 
 
@@ -75,8 +82,23 @@ def test_plugins_and_args_as_upstream_reads_them():
     (only,) = config.profiles
     assert config.percentage_of_nodes_to_score == 10
     assert only.percentage_of_nodes_to_score == 30
-    assert only.filters == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodePorts", "NodeResourcesFit"]
-    assert only.scores == {"NodeResourcesFit": 5}
+    assert only.filters == [
+        "NodeUnschedulable",
+        "NodeName",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    ]
+    assert only.scores == {
+        "NodeResourcesFit": 5,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
+        "ImageLocality": 1,
+    }
     assert only.fit.strategy == MOST_ALLOCATED
     assert only.fit.resources == {"cpu": 2, "nvidia.com/gpu": 3}
     assert only.fit.ignores("example.com/foo")
@@ -86,12 +108,39 @@ def test_plugins_and_args_as_upstream_reads_them():
 def test_multipoint_star_disables_every_default():
     config = parse(
         profile(
-            plugins={"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}}
+            plugins={
+                "multiPoint": {
+                    "disabled": [{"name": "*"}],
+                    "enabled": [{"name": "NodeResourcesFit"}, {"name": "DefaultBinder"}],
+                }
+            }
         )
     )
     (only,) = config.profiles
     assert only.filters == ["NodeResourcesFit"]
     assert only.scores == {"NodeResourcesFit": 1}
+    assert only.points["bind"] == ["DefaultBinder"]
+    assert only.points["preEnqueue"] == []
+
+
+def test_every_ordered_point_merges_multipoint_with_its_own_section():
+    config = parse(
+        profile(
+            plugins={
+                "preEnqueue": {"disabled": [{"name": "SchedulingGates"}]},
+                "bind": {"disabled": [{"name": "*"}], "enabled": [{"name": "DefaultBinder"}]},
+            }
+        )
+    )
+    (only,) = config.profiles
+    assert only.points["preEnqueue"] == []
+    assert only.points["bind"] == ["DefaultBinder"]
+    assert parse(None).profiles[0].points["preEnqueue"] == ["SchedulingGates"]
+
+
+def test_a_profile_without_a_bind_plugin_is_refused():
+    with pytest.raises(ConfigError, match=r"plugins.bind: at least one bind plug-in is needed"):
+        parse(profile(plugins={"bind": {"disabled": [{"name": "*"}]}}))
 
 
 @pytest.mark.parametrize(

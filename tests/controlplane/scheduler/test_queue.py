@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from controlplane.scheduler.plugins.schedulinggates import SchedulingGates
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.queue import (
     ACTIVE,
     ASSIGNED_POD_DELETE,
     BACKOFF,
+    GATED,
     NODE_ADD,
     NODE_LABEL,
     NODE_TAINT,
@@ -60,7 +64,7 @@ def test_an_unschedulable_pod_moves_only_on_an_event_its_plugins_registered():
     assert qp.where == UNSCHEDULABLE
     # a label change does not help a pod that did not fit by resources
     assert q.on_event(NODE_LABEL) == 0
-    assert q.pending() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 1}
+    assert q.pending() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 1, GATED: 0}
     # an assigned pod deleted frees resources: back, to backoffQ while its 1 s backoff runs
     assert q.on_event(ASSIGNED_POD_DELETE) == 1
     assert qp.where == BACKOFF
@@ -123,4 +127,31 @@ def test_updates_deletes_and_errors():
     clock.now += 2
     assert q.pop() is first
     q.done("default/p")
-    assert q.pending() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0}
+    assert q.pending() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+
+
+def test_a_gated_pod_waits_until_its_last_gate_is_removed_then_goes_straight_to_active():
+    gates = SchedulingGates()
+    q = SchedulingQueue(
+        plugin_events(),
+        clock=Clock(),
+        gate=lambda p: (gates.NAME, why) if (why := gates.pre_enqueue(p)) else None,
+    )
+    gated = dataclasses.replace(pod("g"), scheduling_gates=("example.com/quota", "example.com/team"))
+    q.add(gated)
+    assert q.pop() is None
+    assert q.pending() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 1}
+    assert gates.pre_enqueue(gated) == "waiting for scheduling gates: [example.com/quota example.com/team]"
+    # events, even the five-minute flush, ask the gate again: still held
+    q.on_event(NODE_ADD)
+    q.clock.now += 600  # type: ignore[attr-defined]
+    q.flush_unschedulable_leftover()
+    assert q.pop() is None
+    q.update(dataclasses.replace(gated, scheduling_gates=("example.com/team",)))
+    assert q.pop() is None
+    q.update(dataclasses.replace(gated, scheduling_gates=()))
+    released = q.pop()
+    assert released is not None
+    assert released.key == "default/g"
+    assert released.attempts == 1
+    assert q.pending() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}

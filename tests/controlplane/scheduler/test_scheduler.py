@@ -94,7 +94,7 @@ async def test_pods_are_bound_and_an_unschedulable_one_waits_for_a_node():
             await eventually(lambda: node_of(fake, "huge") == "xl")
             assert node_of(fake, "theirs") is None  # another scheduler's pod is left alone
             assert scheduler.bind_failures == 0
-            assert scheduler.queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0}
+            assert scheduler.queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
 
 
 async def test_a_deleted_pod_frees_its_node_for_an_unschedulable_one():

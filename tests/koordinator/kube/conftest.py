@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -90,28 +91,39 @@ class Backend:
 _crd_applied: set[str] = set()
 
 
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.envtest)])
+@pytest.fixture(
+    params=[
+        "fake",
+        "fake-http1",
+        pytest.param("real", marks=pytest.mark.envtest),
+        pytest.param("real-http1", marks=pytest.mark.envtest),
+    ]
+)
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    if request.param == "fake":
+    """Each contract test against the fake and the real apiserver, with the client's unary
+    requests over aiohttp and over its small HTTP/1.1 client (``-http1``)."""
+    kind, _, transport = request.param.partition("-")
+    options = {"fast_unary": transport == "http1"}
+    if kind == "fake":
         async with FakeApiServer() as fake:
             fake.register_crd(WIDGET_CRD)
-            client = fake.client()
+            client = fake.client(**options)
             namespace = f"t-{uuid.uuid4().hex[:10]}"
             await create_namespace(client, namespace)
             try:
-                yield Backend("fake", client, namespace, fake.client, fake)
+                yield Backend("fake", client, namespace, functools.partial(fake.client, **options), fake)
             finally:
                 await client.close()
         return
     envtest: Envtest = request.getfixturevalue("envtest")
-    client = envtest.client()
+    client = envtest.client(**options)
     try:
         if envtest.url not in _crd_applied:
             await apply_crds(client, [WIDGET_CRD])
             _crd_applied.add(envtest.url)
         namespace = f"t-{uuid.uuid4().hex[:10]}"
         await create_namespace(client, namespace)
-        yield Backend("real", client, namespace, envtest.client)
+        yield Backend("real", client, namespace, functools.partial(envtest.client, **options))
     finally:
         await client.close()
 
