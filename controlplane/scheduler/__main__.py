@@ -8,6 +8,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -25,6 +26,9 @@ from koordinator.cli import (
     tolerate_closed_stdout,
 )
 
+if TYPE_CHECKING:
+    from controlplane.scheduler.process import ProcessOptions
+
 PROG = "koord-scheduler"
 log = logging.getLogger(PROG)
 EXIT_FAILED = 1
@@ -36,16 +40,30 @@ def _process_flags(parser: argparse.ArgumentParser) -> None:
 
     defaults = ProcessOptions()
     add = parser.add_argument
+    # as upstream: with --config, the file's clientConnection wins over these three (ignored)
     add("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster credentials in a pod)")
     add("--kube-api-qps", type=float, default=50.0, help="client QPS to the apiserver (50)")
     add("--kube-api-burst", type=int, default=100, help="client burst to the apiserver (100)")
-    add("--leader-elect", type=bool_flag, default=defaults.leader_elect, metavar="BOOL", help="(true)")
-    add("--leader-elect-lease-duration", type=duration_flag, default=defaults.lease_duration_s, metavar="D")
-    add("--leader-elect-renew-deadline", type=duration_flag, default=defaults.renew_deadline_s, metavar="D")
-    add("--leader-elect-retry-period", type=duration_flag, default=defaults.retry_period_s, metavar="D")
+    # and these override the file's leaderElection only when given (their defaults: None)
+    add("--leader-elect", type=bool_flag, metavar="BOOL", help=f"({str(defaults.leader_elect).lower()})")
+    add(
+        "--leader-elect-lease-duration",
+        type=duration_flag,
+        metavar="D",
+        help=f"({defaults.lease_duration_s:g}s)",
+    )
+    add(
+        "--leader-elect-renew-deadline",
+        type=duration_flag,
+        metavar="D",
+        help=f"({defaults.renew_deadline_s:g}s)",
+    )
+    add(
+        "--leader-elect-retry-period", type=duration_flag, metavar="D", help=f"({defaults.retry_period_s:g}s)"
+    )
     add("--leader-elect-resource-lock", choices=("leases",), default="leases")
-    add("--leader-elect-resource-name", default=defaults.lease_name, metavar="NAME")
-    add("--leader-elect-resource-namespace", default=defaults.lease_namespace, metavar="NS")
+    add("--leader-elect-resource-name", metavar="NAME", help=f"({defaults.lease_name})")
+    add("--leader-elect-resource-namespace", metavar="NS", help=f"({defaults.lease_namespace})")
     add(
         "--secure-port",
         type=int,
@@ -57,8 +75,38 @@ def _process_flags(parser: argparse.ArgumentParser) -> None:
     add("--tls-private-key-file", metavar="FILE")
 
 
+def settings(
+    args: argparse.Namespace, config: schedconfig.SchedulerConfig
+) -> tuple[str | None, float, int, ProcessOptions]:
+    """The kubeconfig, client QPS and burst, and process options, as kube-scheduler resolves
+    them: with ``--config`` the file's clientConnection (``--kubeconfig`` and the QPS flags
+    are ignored) and its leaderElection, which leader-election flags override only when
+    given; without it, the flags."""
+    from controlplane.scheduler.process import ProcessOptions
+
+    flags = {
+        "leader_elect": args.leader_elect,
+        "lease_namespace": args.leader_elect_resource_namespace,
+        "lease_name": args.leader_elect_resource_name,
+        "lease_duration_s": args.leader_elect_lease_duration,
+        "renew_deadline_s": args.leader_elect_renew_deadline,
+        "retry_period_s": args.leader_elect_retry_period,
+    }
+    leader_election = {**config.leader_election, **{k: v for k, v in flags.items() if v is not None}}
+    options = ProcessOptions(
+        **leader_election,
+        bind_address=args.bind_address,
+        secure_port=args.secure_port,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+    )
+    if args.config:
+        return config.client.kubeconfig, config.client.qps, config.client.burst, options
+    return args.kubeconfig, args.kube_api_qps, args.kube_api_burst, options
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from controlplane.scheduler.process import ProcessError, ProcessOptions, SchedulerProcess
+    from controlplane.scheduler.process import ProcessError, SchedulerProcess
     from koordinator.kube.client import ApiClient
     from koordinator.kube.config import ConfigError, load_config
 
@@ -68,29 +116,16 @@ def _serve(args: argparse.Namespace) -> int:
         fail(PROG, str(err))
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         fail(PROG, "--tls-cert-file and --tls-private-key-file go together")
-    options = ProcessOptions(
-        leader_elect=args.leader_elect,
-        lease_namespace=args.leader_elect_resource_namespace,
-        lease_name=args.leader_elect_resource_name,
-        lease_duration_s=args.leader_elect_lease_duration,
-        renew_deadline_s=args.leader_elect_renew_deadline,
-        retry_period_s=args.leader_elect_retry_period,
-        bind_address=args.bind_address,
-        secure_port=args.secure_port,
-        tls_cert_file=args.tls_cert_file,
-        tls_private_key_file=args.tls_private_key_file,
-    )
+    kubeconfig, qps, burst, options = settings(args, config)
 
     async def main() -> int:
         try:
-            cluster = load_config(args.kubeconfig)
+            cluster = load_config(kubeconfig)
         except ConfigError as err:
             log.error("cannot load cluster credentials: %s", err)
             return EXIT_FAILED
         # a Binding and an Event per pod: the small HTTP/1.1 client costs a third of aiohttp
-        async with ApiClient(
-            cluster, qps=args.kube_api_qps, burst=args.kube_api_burst, fast_unary=True
-        ) as client:
+        async with ApiClient(cluster, qps=qps, burst=burst, fast_unary=True) as client:
             process = SchedulerProcess(client, config, options)
             task = asyncio.current_task()
             assert task is not None
@@ -113,13 +148,11 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = component_parser(
         PROG,
-        "Koordinator's scheduler with the plug-ins built so far (NodeUnschedulable, NodeName, "
-        "TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation, "
-        "DefaultPreemption); `simulate` places pods offline with the same framework. Not built in this "
-        "release: the other default plug-ins and Koordinator's own plug-ins.",
+        "Koordinator's scheduler with kube-scheduler's default plug-ins; `simulate` places pods "
+        "offline with the same framework. Not built in this release: Koordinator's own plug-ins.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )
@@ -149,7 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim.add_argument("--config", dest="sim_config", metavar="FILE", help="KubeSchedulerConfiguration")
     sim.add_argument("--seed", type=int, default=None, help="tie-break seed (default: random)")
     sim.add_argument("--output", "-o", choices=("json", "table"), default="table")
-    args = parse_component_args(parser, argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_component_args(build_parser(), argv)
     if args.command != "simulate":
         return _serve(args)
     try:

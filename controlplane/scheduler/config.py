@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from controlplane.scheduler.plugins import interpodaffinity, nodeaffinity, noderesources, podtopologyspread
+from controlplane.scheduler.plugins import noderesources
+from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.registry import (
     BIND,
     DEFAULT_PLUGINS,
@@ -23,6 +24,7 @@ from controlplane.scheduler.registry import (
     REGISTRY,
     SCORE,
 )
+from koordinator.api.goparse import parse_duration_seconds
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -68,12 +70,110 @@ class Profile:
     balanced: noderesources.BalancedArgs = field(default_factory=noderesources.BalancedArgs)
 
 
+@dataclass(frozen=True)
+class ClientConnection:
+    """``clientConnection``: how the scheduler reaches the apiserver (upstream's defaults)."""
+
+    kubeconfig: str | None = None
+    qps: float = 50.0
+    burst: int = 100
+
+
 @dataclass
 class SchedulerConfig:
     profiles: list[Profile]
     percentage_of_nodes_to_score: int | None = None
     pod_initial_backoff_seconds: int = 1
     pod_max_backoff_seconds: int = 10
+    client: ClientConnection = field(default_factory=ClientConnection)
+    #: the ``leaderElection`` fields the file sets, by ProcessOptions field name
+    leader_election: dict[str, Any] = field(default_factory=dict)
+
+
+#: the top-level fields of KubeSchedulerConfiguration v1 (upstream decodes strictly)
+TOP_LEVEL_FIELDS = frozenset(
+    {
+        "apiVersion",
+        "kind",
+        "parallelism",
+        "leaderElection",
+        "clientConnection",
+        "healthzBindAddress",
+        "metricsBindAddress",
+        "enableProfiling",
+        "enableContentionProfiling",
+        "percentageOfNodesToScore",
+        "podInitialBackoffSeconds",
+        "podMaxBackoffSeconds",
+        "profiles",
+        "extenders",
+        "delayCacheUntilActive",
+    }
+)
+PROFILE_FIELDS = frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"})
+#: leaderElection field -> (ProcessOptions field, parser)
+_LEADER_ELECTION: dict[str, tuple[str | None, Any]] = {
+    "leaderElect": ("leader_elect", bool),
+    "leaseDuration": ("lease_duration_s", "duration"),
+    "renewDeadline": ("renew_deadline_s", "duration"),
+    "retryPeriod": ("retry_period_s", "duration"),
+    "resourceName": ("lease_name", str),
+    "resourceNamespace": ("lease_namespace", str),
+    "resourceLock": (None, str),
+}
+
+
+def _unknown(raw: Mapping[str, Any], known: frozenset[str], path: str) -> None:
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{path}: strict decoding error: unknown field(s) {unknown}")
+
+
+def _client_connection(raw: Any) -> ClientConnection:
+    if raw is None:
+        return ClientConnection()
+    if not isinstance(raw, Mapping):
+        raise ConfigError("clientConnection: must be a mapping")
+    _unknown(
+        raw,
+        frozenset({"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}),
+        "clientConnection",
+    )
+    qps, burst = raw.get("qps", 50.0), raw.get("burst", 100)
+    if isinstance(qps, bool) or not isinstance(qps, (int, float)) or qps < 0:
+        raise ConfigError(f"clientConnection.qps: Invalid value: {qps!r}: must be a non-negative number")
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
+        raise ConfigError(f"clientConnection.burst: Invalid value: {burst!r}: must be a non-negative integer")
+    kubeconfig = raw.get("kubeconfig") or None
+    if kubeconfig is not None and not isinstance(kubeconfig, str):
+        raise ConfigError("clientConnection.kubeconfig: must be a path")
+    return ClientConnection(kubeconfig, float(qps), burst)
+
+
+def _leader_election(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("leaderElection: must be a mapping")
+    _unknown(raw, frozenset(_LEADER_ELECTION), "leaderElection")
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        option, kind = _LEADER_ELECTION[name]
+        path = f"leaderElection.{name}"
+        if kind == "duration":
+            try:
+                parsed: Any = parse_duration_seconds(str(value))
+            except ValueError as err:
+                raise ConfigError(f"{path}: Invalid value: {value!r}: {err}") from None
+        elif not isinstance(value, kind):
+            raise ConfigError(f"{path}: Invalid value: {value!r}: must be a {kind.__name__}")
+        else:
+            parsed = value
+        if name == "resourceLock" and value != "leases":
+            raise ConfigError(f'{path}: Unsupported value: {value!r}: supported values: "leases"')
+        if option is not None:
+            out[option] = parsed
+    return out
 
 
 def _names(section: Any, path: str) -> list[tuple[str, int | None]]:
@@ -125,6 +225,7 @@ def _ordered(
 
 
 def _profile(raw: Mapping[str, Any], path: str) -> Profile:
+    _unknown(raw, PROFILE_FIELDS, path)
     profile = Profile(scheduler_name=raw.get("schedulerName") or "default-scheduler")
     profile.percentage_of_nodes_to_score = _percentage(
         raw.get("percentageOfNodesToScore"), f"{path}.percentageOfNodesToScore"
@@ -188,12 +289,7 @@ def _plugin_config(raw: Any, path: str, profile: Profile) -> None:
             raise ConfigError(f"{path}[{i}].args: must be a mapping")
         try:
             parsed = spec.args(args, f"{path}[{i}].args")
-        except (
-            noderesources.ArgsError,
-            nodeaffinity.ArgsError,
-            podtopologyspread.ArgsError,
-            interpodaffinity.ArgsError,
-        ) as err:
+        except ArgsError as err:
             raise ConfigError(str(err)) from None
         profile.args[name] = parsed
         if isinstance(parsed, noderesources.FitArgs):
@@ -220,6 +316,9 @@ def parse(data: Any) -> SchedulerConfig:
         raise ConfigError(
             f"apiVersion/kind: expected {API_VERSION} {KIND}, got {data.get('apiVersion')} {data.get('kind')}"
         )
+    _unknown(data, TOP_LEVEL_FIELDS, "KubeSchedulerConfiguration")
+    if data.get("extenders"):
+        raise ConfigError("extenders: scheduler extenders are not supported by koord-scheduler")
     raw_profiles = data.get("profiles") or [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
     if not isinstance(raw_profiles, list):
         raise ConfigError("profiles: must be a list")
@@ -243,6 +342,8 @@ def parse(data: Any) -> SchedulerConfig:
         _percentage(data.get("percentageOfNodesToScore"), "percentageOfNodesToScore"),
         initial,
         maximum,
+        _client_connection(data.get("clientConnection")),
+        _leader_election(data.get("leaderElection")),
     )
 
 

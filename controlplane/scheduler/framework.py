@@ -29,8 +29,14 @@ from controlplane.scheduler.kernel.table import PodVector, ScoreConfig
 from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS, Extra, node_fails, normalized
 from controlplane.scheduler.metrics import PLUGIN_SAMPLE_EVERY, SchedulerMetrics
 from controlplane.scheduler.plugins import noderesources
-from controlplane.scheduler.plugins.defaultpreemption import Candidate, preempt
-from controlplane.scheduler.plugins.interface import MaskFilter, NormalizedScore, and_masks, and_not
+from controlplane.scheduler.plugins.defaultpreemption import Candidate, Checks, preempt
+from controlplane.scheduler.plugins.interface import (
+    MaskFilter,
+    NormalizedScore,
+    and_masks,
+    and_not,
+    rows_mask,
+)
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.registry import REGISTRY
 from controlplane.scheduler.sampling import num_feasible_nodes_to_find
@@ -55,6 +61,18 @@ class ScheduleResult:
     rejected_by: frozenset[str] = frozenset()
     #: the node and victims DefaultPreemption chose, when no node fits and it found some
     preemption: Candidate | None = None
+
+
+@dataclass(frozen=True)
+class PreFiltered:
+    """The PreFilter step's outcome for a pod."""
+
+    #: the plug-in rejecting the pod on every node, and its message
+    plugin: str | None = None
+    message: str | None = None
+    #: the rows the PreFilter results leave (None: all), and the plug-ins that narrowed them
+    rows: int | None = None
+    narrowing: tuple[str, ...] = ()
 
 
 def fit_error(all_nodes: int, reasons: dict[str, int]) -> str:
@@ -99,6 +117,14 @@ class Framework:
         #: for it (upstream runs filters in order), and they explain only the nodes it passes
         fit_at = profile.filters.index(noderesources.FIT) if noderesources.FIT in profile.filters else -1
         self.after_fit = frozenset(profile.filters[fit_at + 1 :] if fit_at >= 0 else ())
+        #: the filters whose rejections evicting pods can lift, asked again by preemption
+        self.eviction_checks = Checks(
+            [f for f in self.filters if f.PREEMPTION_HELPS and f.NAME not in self.after_fit],
+            [f for f in self.filters if f.PREEMPTION_HELPS and f.NAME in self.after_fit],
+        )
+        #: filters with a PreFilter step (VolumeBinding): it may reject the pod everywhere
+        #: or narrow the nodes before any filter runs
+        self.pre_filters = [f for f in self.filters if callable(getattr(f, "pre_filter", None))]
         #: score plug-ins outside the kernel, with their weights
         self.scorers: list[tuple[NormalizedScore, int]] = [
             (plugins[name], weight) for name, weight in profile.scores.items() if name in plugins and weight
@@ -210,6 +236,10 @@ class Framework:
         vector = self.pod_vector(pod)
         cfg = self.score_config()
         started = time.perf_counter()
+        pre = self.pre_filter(pod)
+        if pre.message is not None:
+            self._observe_point("PreFilter", "UnschedulableAndUnresolvable", started)
+            return self._rejected_everywhere(pod, vector, pre)
         masks = self.masks(pod)
         mask = self.candidates(pod, masks)
         want = num_feasible_nodes_to_find(self.percentage, all_nodes, has_scoring=self.has_scoring)
@@ -230,17 +260,47 @@ class Framework:
         self._observe_point(FILTER_AND_SCORE, "Success" if chosen >= 0 else "Unschedulable", started)
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
-        reasons, plugins = self.diagnose(pod, vector, cfg, masks)
-        message = fit_error(all_nodes, reasons)
-        candidate = None
-        if self.profile.preemption:
-            started = time.perf_counter()
-            outcome = preempt(self.cluster, pod, vector, self.static_mask(masks, pod), self.rng)
-            self._observe_point("PostFilter", "Success" if outcome.candidate else "Unschedulable", started)
-            candidate = outcome.candidate
-            if outcome.message:
-                message += f" preemption: {outcome.message}."
+        reasons, plugins = self.diagnose(pod, vector, cfg, masks, pre)
+        candidate, suffix = self._post_filter(pod, vector, self.static_mask(masks, pod))
+        message = fit_error(all_nodes, reasons) + suffix
         return ScheduleResult(pod.key, None, message, reasons, 0, processed, plugins, candidate)
+
+    def pre_filter(self, pod: PodInfo) -> PreFiltered:
+        """The PreFilter step: the first plug-in rejecting the pod everywhere, or the rows the
+        plug-ins narrow it to (upstream's merged PreFilterResult)."""
+        rows: int | None = None
+        narrowing: list[str] = []
+        for plugin in self.pre_filters:
+            result = plugin.pre_filter(pod, self.cluster)
+            if result is None:
+                continue
+            if result.message is not None:
+                return PreFiltered(plugin.NAME, result.message)
+            if result.rows is not None:
+                rows = result.rows if rows is None else rows & result.rows
+                narrowing.append(plugin.NAME)
+                if not rows and len(narrowing) > 1:
+                    message = f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}] simultaneously"
+                    return PreFiltered(plugin.NAME, message)
+        return PreFiltered(rows=rows, narrowing=tuple(narrowing))
+
+    def _rejected_everywhere(self, pod: PodInfo, vector: PodVector, pre: PreFiltered) -> ScheduleResult:
+        """A PreFilter rejection: upstream's FitError carries its message instead of the
+        per-node histogram, and preemption cannot help on any node."""
+        nothing = bytes(self.cluster.table.count)
+        candidate, suffix = self._post_filter(pod, vector, nothing)
+        message = f"0/{len(self.cluster.nodes)} nodes are available: {pre.message}.{suffix}"
+        plugins = frozenset({pre.plugin}) if pre.plugin else frozenset()
+        return ScheduleResult(pod.key, None, message, {}, 0, 0, plugins, candidate)
+
+    def _post_filter(self, pod: PodInfo, vector: PodVector, static: bytes) -> tuple[Candidate | None, str]:
+        """DefaultPreemption, when the profile runs it: its candidate, and the text it adds."""
+        if not self.profile.preemption:
+            return None, ""
+        started = time.perf_counter()
+        outcome = preempt(self.cluster, pod, vector, static, self.rng, self.eviction_checks)
+        self._observe_point("PostFilter", "Success" if outcome.candidate else "Unschedulable", started)
+        return outcome.candidate, f" preemption: {outcome.message}." if outcome.message else ""
 
     def static_mask(self, masks: list[tuple[MaskFilter, bytes | None]], pod: PodInfo | None = None) -> bytes:
         """The rows that every filter eviction cannot change passes. A plug-in whose
@@ -259,13 +319,26 @@ class Framework:
         return mask
 
     def diagnose(
-        self, pod: PodInfo, vector: PodVector, cfg: ScoreConfig, masks: list[tuple[MaskFilter, bytes | None]]
+        self,
+        pod: PodInfo,
+        vector: PodVector,
+        cfg: ScoreConfig,
+        masks: list[tuple[MaskFilter, bytes | None]],
+        pre: PreFiltered | None = None,
     ) -> tuple[dict[str, int], frozenset[str]]:
         """Every node counted for the first plug-in that rejects it, with all that plug-in's
-        reasons; and the plug-ins that rejected some node."""
+        reasons; and the plug-ins that rejected some node. Nodes a PreFilter result left out
+        come first, as upstream never runs the filters on them."""
         remaining = bytes(self.cluster.table.live())
         reasons: dict[str, int] = {}
         plugins: set[str] = set()
+        if pre is not None and pre.rows is not None:
+            kept = rows_mask(pre.rows, self.cluster.table.count)
+            absent = and_not(remaining, kept).count(1)
+            if absent:
+                reasons[f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.narrowing))}]"] = absent
+                plugins.update(pre.narrowing)
+            remaining = and_masks(remaining, kept)
 
         def count(phase: list[tuple[MaskFilter, bytes | None]]) -> None:
             nonlocal remaining

@@ -131,7 +131,8 @@ REGISTRY: dict[str, PluginSpec] = {
             volumebinding.NAME,
             # upstream's score is off unless StorageCapacityScoring configures it: not built
             frozenset({FILTER, RESERVE, PRE_BIND}),
-            mask=lambda _: VolumeBinding(),
+            mask=VolumeBinding,
+            args=volumebinding.volume_binding_args,
             events=frozenset(
                 {
                     STORAGE_CLASS_ADD,

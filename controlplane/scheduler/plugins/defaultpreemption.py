@@ -8,13 +8,15 @@ Upstream's algorithm (``pkg/scheduler/framework/preemption`` and
 * A pod with ``preemptionPolicy: Never`` preempts nothing, nor does one whose nominated
   node still has lower-priority pods terminating (it waits for its earlier victims).
 * Only nodes rejected for something eviction can change are tried (resources, pod count,
-  host ports); nodes a filter rejects for good (cordoned, taints, affinity, node name)
-  are "not helpful". At least 100 nodes or 10% are wanted as candidates, tried from a
+  host ports, topology spread skew, pod anti-affinity); nodes a filter rejects for good
+  (cordoned, taints, node affinity, node name, a missing topology label, required pod
+  affinity) are "not helpful". At least 100 nodes or 10% are wanted as candidates, tried from a
   random offset; the search stops once that many were found and one of them violates no
   PodDisruptionBudget (at most that many of each kind are kept).
 * On a node: a node without lower-priority pods has "No preemption victims found"; every
-  pod of lower priority is removed, and if the pod still does not fit, the node keeps the
-  filter's reasons. The lower-priority pods are split by
+  pod of lower priority is removed, and if the pod still does not fit (resources, or one
+  of the profile's :class:`EvictionCheck` filters asked with those pods gone), the node
+  keeps the failing filter's reasons. The lower-priority pods are split by
   :func:`~controlplane.scheduler.pdbs.split_by_pdb_violation` (most important first:
   higher priority, then started earlier), and put back one by one while the pod still
   fits, those whose eviction would violate a PDB first; the rest are the victims (most
@@ -31,7 +33,9 @@ Eviction API).
 from __future__ import annotations
 
 import random
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.kernel.table import PodVector
@@ -79,19 +83,54 @@ def _more_important(pod: PodInfo) -> tuple[int, float]:
     return (-pod.priority, _started(pod))
 
 
-def _rejections(cluster: Cluster, row: int, pod: PodInfo, vector: PodVector) -> list[str]:
-    """Why the node rejects the pod as it is now (empty: it fits): the reasons of the first
-    filter that fails, in upstream's order (NodePorts before NodeResourcesFit)."""
-    if nodeports.busy_rows(pod, cluster) >> row & 1:
-        return [nodeports.REASON]
+class EvictionCheck(Protocol):
+    """A filter whose rejection evicting pods can lift (NodePorts, PodTopologySpread's skew,
+    InterPodAffinity's anti-affinity): asked again with the victims gone."""
+
+    NAME: str
+
+    def rejects_without(
+        self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]
+    ) -> str | None:
+        """Why ``node`` fails once the placed pods ``removed`` are gone (None: it passes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The profile's eviction checks, in filter order: those before NodeResourcesFit and
+    those after it (upstream runs the filters in order and stops at the first failure)."""
+
+    before_fit: Sequence[EvictionCheck] = (nodeports.NodePorts(),)
+    after_fit: Sequence[EvictionCheck] = ()
+
+
+def _rejections(
+    cluster: Cluster, node: str, pod: PodInfo, vector: PodVector, removed: Collection[str], checks: Checks
+) -> list[str]:
+    """Why the node rejects the pod with the ``removed`` pods gone (empty: it fits): the
+    reasons of the first filter that fails."""
+    for check in checks.before_fit:
+        if reason := check.rejects_without(pod, cluster, node, removed):
+            return [reason]
     table = cluster.table
-    return [
-        "Too many pods" if code == TOO_MANY_PODS else f"Insufficient {table.resources[code - FIRST_RESOURCE]}"
-        for code in node_fails(table, row, vector)
-    ]
+    fails = node_fails(table, cluster.nodes[node].row, vector)
+    if fails:
+        return [
+            "Too many pods"
+            if code == TOO_MANY_PODS
+            else f"Insufficient {table.resources[code - FIRST_RESOURCE]}"
+            for code in fails
+        ]
+    for check in checks.after_fit:
+        if reason := check.rejects_without(pod, cluster, node, removed):
+            return [reason]
+    return []
 
 
-def select_victims(cluster: Cluster, node: str, pod: PodInfo, vector: PodVector) -> Candidate | list[str]:
+def select_victims(
+    cluster: Cluster, node: str, pod: PodInfo, vector: PodVector, checks: Checks = Checks()
+) -> Candidate | list[str]:
     """The victims on ``node`` and their PDB violations, or why the node is no candidate
     (upstream's status for it: no lower-priority pod, or the filter's reasons when evicting
     every one of them is not enough). The node's accounting is left as it was found."""
@@ -117,7 +156,7 @@ def select_victims(cluster: Cluster, node: str, pod: PodInfo, vector: PodVector)
 
     def reprieved(victim: PodInfo) -> bool:
         give_back(victim)
-        if _rejections(cluster, row, pod, vector):
+        if _rejections(cluster, node, pod, vector, out.keys(), checks):
             take(victim)
             return False
         return True
@@ -125,7 +164,7 @@ def select_victims(cluster: Cluster, node: str, pod: PodInfo, vector: PodVector)
     try:
         for victim in lower:
             take(victim)
-        rejections = _rejections(cluster, row, pod, vector)
+        rejections = _rejections(cluster, node, pod, vector, out.keys(), checks)
         if rejections:
             return rejections
         violating, others = split_by_pdb_violation(lower, cluster.pdbs)
@@ -161,9 +200,17 @@ def _started(pod: PodInfo) -> float:
         return 0.0
 
 
-def preempt(cluster: Cluster, pod: PodInfo, vector: PodVector, static: bytes, rng: random.Random) -> Outcome:
+def preempt(
+    cluster: Cluster,
+    pod: PodInfo,
+    vector: PodVector,
+    static: bytes,
+    rng: random.Random,
+    checks: Checks = Checks(),
+) -> Outcome:
     """A candidate for ``pod``, or the message saying why there is none. ``static`` is the
-    mask of the filters eviction cannot change (1: the node passes them)."""
+    mask of the filters eviction cannot change (1: the node passes them); ``checks`` the
+    profile's filters whose rejections eviction can lift."""
     if pod.preemption_policy == "Never":
         return Outcome(None, NEVER)
     if pod.nominated_node and any(
@@ -183,7 +230,7 @@ def preempt(cluster: Cluster, pod: PodInfo, vector: PodVector, static: bytes, rn
     for j in range(len(rows)):
         node = cluster.by_row[rows[(offset + j) % len(rows)]]
         assert node is not None
-        found = select_victims(cluster, node.name, pod, vector)
+        found = select_victims(cluster, node.name, pod, vector, checks)
         if isinstance(found, Candidate) and not found.victims:
             # it fits as it is (a pod left meanwhile): upstream's error, not a candidate
             errors.append(f'expected at least one victim pod on node "{node.name}"')

@@ -37,7 +37,7 @@ cluster's pod index and the placed pods' terms through its term index (each dist
 term evaluated once per cycle); nothing walks every node.
 
 :meth:`InterPodAffinity.explain`, :meth:`~InterPodAffinity.window_scores` and
-:meth:`~InterPodAffinity.passes_without` follow upstream's code node by node.
+:meth:`~InterPodAffinity.rejects_without` follow upstream's code node by node.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.twin import MIN_MAX, Domains, Extra
+from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.interface import bits_of, rows_mask
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.podterms import NAMESPACE_NAME_LABEL, AffinityTerm, WeightedTerm
@@ -67,10 +68,6 @@ MAX_NODE_SCORE = 100
 MAX_HARD_POD_AFFINITY_WEIGHT = 100
 
 Pair = tuple[str, str]
-
-
-class ArgsError(ValueError):
-    """InterPodAffinityArgs that upstream's validation refuses; the message names the field."""
 
 
 @dataclass(frozen=True)
@@ -394,10 +391,12 @@ class InterPodAffinity:
         ref = cached[2]
         return None if ref is None else self._check(pod, node, ref)
 
-    def passes_without(self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]) -> bool:
-        """Whether ``node`` passes this filter once the placed pods ``removed`` are gone."""
+    def rejects_without(
+        self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]
+    ) -> str | None:
+        """Why ``node`` fails this filter once the placed pods ``removed`` are gone (None: it passes)."""
         ref = self._reference(pod, cluster, removed)
-        return ref is None or self._check(pod, cluster.nodes[node], ref) is None
+        return None if ref is None else self._check(pod, cluster.nodes[node], ref)
 
     def window_scores(self, pod: PodInfo, cluster: Cluster, rows: Sequence[int]) -> list[int]:
         """Upstream's PreScore, Score and NormalizeScore over the window ``rows``, node by node."""

@@ -14,16 +14,13 @@ from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.interface import bits_of, rows_mask
 from controlplane.scheduler.podinfo import PodInfo, Requirement, Term, node_selector_terms
 
 NAME = "NodeAffinity"
 REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
-
-
-class ArgsError(ValueError):
-    pass
 
 
 def _int(text: str) -> int | None:

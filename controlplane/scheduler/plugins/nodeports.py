@@ -4,6 +4,8 @@ either side. The cluster keeps, per protocol and port, the rows using it as bit 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.plugins.interface import rows_mask
 from controlplane.scheduler.podinfo import PodInfo
@@ -35,3 +37,10 @@ class NodePorts:
 
     def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         return REASON if pod.host_ports and busy_rows(pod, cluster) >> node.row & 1 else None
+
+    def rejects_without(
+        self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]
+    ) -> str | None:
+        """Why ``node`` fails once the placed pods ``removed`` are gone: preemption takes
+        them off the node's accounting, so the port index already leaves them out."""
+        return self.explain(pod, cluster.nodes[node], cluster)

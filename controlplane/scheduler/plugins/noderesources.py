@@ -18,6 +18,7 @@ from controlplane.scheduler.kernel.table import (
     is_scalar,
 )
 from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS
+from controlplane.scheduler.plugins.args import ArgsError
 
 FIT = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
@@ -28,10 +29,6 @@ STRATEGIES = {
 }
 MAX_WEIGHT = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10
-
-
-class ArgsError(ValueError):
-    """Plug-in args that upstream's validation refuses; the message names the field."""
 
 
 @dataclass

@@ -36,7 +36,7 @@ per-domain counts (:data:`~controlplane.scheduler.kernel.twin.SPREAD`), since th
 count depends on the window.
 
 :meth:`PodTopologySpread.explain`, :meth:`~PodTopologySpread.window_scores` and
-:meth:`~PodTopologySpread.passes_without` follow upstream's code node by node (for
+:meth:`~PodTopologySpread.rejects_without` follow upstream's code node by node (for
 ``simulate``, and for preemption to ask whether evicting some pods lifts a rejection).
 """
 
@@ -50,6 +50,7 @@ from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.twin import SPREAD, Domains, Extra, go_round
+from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.interface import bits_of, rows_mask
 from controlplane.scheduler.plugins.nodeaffinity import term_matches, terms_rows
 from controlplane.scheduler.plugins.tainttoleration import TaintToleration, first_untolerated
@@ -76,10 +77,6 @@ SELECTOR_CONTROLLERS = frozenset(
 )
 _MAX_INT32 = (1 << 31) - 1
 MAX_NODE_SCORE = 100
-
-
-class ArgsError(ValueError):
-    """PodTopologySpreadArgs that upstream's validation refuses; the message names the field."""
 
 
 @dataclass(frozen=True)
@@ -513,10 +510,12 @@ class PodTopologySpread:
         state = cached[2]
         return None if state is None else self._check(pod, node, state)
 
-    def passes_without(self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]) -> bool:
-        """Whether ``node`` passes this filter once the placed pods ``removed`` are gone."""
+    def rejects_without(
+        self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]
+    ) -> str | None:
+        """Why ``node`` fails this filter once the placed pods ``removed`` are gone (None: it passes)."""
         state = self._reference(pod, cluster, removed)
-        return state is None or self._check(pod, cluster.nodes[node], state) is None
+        return None if state is None else self._check(pod, cluster.nodes[node], state)
 
     def window_scores(self, pod: PodInfo, cluster: Cluster, rows: Sequence[int]) -> list[int]:
         """Upstream's PreScore, Score and NormalizeScore over the window ``rows``, node by node."""

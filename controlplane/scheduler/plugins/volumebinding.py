@@ -43,10 +43,12 @@ until the PV controller finished binding (the pod is bound once the writes succe
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
+from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.interface import bits_of, rows_mask
 from controlplane.scheduler.plugins.nodeaffinity import term_matches, terms_rows
 from controlplane.scheduler.podinfo import PodInfo, Requirement, Term
@@ -186,11 +188,48 @@ def _topology_matches(cls: StorageClassRecord, labels: Any) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class VolumeBindingArgs:
+    """VolumeBindingArgs, validated as upstream. ``bindTimeoutSeconds`` bounds upstream's
+    wait in PreBind for the PV controller, which is not built here (PreBind returns once
+    its writes succeed); ``shape`` belongs to the score behind StorageCapacityScoring,
+    also not built. Both are accepted so that upstream's configurations load."""
+
+    bind_timeout_seconds: int = 600
+    shape: tuple[tuple[int, int], ...] = ()
+
+
+def volume_binding_args(raw: Mapping[str, Any] | None, path: str = NAME) -> VolumeBindingArgs:
+    raw = raw or {}
+    unknown = sorted(set(raw) - {"bindTimeoutSeconds", "shape", "apiVersion", "kind"})
+    if unknown:
+        raise ArgsError(f"{path}: unknown field(s) {unknown}")
+    timeout = raw.get("bindTimeoutSeconds", 600)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
+        raise ArgsError(f"{path}.bindTimeoutSeconds: Invalid value: {timeout!r}: must not be negative")
+    shape: list[tuple[int, int]] = []
+    for i, point in enumerate(raw.get("shape") or ()):
+        where = f"{path}.shape[{i}]"
+        utilization = point.get("utilization") if isinstance(point, Mapping) else None
+        score = point.get("score") if isinstance(point, Mapping) else None
+        if not isinstance(utilization, int) or not 0 <= utilization <= 100:
+            raise ArgsError(
+                f"{where}.utilization: Invalid value: {utilization!r}: not in valid range [0-100]"
+            )
+        if not isinstance(score, int) or not 0 <= score <= 10:
+            raise ArgsError(f"{where}.score: Invalid value: {score!r}: not in valid range [0-10]")
+        if shape and utilization <= shape[-1][0]:
+            raise ArgsError(f"{where}.utilization: Invalid value: {utilization}: values are not sorted")
+        shape.append((utilization, score))
+    return VolumeBindingArgs(timeout, tuple(shape))
+
+
 class VolumeBinding:
     NAME = NAME
     PREEMPTION_HELPS = False
 
-    def __init__(self) -> None:
+    def __init__(self, args: VolumeBindingArgs | None = None) -> None:
+        self.args = args or VolumeBindingArgs()
         #: the cluster the framework filters on (Reserve and PreBind use it)
         self._cluster: Cluster | None = None
         #: volume name -> (node generation, record, its affinity rows)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.scheduler.__main__ import main
-from controlplane.scheduler.config import ConfigError, parse
+from controlplane.scheduler.__main__ import build_parser, main, settings
+from controlplane.scheduler.config import ClientConnection, ConfigError, parse
 from controlplane.scheduler.kernel.table import MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
 
 BASE = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
@@ -214,3 +214,82 @@ def test_a_bad_config_file_exits_2_with_one_line(tmp_path, capsys):
         "koord-scheduler: error: profiles[0].plugins.filter.enabled[0].name: plug-in 'Nope'"
     )
     assert err.count("\n") == 1
+
+
+def test_client_connection_and_leader_election_as_kube_scheduler_resolves_them():
+    file = parse(
+        {
+            **BASE,
+            "clientConnection": {"kubeconfig": "/etc/kube/config", "qps": 200, "burst": 400},
+            "leaderElection": {"leaderElect": True, "leaseDuration": "30s", "resourceName": "my-scheduler"},
+        }
+    )
+    assert file.client == ClientConnection("/etc/kube/config", 200.0, 400)
+    parser = build_parser()
+    # with --config: the file's connection (the flags ignored), its leader election under
+    # the leader-election flags given
+    args = parser.parse_args(
+        [
+            "--config",
+            "f.yaml",
+            "--kubeconfig",
+            "ignored",
+            "--kube-api-qps",
+            "1",
+            "--leader-elect-retry-period",
+            "1s",
+        ]
+    )
+    kubeconfig, qps, burst, options = settings(args, file)
+    assert (kubeconfig, qps, burst) == ("/etc/kube/config", 200.0, 400)
+    assert (options.leader_elect, options.lease_duration_s, options.lease_name) == (
+        True,
+        30.0,
+        "my-scheduler",
+    )
+    assert (options.retry_period_s, options.renew_deadline_s) == (1.0, 10.0)
+    assert options.lease_namespace == "koordinator-system"
+    # without: the flags and the defaults
+    args = parser.parse_args(["--kubeconfig", "k", "--kube-api-qps", "7", "--leader-elect", "false"])
+    kubeconfig, qps, burst, options = settings(args, parse(None))
+    assert (kubeconfig, qps, burst, options.leader_elect) == ("k", 7.0, 100, False)
+    assert options.lease_name == "koord-scheduler"
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({**BASE, "clientConection": {}}, "unknown field(s) ['clientConection']"),
+        ({**BASE, "profiles": [{"schedulerName": "x", "plugin": {}}]}, "profiles[0]: strict decoding error"),
+        ({**BASE, "clientConnection": {"qps": -1}}, "clientConnection.qps: Invalid value: -1"),
+        ({**BASE, "clientConnection": {"burst": "many"}}, "clientConnection.burst: Invalid value: 'many'"),
+        (
+            {**BASE, "leaderElection": {"leaseDuration": "soon"}},
+            "leaderElection.leaseDuration: Invalid value",
+        ),
+        (
+            {**BASE, "leaderElection": {"leaderElect": "yes"}},
+            "leaderElection.leaderElect: Invalid value: 'yes'",
+        ),
+        ({**BASE, "leaderElection": {"resourceLock": "endpoints"}}, "Unsupported value: 'endpoints'"),
+        ({**BASE, "extenders": [{"urlPrefix": "http://x"}]}, "extenders are not supported"),
+    ],
+)
+def test_bad_top_level_fields_are_clear_errors(document, message):
+    with pytest.raises(ConfigError) as err:
+        parse(document)
+    assert message in str(err.value)
+
+
+def test_volume_binding_args_load_and_are_validated_as_upstream():
+    loaded = parse(profile(pluginConfig=[{"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 30}}]))
+    assert loaded.profiles[0].args["VolumeBinding"].bind_timeout_seconds == 30
+    for args, message in (
+        ({"bindTimeoutSeconds": -1}, "bindTimeoutSeconds: Invalid value: -1"),
+        ({"shape": [{"utilization": 50, "score": 5}, {"utilization": 20, "score": 1}]}, "not sorted"),
+        ({"shape": [{"utilization": 101, "score": 5}]}, "not in valid range [0-100]"),
+        ({"bindTimeout": 1}, "unknown field(s) ['bindTimeout']"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            parse(profile(pluginConfig=[{"name": "VolumeBinding", "args": args}]))
+        assert message in str(err.value)

@@ -25,12 +25,12 @@ from controlplane.scheduler.config import ConfigError, parse
 from controlplane.scheduler.framework import Framework, fit_error
 from controlplane.scheduler.kernel import twin
 from controlplane.scheduler.kernel.twin import MIN_MAX, Extra
+from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.interpodaffinity import (
     REASON_AFFINITY,
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
     AffinityArgs,
-    ArgsError,
     InterPodAffinity,
     affinity_args,
 )
@@ -276,8 +276,10 @@ def test_fit_error_and_preemption_only_for_anti_affinity():
     assert cluster.names_of(static) == {"a1", "a2"}
     assert "3 Preemption is not helpful for scheduling" in result.message
     plugin = InterPodAffinity()
-    assert not plugin.passes_without(target, cluster, "a1", ())
-    assert not plugin.passes_without(target, cluster, "a1", {"default/db"})  # no db left: affinity fails
+    assert plugin.rejects_without(target, cluster, "a1", ()) is not None
+    assert (
+        plugin.rejects_without(target, cluster, "a1", {"default/db"}) is not None
+    )  # no db left: affinity fails
     assert framework.explain(target)["filtered"] == {
         "a1": [REASON_ANTI_AFFINITY],
         "a2": ["Insufficient cpu"],
@@ -292,8 +294,8 @@ def test_existing_anti_affinity_lifts_once_the_pod_is_gone():
     cluster = cluster_of(NODES, [lonely])
     plugin = InterPodAffinity()
     web = pod_info(pod("web", "web"))
-    assert not plugin.passes_without(web, cluster, "b1", ())
-    assert plugin.passes_without(web, cluster, "b1", {"default/lonely"})
+    assert plugin.rejects_without(web, cluster, "b1", ()) is not None
+    assert plugin.rejects_without(web, cluster, "b1", {"default/lonely"}) is None
 
 
 # --- score -----------------------------------------------------------------------------

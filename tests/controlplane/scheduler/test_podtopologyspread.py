@@ -25,10 +25,10 @@ from controlplane.scheduler.config import ConfigError, parse
 from controlplane.scheduler.framework import Framework, fit_error
 from controlplane.scheduler.kernel import twin
 from controlplane.scheduler.kernel.twin import DEFAULT_NORMALIZE, SPREAD, Domains, Extra
+from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.podtopologyspread import (
     REASON,
     REASON_MISSING_LABEL,
-    ArgsError,
     PodTopologySpread,
     spread_args,
 )
@@ -302,10 +302,10 @@ def test_preemption_helper_recounts_without_the_victims():
     plugin = PodTopologySpread()
     incoming = pod_info(pod("new", WEB, spread=[spread()]))
     # b1 fails with b 1 + 1 - 0 = 2; without w4 zone b counts 0
-    assert not plugin.passes_without(incoming, cluster, "b1", ())
-    assert plugin.passes_without(incoming, cluster, "b1", {"default/w4"})
-    assert not plugin.passes_without(incoming, cluster, "a2", {"default/w3"})  # a still 2 + 1 - 0
-    assert not plugin.passes_without(incoming, cluster, "x", {"default/w1"})
+    assert plugin.rejects_without(incoming, cluster, "b1", ()) is not None
+    assert plugin.rejects_without(incoming, cluster, "b1", {"default/w4"}) is None
+    assert plugin.rejects_without(incoming, cluster, "a2", {"default/w3"}) is not None  # a still 2 + 1 - 0
+    assert plugin.rejects_without(incoming, cluster, "x", {"default/w1"}) is not None
 
 
 # --- score -----------------------------------------------------------------------------

@@ -424,3 +424,81 @@ async def test_the_scheduler_follows_pdbs_from_the_apiserver():
             await eventually(lambda: scheduler.cluster.pdbs["default"]["web"].disruptions_allowed == 2)
             fake.delete(res.POD_DISRUPTION_BUDGETS, "web", "default")
             await eventually(lambda: not scheduler.cluster.pdbs)
+
+
+# --- filters eviction can satisfy: anti-affinity, topology spread -----------------------------
+
+APP_X = {"app": "x"}
+AVOID_X = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": APP_X}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+def labelled(name: str, cpu: str = "4", **labels: str) -> Obj:
+    """A node with the labels the kubelet sets (its hostname) and ``labels``."""
+    obj = node(name, cpu)
+    obj["metadata"]["labels"] = {"kubernetes.io/hostname": name, **labels}
+    return obj
+
+
+def test_preemption_evicts_the_pod_an_anti_affinity_rejects_and_only_where_that_is_lower_priority():
+    nodes = [labelled("a"), labelled("b")]
+    placed = [
+        pod("x-low", "1", 1, "a", labels=APP_X),
+        pod("filler", "1", 1, "a"),  # lower priority too, but in nobody's way
+        pod("x-high", "1", 2000, "b", labels=APP_X),
+    ]
+    preemptor = pod_info(pod("p", "1", 1000, affinity=AVOID_X))
+    result = framework(nodes, placed).schedule(preemptor)
+    assert result.node is None
+    assert result.message == "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+    assert victims(result) == ("a", ["x-low"])
+    # only more important pods are in the way: evicting the filler does not help on a,
+    # and b has nothing of lower priority
+    crowded = [pod("x-high-a", "1", 2000, "a", labels=APP_X), *placed[1:]]
+    result = framework(nodes, crowded).schedule(preemptor)
+    assert result.preemption is None
+    assert result.message == (
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. "
+        "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+        "1 node(s) didn't match pod anti-affinity rules.."
+    )
+
+
+def test_preemption_lifts_a_topology_spread_skew_by_evicting_a_pod_of_the_crowded_zone():
+    zone = "topology.kubernetes.io/zone"
+    nodes = [labelled("a1", **{zone: "a"}), labelled("b1", **{zone: "b"})]
+    web = {"app": "web"}
+    placed = [
+        pod("w1", "1", 1, "a1", labels=web, created="2026-01-01T00:00:00Z"),
+        pod("big-a", "3", 1, "a1", created="2026-01-05T00:00:00Z"),
+        pod("w2", "1", 1, "b1", labels=web, created="2026-01-02T00:00:00Z"),
+        pod("w3", "1", 1, "b1", labels=web, created="2026-01-03T00:00:00Z"),
+        pod("small-b", "1", 1, "b1", created="2026-01-04T00:00:00Z"),
+    ]
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": zone,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": web},
+        }
+    ]
+    incoming = pod_info(pod("w4", "1", 1000, labels=web, topologySpreadConstraints=spread))
+    fw = framework(nodes, placed)
+    result = fw.schedule(incoming)
+    # a1 is full; b1 has room but zone b would have two web pods more than zone a
+    assert result.message.startswith(
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match pod topology spread constraints."
+    )
+    # a1: w1 is reprieved (the skew holds with it), big-a must go; b1: w2 is reprieved, w3
+    # must go (b would lead by 2), small-b is reprieved (resources suffice)
+    on_b = select_victims(fw.cluster, "b1", incoming, fw.pod_vector(incoming), fw.eviction_checks)
+    assert isinstance(on_b, Candidate)
+    assert [v.name for v in on_b.victims] == ["w3"]
+    # one victim of priority 1 each: the later start of the most important victim wins
+    assert victims(result) == ("a1", ["big-a"])

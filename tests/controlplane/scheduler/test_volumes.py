@@ -318,7 +318,12 @@ def test_claims_the_pod_cannot_be_scheduled_with():
         cluster, framework = cluster_with(*objects)
         vb = plugin(framework, "VolumeBinding")
         assert vb.pre_filter(pod_info(obj), cluster) == volumebinding.PreFilterResult(message=message)
-        assert framework.schedule(pod_info(obj)).node is None
+        # upstream's FitError with a PreFilter message: the message alone, no node counts,
+        # even where NodeVolumeLimits (a filter) would have named the claim its own way
+        result = framework.schedule(pod_info(obj))
+        assert result.node is None
+        assert result.message == f"0/3 nodes are available: {message}. {NOT_HELPFUL}"
+        assert result.rejected_by == frozenset({"VolumeBinding"})
         # each node, as VolumeBinding alone says it (NodeVolumeLimits, before it in filter
         # order, would name a missing claim its own way)
         alone = Framework(without("NodeVolumeLimits"), cluster, seed=1)
