@@ -1,19 +1,30 @@
-"""S1 (in-process part): koord-scheduler's throughput on scheduler_perf's SchedulingBasic.
+"""S1 (in-process part): koord-scheduler's throughput on scheduler_perf's SchedulingBasic,
+Unschedulable and PreemptionBasic workloads.
 
-Workload as upstream's ``SchedulingBasic``: nodes of 4 CPU, 32 Gi and 110 pods, pods of 100m
-and 500 Mi, at 1000 and at 5000 nodes (5000 pods each; 500 in quick mode). The API is the
-project's fake apiserver serving real JSON over loopback HTTP from a process of its own (its
-CPU is not the scheduler's); the nodes and the pending pods are created there before the
-scheduler starts. The scheduler runs in this process with its real informers, queue,
-framework, kernel and asynchronous binding (client QPS 5000, as scheduler_perf runs).
+Nodes of 4 CPU, 32 Gi and 110 pods, at 1000 and at 5000 nodes. The API is the project's
+fake apiserver serving real JSON over loopback HTTP from a process of its own (its CPU is
+not the scheduler's); every object is created there before the scheduler starts. The
+scheduler runs in this process with its real informers, queue, framework, kernel and
+asynchronous binding (client QPS 5000, as scheduler_perf runs; uvloop when installed, as
+the process runs).
 
-* ``nodes_<N>_pods_per_s``: pods bound / seconds from the scheduler's informers being
-  synced to the last binding answered (each pod also gets its ``Scheduled`` Event, as in
-  the process);
-* ``nodes_<N>_cpu_per_pod_ms``: this process's CPU over the same span, per pod;
+* **SchedulingBasic**: 5000 pending pods of 100m / 500 Mi (500 in quick mode).
+* **Unschedulable**: the same, with 200 pods of 9 CPU (no node fits them) pending first;
+  they fail, stay unschedulable and must not slow the others.
+* **PreemptionBasic**: four pods of priority 10 and 900m already bound on every node (as
+  scheduler_perf's ``initPods``, bound here rather than scheduled), then 500 pods of
+  priority 10000 and 3 CPU (100 in quick mode): each preempts three low pods (deleted at
+  once: their grace period is 0, as no kubelet runs) and binds after its backoff.
+
+Figures, per workload (``basic``, ``unschedulable``, ``preemption``) and node count:
+
+* ``<workload>_nodes_<N>_pods_per_s``: measured pods bound / seconds from the scheduler's
+  informers being synced to the last binding answered (each pod also gets its
+  ``Scheduled`` Event, as in the process); ``nodes_<N>_pods_per_s`` is SchedulingBasic's,
+  the S1 target;
+* ``<workload>_nodes_<N>_cpu_per_pod_ms``: this process's CPU over the same span, per pod;
 * ``rss_mib``: this process's peak resident memory.
 
-Not measured yet: the Unschedulable and PreemptionBasic workloads (preemption is not built).
 The end-to-end run beside upstream's kube-scheduler on the envtest apiserver is
 ``benchmarks/scheduler_e2e.py``.
 """
@@ -30,6 +41,7 @@ import time
 from benchmarks.harness import Result, cpu_seconds
 from controlplane.scheduler.config import parse
 from controlplane.scheduler.scheduler import Scheduler
+from koordinator.cli import run_loop
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig
 from koordinator.kube.events import EventRecorder
@@ -44,18 +56,33 @@ SERVER = textwrap.dedent(
     from koordinator.kube import resources as res
     from testsupport.fake import FakeApiServer
 
-    nodes, pods = int(sys.argv[1]), int(sys.argv[2])
+    workload, nodes, pods = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+    def pod(name, cpu, priority=0, node=""):
+        spec = {"schedulerName": "koord-scheduler", "priority": priority, "containers": [{"name": "c",
+            "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "500Mi"}}}]}
+        if node:
+            spec["nodeName"] = node
+            spec["terminationGracePeriodSeconds"] = 0
+        return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
 
     async def main():
-        fake = FakeApiServer(track_managed_fields=False, history_limit=4 * pods + 10)
+        low = 4 * nodes if workload == "preemption" else 0
+        fake = FakeApiServer(track_managed_fields=False, history_limit=8 * (pods + low) + 10)
         for i in range(nodes):
             fake.create(res.NODES, {"metadata": {"name": f"node-{i}"}, "status": {"allocatable": {
                 "cpu": "4", "memory": "32Gi", "pods": "110"}, "capacity": {"cpu": "4", "memory": "32Gi",
                 "pods": "110"}}})
+        if workload == "unschedulable":
+            for i in range(200):
+                fake.create(res.PODS, pod(f"large-{i}", "9"))
+        for i in range(low):
+            fake.create(res.PODS, pod(f"low-{i}", "900m", 10, f"node-{i % nodes}"))
         for i in range(pods):
-            fake.create(res.PODS, {"metadata": {"name": f"pod-{i}", "namespace": "default"}, "spec": {
-                "schedulerName": "koord-scheduler", "containers": [{"name": "c", "image": "pause",
-                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}})
+            if workload == "preemption":
+                fake.create(res.PODS, pod(f"high-{i}", "3", 10000))
+            else:
+                fake.create(res.PODS, pod(f"pod-{i}", "100m"))
         await fake.start()
         print(fake.url, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
@@ -64,6 +91,7 @@ SERVER = textwrap.dedent(
     asyncio.run(main())
     """
 )
+WORKLOADS = ("basic", "unschedulable", "preemption")
 
 
 async def _schedule(url: str, pods: int) -> tuple[float, float]:
@@ -89,9 +117,9 @@ async def _schedule(url: str, pods: int) -> tuple[float, float]:
         return time.perf_counter() - started, cpu_seconds() - cpu
 
 
-def _run_one(nodes: int, pods: int) -> tuple[float, float]:
+def _run_one(workload: str, nodes: int, pods: int) -> tuple[float, float]:
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(nodes), str(pods)],
+        [sys.executable, "-c", SERVER, workload, str(nodes), str(pods)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -101,7 +129,7 @@ def _run_one(nodes: int, pods: int) -> tuple[float, float]:
         url = server.stdout.readline().strip()
         if not url.startswith("http"):
             raise RuntimeError("the fake apiserver did not start")
-        return asyncio.run(_schedule(url, pods))
+        return run_loop(_schedule(url, pods))
     finally:
         assert server.stdin is not None
         server.stdin.close()
@@ -109,23 +137,31 @@ def _run_one(nodes: int, pods: int) -> tuple[float, float]:
 
 
 def run(quick: bool) -> Result:
-    pods = 500 if quick else 5000
     results: dict[str, float] = {}
     ratios: dict[str, float] = {}
     headline = []
-    for nodes in (1000, 5000):
-        wall_s, cpu_s = _run_one(nodes, pods)
-        rate = pods / wall_s
-        results[f"nodes_{nodes}_pods_per_s"] = round(rate, 1)
-        results[f"nodes_{nodes}_cpu_per_pod_ms"] = round(cpu_s * 1000 / pods, 3)
-        ratios[f"nodes_{nodes}_vs_target_ratio"] = round(rate / TARGET_PODS_PER_S, 3)
-        headline.append(f"{nodes} nodes: {rate:.0f} pods/s ({cpu_s * 1000 / pods:.2f} ms CPU/pod)")
+    counts = {"basic": 500 if quick else 5000, "unschedulable": 500 if quick else 5000}
+    counts["preemption"] = 100 if quick else 500
+    for workload in WORKLOADS:
+        pods = counts[workload]
+        for nodes in (1000, 5000):
+            wall_s, cpu_s = _run_one(workload, nodes, pods)
+            rate = pods / wall_s
+            results[f"{workload}_nodes_{nodes}_pods_per_s"] = round(rate, 1)
+            results[f"{workload}_nodes_{nodes}_cpu_per_pod_ms"] = round(cpu_s * 1000 / pods, 3)
+            if workload == "basic":
+                results[f"nodes_{nodes}_pods_per_s"] = round(rate, 1)
+                ratios[f"nodes_{nodes}_vs_target_ratio"] = round(rate / TARGET_PODS_PER_S, 3)
+            headline.append(
+                f"{workload} {nodes} nodes: {rate:.0f} pods/s ({cpu_s * 1000 / pods:.2f} ms CPU/pod)"
+            )
     results["rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return Result(
         name=NAME,
         params={
-            "workload": "SchedulingBasic",
-            "pods": pods,
+            "workloads": "SchedulingBasic, Unschedulable (200 pods of 9 CPU pending), PreemptionBasic "
+            "(4 x 900m priority-10 pods bound per node; measured pods 3 CPU, priority 10000)",
+            "measured_pods": counts,
             "node": "4 CPU, 32Gi, 110 pods",
             "pod": "100m, 500Mi",
             "api": "fake apiserver over loopback HTTP, own process",

@@ -22,6 +22,7 @@ from koordinator.cli import (
     duration_flag,
     fail,
     parse_component_args,
+    run_loop,
     stop_on_signals,
     tolerate_closed_stdout,
 )
@@ -145,7 +146,7 @@ def _serve(args: argparse.Namespace) -> int:
             finally:
                 await process.stop()
 
-    return asyncio.run(main())
+    return run_loop(main())
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -118,6 +118,9 @@ class Cluster:
         self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
         #: pod key -> (node, its request vector, the pod): bound and assumed pods
         self.placed: dict[str, tuple[str, PodVector, PodInfo]] = {}
+        #: placed pods whose deletion this scheduler asked for (preemption victims), until
+        #: they are gone: the preemptor waits for them rather than preempting again
+        self.evicting: set[str] = set()
         #: node name -> the keys of the pods placed on it (known node or not)
         self.on_node: dict[str, set[str]] = {}
         #: label key -> value -> the rows carrying it, as an int bit set (bit ``row`` set)
@@ -317,6 +320,7 @@ class Cluster:
     def unplace(self, key: str) -> None:
         """Forget a placed pod (deleted, or an assumed pod whose binding failed)."""
         found = self.placed.pop(key, None)
+        self.evicting.discard(key)
         if found is None:
             return
         node, vector, placed = found

@@ -172,13 +172,15 @@ class Framework:
 
     def _observe_plugin(self, name: str, point: str, started: float) -> None:
         if self.metrics is not None:
-            self.metrics.plugin_duration.labels(name, point, "Success").observe(time.perf_counter() - started)
+            self.metrics.of(self.metrics.plugin_duration, name, point, "Success").observe(
+                time.perf_counter() - started
+            )
 
     def _observe_point(self, point: str, status: str, started: float) -> None:
         if self.metrics is not None:
-            self.metrics.extension_point_duration.labels(point, status, self.profile.scheduler_name).observe(
-                time.perf_counter() - started
-            )
+            self.metrics.of(
+                self.metrics.extension_point_duration, point, status, self.profile.scheduler_name
+            ).observe(time.perf_counter() - started)
 
     def candidates(self, pod: PodInfo, masks: list[tuple[MaskFilter, bytes | None]] | None = None) -> bytes:
         """The rows every mask filter passes."""

@@ -6,7 +6,10 @@ leader gauge."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 SCHEDULED, UNSCHEDULABLE, ERROR = "scheduled", "unschedulable", "error"
 #: upstream's pluginMetricsSamplePercent: plug-in durations are measured in one cycle of ten
@@ -19,6 +22,7 @@ _SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
 class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         reg = self.registry
         self.schedule_attempts = Counter(
             "scheduler_schedule_attempts",
@@ -87,6 +91,15 @@ class SchedulerMetrics:
             ["name"],
             registry=reg,
         )
+
+    def of(self, metric: MetricWrapperBase, *values: str) -> Any:
+        """``metric.labels(*values)``, looked up once: the client library's lookup costs
+        more than the observation itself on the per-pod path."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def record_pending(self, counts: dict[str, int]) -> None:
         for queue, count in counts.items():

@@ -19,7 +19,9 @@ binding runs beside it, bounded.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -75,8 +77,10 @@ log = logging.getLogger(__name__)
 #: pods that can no longer be scheduled or run are not watched (upstream's pod informer)
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 DEFAULT_BIND_CONCURRENCY = 16
-#: cycles between yields to the event loop (informers and binders run in between)
+#: cycles between yields to the event loop (informers and binders run in between), and
+#: the most time the loop keeps it (preemption cycles take milliseconds each)
 CYCLES_PER_YIELD = 16
+YIELD_AFTER_S = 0.002
 
 
 class Scheduler:
@@ -301,7 +305,12 @@ class Scheduler:
         if new.node_name:
             self._pod_added(new)
         elif self._ours(new) and new.key not in self.assumed:
-            self._nominate(new, new.nominated_node)
+            node = new.nominated_node
+            if not node and (old is None or not old.nominated_node) and new.key in self.nominated:
+                # an update from before our nominatedNodeName patch landed: the nomination
+                # made in memory stands (upstream's updateNominatedPod)
+                node = self.nominated[new.key][0]
+            self._nominate(new, node)
             self.queue.update(new)
 
     def _pod_deleted(self, pod: PodInfo | Tombstone[PodInfo | None] | None) -> None:
@@ -331,11 +340,14 @@ class Scheduler:
         try:
             while True:
                 await self.queue.wait()
+                started = time.perf_counter()
                 for _ in range(CYCLES_PER_YIELD):
                     qp = self.queue.pop()
                     if qp is None:
                         break
                     self.schedule_one(qp)
+                    if time.perf_counter() - started > YIELD_AFTER_S:
+                        break
                 await asyncio.sleep(0)
         finally:
             flusher.cancel()
@@ -359,10 +371,14 @@ class Scheduler:
         pod = qp.pod
         started = self.clock.monotonic()
         framework = self.frameworks[pod.scheduler_name]
+        nominated = self.nominated.get(pod.key)
+        if nominated is not None and nominated[0] != pod.nominated_node:
+            # nominated in memory, before the informer brought back our patch
+            pod = dataclasses.replace(pod, nominated_node=nominated[0])
         result = framework.schedule(pod, self.nominated.values() if self.nominated else ())
         outcome = SCHEDULED if result.node is not None else UNSCHEDULABLE
-        self.metrics.schedule_attempts.labels(outcome, pod.scheduler_name).inc()
-        self.metrics.attempt_duration.labels(outcome, pod.scheduler_name).observe(
+        self.metrics.of(self.metrics.schedule_attempts, outcome, pod.scheduler_name).inc()
+        self.metrics.of(self.metrics.attempt_duration, outcome, pod.scheduler_name).observe(
             self.clock.monotonic() - started
         )
         if result.rejected_by & self._pod_event_plugins:
@@ -373,11 +389,13 @@ class Scheduler:
             self.queue.failed(qp, result.rejected_by, cycle)
             self._spawn(self._report_unschedulable(pod, result.message))
             if result.preemption is not None:
-                # nominated at once, so that the next cycles leave it the room its victims free
+                # nominated at once, so that the next cycles leave it the room its victims
+                # free; it waits for them to go rather than preempting again
                 self._nominate(pod, result.preemption.node)
+                self.cluster.evicting.update(v.key for v in result.preemption.victims)
                 self._spawn(self._preempt(pod, result.preemption))
             return result
-        self.metrics.pod_scheduling_sli_duration.labels(str(qp.attempts)).observe(
+        self.metrics.of(self.metrics.pod_scheduling_sli_duration, str(qp.attempts)).observe(
             self.clock.monotonic() - qp.initial
         )
         node = result.node
@@ -442,8 +460,8 @@ class Scheduler:
         if waiting is not None:
             started = self.clock.monotonic()
             rejected = await waiting.wait()
-            self.metrics.permit_wait_duration.labels(
-                "Success" if rejected is None else "Unschedulable"
+            self.metrics.of(
+                self.metrics.permit_wait_duration, "Success" if rejected is None else "Unschedulable"
             ).observe(self.clock.monotonic() - started)
             self.waiting.remove(pod.uid)
             if rejected is not None:
@@ -491,7 +509,8 @@ class Scheduler:
             "reason": "PreemptionByScheduler",
             "message": f"{pod.scheduler_name}: preempting to accommodate a higher priority pod",
         }
-        for victim in candidate.victims:
+
+        async def evict(victim: PodInfo) -> bool:
             try:
                 # as upstream: the victim says why it goes before it is deleted
                 await self.client.patch(
@@ -504,14 +523,20 @@ class Scheduler:
                 )
                 await self.client.delete(res.PODS, victim.name, victim.namespace)
             except NotFoundError:
-                continue
+                return True
             except KubeError as err:
                 log.warning("preempting %s for %s failed: %s", victim.key, pod.key, err)
-                return
+                self.cluster.evicting.discard(victim.key)  # still there: the preemptor may try again
+                return False
             if self.recorder is not None:
                 await self.recorder.record(
                     _ref(victim), NORMAL, "Preempted", f"Preempted by pod {pod.uid} on node {candidate.node}"
                 )
+            return True
+
+        # all at once, as upstream's goroutines
+        if not all(await asyncio.gather(*(evict(v) for v in candidate.victims))):
+            return
         self.metrics.preemption_attempts.inc()
         self.metrics.preemption_victims.observe(len(candidate.victims))
         try:
@@ -526,7 +551,7 @@ class Scheduler:
             log.debug("nominatedNodeName of %s not written: %s", pod.key, err)
 
     def _observe(self, pod: PodInfo, point: str, status: str, started: float) -> None:
-        self.metrics.extension_point_duration.labels(point, status, pod.scheduler_name).observe(
+        self.metrics.of(self.metrics.extension_point_duration, point, status, pod.scheduler_name).observe(
             self.clock.monotonic() - started
         )
 

@@ -51,7 +51,8 @@ class EventRecorder:
         self.client = client
         self.component = component
         self.host = host
-        #: (uid, type, reason, message) -> (event name, namespace, count, last time)
+        #: (uid, type, reason, message) -> (event name, namespace, count, last time), in the
+        #: order last written; entries past the correlation window are dropped as it moves on
         self._seen: dict[tuple[str, str, str, str], tuple[str, str, int, float]] = {}
 
     async def record(
@@ -64,6 +65,7 @@ class EventRecorder:
         ref = object_reference(obj, kind=kind)
         namespace = ref.get("namespace") or "default"
         now = time.time()
+        self._forget_before(now - CORRELATION_WINDOW_S)
         key = (str(ref.get("uid")), event_type, reason, message)
         seen = self._seen.get(key)
         try:
@@ -72,6 +74,7 @@ class EventRecorder:
                 patched = await self.client.patch(
                     res.EVENTS, name, {"count": count + 1, "lastTimestamp": format_time(now)}, ns
                 )
+                del self._seen[key]  # to the end: the dict stays in last-written order
                 self._seen[key] = (name, ns, count + 1, now)
                 return patched
             name = f"{ref['name']}.{uuid.uuid4().hex[:16]}"
@@ -96,3 +99,13 @@ class EventRecorder:
         except KubeError as err:
             log.warning("event %s/%s (%s) not recorded: %s", namespace, ref.get("name"), reason, err)
             return None
+
+    def _forget_before(self, cutoff: float) -> None:
+        """Drop the Events last written before ``cutoff``: they are no longer counted on (a
+        scheduler writes one per pod, and would otherwise keep them all)."""
+        seen = self._seen
+        while seen:
+            oldest = next(iter(seen))
+            if seen[oldest][3] >= cutoff:
+                return
+            del seen[oldest]

@@ -355,7 +355,9 @@ class FakeApiServer:
     # --- discovery ---------------------------------------------------------------------------------
 
     def _discovery(self, path: str) -> Obj | None:
-        groups = self.state.registry.group_versions()
+        parts = path.strip("/").split("/")
+        if len(parts) > 3 or parts[0] not in ("api", "apis"):
+            return None  # an object path: most requests, answered without building discovery
         if path == "/api":
             return {
                 "kind": "APIVersions",
@@ -365,16 +367,16 @@ class FakeApiServer:
                 ],
             }
         if path == "/apis":
+            groups = self.state.registry.group_versions()
             return {
                 "kind": "APIGroupList",
                 "apiVersion": "v1",
                 "groups": [self._group(g, v) for g, v in sorted(groups.items()) if g],
             }
-        parts = path.strip("/").split("/")
         if parts[0] == "api" and len(parts) == 2:
             return self._resource_list("", parts[1])
         if parts[0] == "apis" and len(parts) == 2:
-            versions = groups.get(parts[1])
+            versions = self.state.registry.group_versions().get(parts[1])
             if versions is None:
                 raise st.StatusError(404, "NotFound", "the server could not find the requested resource")
             return {"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1], versions)}

@@ -32,6 +32,7 @@ Eviction API).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -89,6 +90,10 @@ class EvictionCheck(Protocol):
 
     NAME: str
 
+    def applies(self, pod: PodInfo, cluster: Cluster) -> bool:
+        """Whether it can reject ``pod`` at all."""
+        ...
+
     def rejects_without(
         self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]
     ) -> str | None:
@@ -103,6 +108,14 @@ class Checks:
 
     before_fit: Sequence[EvictionCheck] = (nodeports.NodePorts(),)
     after_fit: Sequence[EvictionCheck] = ()
+
+    def for_pod(self, pod: PodInfo, cluster: Cluster) -> Checks:
+        """Only the checks that can reject this pod (none, for most pods: then victims are
+        chosen by resources alone)."""
+        return Checks(
+            [c for c in self.before_fit if c.applies(pod, cluster)],
+            [c for c in self.after_fit if c.applies(pod, cluster)],
+        )
 
 
 def _rejections(
@@ -128,13 +141,79 @@ def _rejections(
     return []
 
 
+class _OnTable:
+    """A node's state while victims are tried: pods taken off the cluster's own accounting,
+    so that the eviction checks see the node as it would be (put back afterwards)."""
+
+    def __init__(self, cluster: Cluster, node: str, pod: PodInfo, vector: PodVector, checks: Checks) -> None:
+        self.cluster, self.node, self.pod, self.vector, self.checks = cluster, node, pod, vector, checks
+        self.row = cluster.nodes[node].row
+        self.out: dict[str, PodVector] = {}
+
+    def take(self, victim: PodInfo) -> None:
+        self.out[victim.key] = self.cluster.placed[victim.key][1]
+        self.cluster.account(self.row, self.out[victim.key], victim.host_ports, -1)
+
+    def give_back(self, victim: PodInfo) -> None:
+        self.cluster.account(self.row, self.out.pop(victim.key), victim.host_ports, 1)
+
+    def rejections(self) -> list[str]:
+        return _rejections(self.cluster, self.node, self.pod, self.vector, self.out.keys(), self.checks)
+
+    def restore(self) -> None:
+        for key, vector in list(self.out.items()):
+            victim = self.cluster.placed[key][2]
+            self.cluster.account(self.row, vector, victim.host_ports, 1)
+        self.out.clear()
+
+
+class _Resources:
+    """The same for a pod only resources keep off the node (no eviction check applies to
+    it, the common case): the node's free resources as a list, nothing else touched."""
+
+    def __init__(self, cluster: Cluster, node: str, vector: PodVector) -> None:
+        self.cluster = cluster
+        table = cluster.table
+        row = cluster.nodes[node].row
+        self.width = width = min(table.width, len(vector.req))
+        base = row * table.width
+        self.need = vector.req
+        self.free = [table.alloc[base + r] - table.req[base + r] for r in range(width)]
+        self.free_pods = table.pods_alloc[row] - table.pods[row]
+
+    def _add(self, victim: PodInfo, sign: int) -> None:
+        req = self.cluster.placed[victim.key][1].req
+        free = self.free
+        for r in range(min(self.width, len(req))):
+            free[r] += sign * req[r]
+        self.free_pods += sign
+
+    def take(self, victim: PodInfo) -> None:
+        self._add(victim, 1)
+
+    def give_back(self, victim: PodInfo) -> None:
+        self._add(victim, -1)
+
+    def rejections(self) -> list[str]:
+        out = ["Too many pods"] if self.free_pods < 1 else []
+        resources = self.cluster.table.resources
+        for r in range(self.width):
+            want = self.need[r]
+            if want > 0 and want > self.free[r]:
+                out.append(f"Insufficient {resources[r]}")
+        return out
+
+    def restore(self) -> None:
+        """Nothing to undo: the cluster was never touched."""
+
+
 def select_victims(
     cluster: Cluster, node: str, pod: PodInfo, vector: PodVector, checks: Checks = Checks()
 ) -> Candidate | list[str]:
     """The victims on ``node`` and their PDB violations, or why the node is no candidate
     (upstream's status for it: no lower-priority pod, or the filter's reasons when evicting
-    every one of them is not enough). The node's accounting is left as it was found."""
-    row = cluster.nodes[node].row
+    every one of them is not enough). The node's accounting is left as it was found.
+    ``checks``: best only those that apply to the pod (:meth:`Checks.for_pod`)."""
     lower = sorted(
         (
             placed
@@ -145,26 +224,23 @@ def select_victims(
     )
     if not lower:
         return [NO_VICTIMS]
-    out: dict[str, PodVector] = {}  # removed from the node's accounting right now
-
-    def take(victim: PodInfo) -> None:
-        out[victim.key] = cluster.placed[victim.key][1]
-        cluster.account(row, out[victim.key], victim.host_ports, -1)
-
-    def give_back(victim: PodInfo) -> None:
-        cluster.account(row, out.pop(victim.key), victim.host_ports, 1)
+    state: _OnTable | _Resources = (
+        _OnTable(cluster, node, pod, vector, checks)
+        if checks.before_fit or checks.after_fit
+        else _Resources(cluster, node, vector)
+    )
 
     def reprieved(victim: PodInfo) -> bool:
-        give_back(victim)
-        if _rejections(cluster, node, pod, vector, out.keys(), checks):
-            take(victim)
+        state.give_back(victim)
+        if state.rejections():
+            state.take(victim)
             return False
         return True
 
     try:
         for victim in lower:
-            take(victim)
-        rejections = _rejections(cluster, node, pod, vector, out.keys(), checks)
+            state.take(victim)
+        rejections = state.rejections()
         if rejections:
             return rejections
         violating, others = split_by_pdb_violation(lower, cluster.pdbs)
@@ -175,9 +251,7 @@ def select_victims(
             victims.sort(key=_more_important)
         return Candidate(node, tuple(victims), pdb_violations)
     finally:
-        for victim in lower:
-            if victim.key in out:
-                give_back(victim)
+        state.restore()
 
 
 def pick_one(candidates: list[Candidate]) -> Candidate:
@@ -194,8 +268,15 @@ def pick_one(candidates: list[Candidate]) -> Candidate:
 
 
 def _started(pod: PodInfo) -> float:
+    return _parsed_time(pod.creation)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parsed_time(text: str) -> float:
+    """A creation timestamp in seconds (0 when unparsable), parsed once: preemption sorts
+    the pods of hundreds of nodes per attempt."""
     try:
-        return parse_time(pod.creation)
+        return parse_time(text)
     except ValueError:
         return 0.0
 
@@ -214,11 +295,13 @@ def preempt(
     if pod.preemption_policy == "Never":
         return Outcome(None, NEVER)
     if pod.nominated_node and any(
-        (placed := cluster.placed[key][2]).terminating and placed.priority < pod.priority
+        ((placed := cluster.placed[key][2]).terminating or key in cluster.evicting)
+        and placed.priority < pod.priority
         for key in cluster.on_node.get(pod.nominated_node, ())
     ):
         return Outcome(None, TERMINATING)  # its victims are still going: wait, preempt no more
     rows = [i for i, ok in enumerate(static) if ok and cluster.by_row[i] is not None]
+    pod_checks = checks.for_pod(pod, cluster)
     histogram = {NOT_HELPFUL: len(cluster.nodes) - len(rows)}
     wanted = num_candidates(len(rows))
     # upstream's DryRunPreemption: two lists of at most ``wanted`` each, the search stopping
@@ -230,7 +313,7 @@ def preempt(
     for j in range(len(rows)):
         node = cluster.by_row[rows[(offset + j) % len(rows)]]
         assert node is not None
-        found = select_victims(cluster, node.name, pod, vector, checks)
+        found = select_victims(cluster, node.name, pod, vector, pod_checks)
         if isinstance(found, Candidate) and not found.victims:
             # it fits as it is (a pod left meanwhile): upstream's error, not a candidate
             errors.append(f'expected at least one victim pod on node "{node.name}"')

@@ -341,6 +341,8 @@ class InterPodAffinity:
 
     def _reference(self, pod: PodInfo, cluster: Cluster, removed: Collection[str] = ()) -> _Reference | None:
         """Upstream's PreFilter: the topology pairs of each check, from every placed pod."""
+        if pod.affinity is None and not cluster.pod_index.terms[REQUIRED_ANTI]:
+            return None  # nothing to check: no walk over the placed pods
         required, required_anti = _own_terms(pod, cluster)
         labels_of_namespace = namespace_labels(cluster, pod.namespace)
         ref = _Reference(required, required_anti, {}, {}, {})
@@ -390,6 +392,9 @@ class InterPodAffinity:
             self._explain_cache = cached
         ref = cached[2]
         return None if ref is None else self._check(pod, node, ref)
+
+    def applies(self, pod: PodInfo, cluster: Cluster) -> bool:
+        return pod.affinity is not None or bool(cluster.pod_index.terms[REQUIRED_ANTI])
 
     def rejects_without(
         self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]

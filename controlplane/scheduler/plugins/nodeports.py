@@ -38,6 +38,9 @@ class NodePorts:
     def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         return REASON if pod.host_ports and busy_rows(pod, cluster) >> node.row & 1 else None
 
+    def applies(self, pod: PodInfo, cluster: Cluster) -> bool:
+        return bool(pod.host_ports)
+
     def rejects_without(
         self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]
     ) -> str | None:

@@ -510,6 +510,9 @@ class PodTopologySpread:
         state = cached[2]
         return None if state is None else self._check(pod, node, state)
 
+    def applies(self, pod: PodInfo, cluster: Cluster) -> bool:
+        return bool(self.constraints(pod, DO_NOT_SCHEDULE))
+
     def rejects_without(
         self, pod: PodInfo, cluster: Cluster, node: str, removed: Collection[str]
     ) -> str | None:

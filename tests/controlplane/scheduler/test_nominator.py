@@ -10,6 +10,8 @@ from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import parse
 from controlplane.scheduler.framework import Framework
 from controlplane.scheduler.podinfo import PodInfo, pod_info
+from controlplane.scheduler.scheduler import Scheduler
+from testsupport.fake import FakeApiServer
 
 
 def node(name: str, cpu: str) -> dict[str, Any]:
@@ -66,3 +68,42 @@ def test_a_pod_with_a_nominated_node_tries_it_first():
     # its own nomination is not counted against it
     me = dataclasses.replace(pod("me", "2"), nominated_node="b")
     assert fw.schedule(me, [("b", me)]).node == "b"
+
+
+def test_a_preemptor_waits_for_the_victims_it_is_evicting_instead_of_preempting_again():
+    fw = framework()
+    for i in range(4):
+        low = pod(f"low-{i}", "900m", priority=1)
+        fw.cluster.place(low, "a")
+        if i < 2:
+            fw.cluster.place(dataclasses.replace(low, name=f"low-b-{i}"), "b")
+    high = pod("high", "3", priority=100)
+    first = fw.schedule(high)
+    assert first.preemption is not None
+    assert first.preemption.node == "a"
+    # the scheduler marks the victims while their deletion is on its way
+    fw.cluster.evicting.update(v.key for v in first.preemption.victims)
+    again = fw.schedule(dataclasses.replace(high, nominated_node="a"))
+    assert again.preemption is None
+    assert again.message.endswith("preemption: not eligible due to a terminating pod on the nominated node..")
+    # once they are gone (the informer's delete), the preemptor fits its node
+    for victim in first.preemption.victims:
+        fw.cluster.unplace(victim.key)
+    assert not fw.cluster.evicting
+    assert fw.schedule(dataclasses.replace(high, nominated_node="a")).node == "a"
+
+
+async def test_an_update_without_the_nomination_keeps_the_one_made_in_memory():
+    async with FakeApiServer() as fake, fake.client() as client:
+        scheduler = Scheduler(client, parse(None))
+        pending = pod("p", "1", priority=5)
+        scheduler._pod_added(pending)
+        scheduler._nominate(pending, "a")  # as preemption does, before its status patch lands
+        # an update from before the patch (a condition written meanwhile): still nominated
+        scheduler._pod_updated(pending, dataclasses.replace(pending, priority=6))
+        assert scheduler.nominated["default/p"][0] == "a"
+        # the patch arrives, then someone clears it through the API: the nomination goes
+        nominated = dataclasses.replace(pending, nominated_node="a")
+        scheduler._pod_updated(pending, nominated)
+        scheduler._pod_updated(nominated, dataclasses.replace(nominated, nominated_node=""))
+        assert "default/p" not in scheduler.nominated
