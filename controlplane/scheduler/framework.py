@@ -107,7 +107,7 @@ class Framework:
             *profile.scores,
             *(n for names in profile.points.values() for n in names),
         ):
-            factory = REGISTRY[name].mask
+            factory = REGISTRY[name].factory
             if factory is not None and name not in plugins:
                 plugins[name] = factory(profile.args.get(name))
         #: the points after a node is chosen, PreEnqueue and the ForgetPod hooks

@@ -69,7 +69,7 @@ class PluginSpec:
     #: the plug-in object, from its parsed args: a byte-mask filter, a normalized score
     #: plug-in when it scores, and the methods of the other points it serves (None: the
     #: kernel runs it, or the framework itself does its part)
-    mask: Callable[[Any], Any] | None = None
+    factory: Callable[[Any], Any] | None = None
     #: validates and defaults its args (raises the plug-in module's ArgsError)
     args: Callable[[Mapping[str, Any] | None, str], object] | None = None
     #: cluster events that may make a pod it rejected schedulable (upstream's EventsToRegister)
@@ -83,35 +83,37 @@ REGISTRY: dict[str, PluginSpec] = {
         PluginSpec(
             schedulinggates.NAME,
             frozenset({PRE_ENQUEUE}),
-            mask=lambda _: SchedulingGates(),
+            factory=lambda _: SchedulingGates(),
             events=frozenset({POD_GATES_REMOVED}),
         ),
         PluginSpec(
             "NodeUnschedulable",
             frozenset({FILTER}),
-            mask=lambda _: NodeUnschedulable(),
+            factory=lambda _: NodeUnschedulable(),
             events=frozenset({NODE_ADD, NODE_TAINT}),
         ),
-        PluginSpec("NodeName", frozenset({FILTER}), mask=lambda _: NodeName(), events=frozenset({NODE_ADD})),
+        PluginSpec(
+            "NodeName", frozenset({FILTER}), factory=lambda _: NodeName(), events=frozenset({NODE_ADD})
+        ),
         PluginSpec(
             "TaintToleration",
             frozenset({FILTER, SCORE}),
             default_weight=3,
-            mask=lambda _: TaintToleration(),
+            factory=lambda _: TaintToleration(),
             events=frozenset({NODE_ADD, NODE_TAINT}),
         ),
         PluginSpec(
             nodeaffinity.NAME,
             frozenset({FILTER, SCORE}),
             default_weight=2,
-            mask=nodeaffinity.NodeAffinity,
+            factory=nodeaffinity.NodeAffinity,
             args=nodeaffinity.added_affinity,
             events=frozenset({NODE_ADD, NODE_LABEL}),
         ),
         PluginSpec(
             "NodePorts",
             frozenset({FILTER}),
-            mask=lambda _: NodePorts(),
+            factory=lambda _: NodePorts(),
             events=frozenset({NODE_ADD, ASSIGNED_POD_DELETE}),
         ),
         PluginSpec(
@@ -123,7 +125,7 @@ REGISTRY: dict[str, PluginSpec] = {
         PluginSpec(
             nodevolumelimits.NAME,
             frozenset({FILTER}),
-            mask=lambda _: NodeVolumeLimits(),
+            factory=lambda _: NodeVolumeLimits(),
             # CSINode updates too: a raised attach limit (upstream's MutableCSINodeAllocatableCount)
             events=frozenset({CSI_NODE_ADD, CSI_NODE_UPDATE, ASSIGNED_POD_DELETE, PVC_ADD}),
         ),
@@ -131,7 +133,7 @@ REGISTRY: dict[str, PluginSpec] = {
             volumebinding.NAME,
             # upstream's score is off unless StorageCapacityScoring configures it: not built
             frozenset({FILTER, RESERVE, PRE_BIND}),
-            mask=VolumeBinding,
+            factory=VolumeBinding,
             args=volumebinding.volume_binding_args,
             events=frozenset(
                 {
@@ -153,7 +155,7 @@ REGISTRY: dict[str, PluginSpec] = {
             podtopologyspread.NAME,
             frozenset({FILTER, SCORE}),
             default_weight=2,
-            mask=PodTopologySpread,
+            factory=PodTopologySpread,
             args=podtopologyspread.spread_args,
             events=frozenset(
                 {
@@ -171,16 +173,16 @@ REGISTRY: dict[str, PluginSpec] = {
             interpodaffinity.NAME,
             frozenset({FILTER, SCORE}),
             default_weight=2,
-            mask=InterPodAffinity,
+            factory=InterPodAffinity,
             args=interpodaffinity.affinity_args,
             events=frozenset(
                 {ASSIGNED_POD_ADD, ASSIGNED_POD_LABEL, ASSIGNED_POD_DELETE, NODE_ADD, NODE_LABEL}
             ),
         ),
         PluginSpec(noderesources.BALANCED, frozenset({SCORE}), args=noderesources.balanced_args),
-        PluginSpec(imagelocality.NAME, frozenset({SCORE}), mask=lambda _: ImageLocality()),
+        PluginSpec(imagelocality.NAME, frozenset({SCORE}), factory=lambda _: ImageLocality()),
         PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
-        PluginSpec(defaultbinder.NAME, frozenset({BIND}), mask=lambda _: DefaultBinder()),
+        PluginSpec(defaultbinder.NAME, frozenset({BIND}), factory=lambda _: DefaultBinder()),
     )
 }
 

@@ -73,6 +73,11 @@ def rows_mask(bits: int, n: int) -> bytes:
     return format(bits, f"0{n}b")[::-1][:n].encode().translate(_ASCII_TO_MASK)
 
 
+def passing_mask(rejected: int, n: int) -> bytes:
+    """The 0/1 mask of ``n`` rows passing where the bit set ``rejected`` has no bit."""
+    return rows_mask(((1 << n) - 1) & ~rejected, n)
+
+
 def bits_of(mask: bytes) -> int:
     """A 0/1 byte mask as a bit set of rows."""
     return int(mask.translate(_MASK_TO_ASCII)[::-1] or b"0", 2)

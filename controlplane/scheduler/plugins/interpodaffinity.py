@@ -50,7 +50,7 @@ from typing import Any
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.twin import MIN_MAX, Domains, Extra
 from controlplane.scheduler.plugins.args import ArgsError
-from controlplane.scheduler.plugins.interface import bits_of, rows_mask
+from controlplane.scheduler.plugins.interface import bits_of, passing_mask
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.podterms import NAMESPACE_NAME_LABEL, AffinityTerm, WeightedTerm
 from controlplane.scheduler.topology import (
@@ -258,7 +258,7 @@ class InterPodAffinity:
         if verdicts is None or not verdicts.rejected:
             return None
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~verdicts.rejected, n)
+        return passing_mask(verdicts.rejected, n)
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         verdicts = self._verdicts(pod, cluster)
@@ -283,7 +283,7 @@ class InterPodAffinity:
         if verdicts is None or not verdicts.affinity:
             return None
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~verdicts.affinity, n)
+        return passing_mask(verdicts.affinity, n)
 
     # --- score ---------------------------------------------------------------------------
 

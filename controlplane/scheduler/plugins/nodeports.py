@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
-from controlplane.scheduler.plugins.interface import rows_mask
+from controlplane.scheduler.plugins.interface import passing_mask
 from controlplane.scheduler.podinfo import PodInfo
 
 NAME = "NodePorts"
@@ -30,7 +30,7 @@ class NodePorts:
         if not pod.host_ports:
             return None
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~busy_rows(pod, cluster), n)
+        return passing_mask(busy_rows(pod, cluster), n)
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         return {REASON: rejected.count(1)}

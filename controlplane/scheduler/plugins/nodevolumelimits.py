@@ -24,7 +24,7 @@ volumes, so evicting pods is not offered for this plug-in's rejections.
 from __future__ import annotations
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
-from controlplane.scheduler.plugins.interface import bits_of, rows_mask
+from controlplane.scheduler.plugins.interface import bits_of, passing_mask
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.volumes import ClaimError, Volumes
 
@@ -81,7 +81,7 @@ class NodeVolumeLimits:
         if verdict is None:
             return None
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~verdict[1], n)
+        return passing_mask(verdict[1], n)
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         verdict = self._verdict(pod, cluster)

@@ -51,7 +51,7 @@ from typing import Any
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.twin import SPREAD, Domains, Extra, go_round
 from controlplane.scheduler.plugins.args import ArgsError
-from controlplane.scheduler.plugins.interface import bits_of, rows_mask
+from controlplane.scheduler.plugins.interface import bits_of, passing_mask, rows_mask
 from controlplane.scheduler.plugins.nodeaffinity import term_matches, terms_rows
 from controlplane.scheduler.plugins.tainttoleration import TaintToleration, first_untolerated
 from controlplane.scheduler.podinfo import PodInfo
@@ -383,7 +383,7 @@ class PodTopologySpread:
         if verdicts is None or not verdicts.rejected:
             return None
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~verdicts.rejected, n)
+        return passing_mask(verdicts.rejected, n)
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         verdicts = self._verdicts(pod, cluster)
@@ -408,7 +408,7 @@ class PodTopologySpread:
         if verdicts is None or not verdicts.unresolvable:
             return None
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~verdicts.unresolvable, n)
+        return passing_mask(verdicts.unresolvable, n)
 
     # --- score ---------------------------------------------------------------------------
 

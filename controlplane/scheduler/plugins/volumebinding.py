@@ -49,7 +49,7 @@ from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.plugins.args import ArgsError
-from controlplane.scheduler.plugins.interface import bits_of, rows_mask
+from controlplane.scheduler.plugins.interface import bits_of, passing_mask
 from controlplane.scheduler.plugins.nodeaffinity import term_matches, terms_rows
 from controlplane.scheduler.podinfo import PodInfo, Requirement, Term
 from controlplane.scheduler.volumes import (
@@ -425,7 +425,7 @@ class VolumeBinding:
         for rows in rejections.values():
             rejected |= rows
         n = cluster.table.count
-        return rows_mask(((1 << n) - 1) & ~rejected, n)
+        return passing_mask(rejected, n)
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         rejections = self._rejections(pod, cluster) or {}

@@ -96,12 +96,12 @@ def register(monkeypatch: pytest.MonkeyPatch, gang: Gang, binder: ReservationBin
     monkeypatch.setitem(
         registry.REGISTRY,
         Gang.NAME,
-        PluginSpec(Gang.NAME, frozenset({RESERVE, PERMIT, PRE_BIND, POST_BIND}), mask=lambda _: gang),
+        PluginSpec(Gang.NAME, frozenset({RESERVE, PERMIT, PRE_BIND, POST_BIND}), factory=lambda _: gang),
     )
     monkeypatch.setitem(
         registry.REGISTRY,
         ReservationBinder.NAME,
-        PluginSpec(ReservationBinder.NAME, frozenset({BIND}), mask=lambda _: binder),
+        PluginSpec(ReservationBinder.NAME, frozenset({BIND}), factory=lambda _: binder),
     )
 
 

@@ -5,8 +5,6 @@ from upstream's thresholds, and the placements they lead to, in the framework, i
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -26,10 +24,8 @@ from controlplane.scheduler.plugins.imagelocality import (
     normalized_image_name,
 )
 from controlplane.scheduler.podinfo import pod_info
-from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
-from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
+from tests.controlplane.scheduler.test_scheduler import running
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -192,23 +188,6 @@ def test_simulate_reports_the_scores(tmp_path: Path, capsys: pytest.CaptureFixtu
     # the nodes are alike otherwise: the totals differ by the image scores (weight 1)
     totals = {n: s["total"] - s["ImageLocality"] for n, s in web["scores"].items()}
     assert len(set(totals.values())) == 1
-
-
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
 
 
 async def test_the_live_scheduler_places_pods_where_their_images_are():

@@ -7,19 +7,14 @@ v1.34's rules; the comments show the arithmetic."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import random
 from array import array
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import yaml
 
 from controlplane.scheduler import kernel
-from controlplane.scheduler.__main__ import main
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import ConfigError, parse
 from controlplane.scheduler.framework import Framework, fit_error
@@ -35,10 +30,9 @@ from controlplane.scheduler.plugins.interpodaffinity import (
     affinity_args,
 )
 from controlplane.scheduler.podinfo import PodInfo, pod_info
-from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
-from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
+from tests.controlplane.scheduler.test_scheduler import node_of, running
+from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -538,26 +532,7 @@ def test_simulate_keeps_replicas_apart(tmp_path, capsys):
     apart = affinity(anti=[term("web", HOSTNAME)], preferred=[weighted(10, "db")])
     pods = [pod(f"w{i}", "web", spec_affinity=apart) for i in range(4)]
     placed = [pod("db", "db", on="n3")]
-    paths = []
-    for name, objects in (("n.yaml", nodes), ("p.yaml", pods), ("o.yaml", placed)):
-        path = tmp_path / name
-        path.write_text(yaml.safe_dump_all(objects))
-        paths.append(str(path))
-    argv = [
-        "simulate",
-        "--nodes",
-        paths[0],
-        "--pods",
-        paths[1],
-        "--objects",
-        paths[2],
-        "--seed",
-        "1",
-        "-o",
-        "json",
-    ]
-    assert main(argv) == 0
-    out = {r["pod"]: r for r in json.loads(capsys.readouterr().out)}
+    out = run(tmp_path, capsys, nodes, pods, placed)
     # the preferred affinity to the db pod's zone b scores n3 100, n1 and n2 0
     first = out["default/w0"]
     assert {n: s["InterPodAffinity"] for n, s in first["scores"].items()} == {"n1": 0, "n2": 0, "n3": 100}
@@ -570,27 +545,6 @@ def test_simulate_keeps_replicas_apart(tmp_path, capsys):
     assert last["status"].startswith(
         "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: "
     )
-
-
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
-
-
-def node_of(fake: FakeApiServer, name: str) -> str | None:
-    return (fake.get(res.PODS, name, "default").get("spec") or {}).get("nodeName")
 
 
 def failures(fake: FakeApiServer, name: str) -> list[str]:

@@ -6,9 +6,6 @@ hand from kube-scheduler v1.34's rules; the comments show the arithmetic."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import math
 import random
 from array import array
@@ -16,10 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import yaml
 
 from controlplane.scheduler import kernel
-from controlplane.scheduler.__main__ import main
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import ConfigError, parse
 from controlplane.scheduler.framework import Framework, fit_error
@@ -33,10 +28,9 @@ from controlplane.scheduler.plugins.podtopologyspread import (
     spread_args,
 )
 from controlplane.scheduler.podinfo import PodInfo, pod_info
-from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
-from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
+from tests.controlplane.scheduler.test_scheduler import node_of, running
+from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -677,26 +671,7 @@ def test_simulate_reports_spread_reasons_and_scores(tmp_path, capsys):
         pod("hard", WEB, spread=[spread()]),
         pod("soft", WEB, spread=[soft(ZONE, 1)]),
     ]
-    paths = []
-    for name, objects in (("n.yaml", nodes), ("p.yaml", pods), ("o.yaml", placed)):
-        path = tmp_path / name
-        path.write_text(yaml.safe_dump_all(objects))
-        paths.append(str(path))
-    argv = [
-        "simulate",
-        "--nodes",
-        paths[0],
-        "--pods",
-        paths[1],
-        "--objects",
-        paths[2],
-        "--seed",
-        "1",
-        "-o",
-        "json",
-    ]
-    assert main(argv) == 0
-    out = {r["pod"]: r for r in json.loads(capsys.readouterr().out)}
+    out = run(tmp_path, capsys, nodes, pods, placed)
     hard = out["default/hard"]
     # a: 2 + 1 - 0 = 3 > 1; x lacks the zone
     assert hard["node"] == "b1"
@@ -711,27 +686,6 @@ def test_simulate_reports_spread_reasons_and_scores(tmp_path, capsys):
         "x": 0,
     }
     assert soft_result["node"] == "b1"
-
-
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
-
-
-def node_of(fake: FakeApiServer, name: str) -> str | None:
-    return (fake.get(res.PODS, name, "default").get("spec") or {}).get("nodeName")
 
 
 async def test_the_live_scheduler_spreads_over_zones_and_waits_for_a_domain():

@@ -8,16 +8,12 @@ Every mask is checked against the per-node explanation."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from controlplane.scheduler.__main__ import main
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import parse
 from controlplane.scheduler.framework import Framework
@@ -25,7 +21,6 @@ from controlplane.scheduler.plugins import nodevolumelimits, volumebinding
 from controlplane.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
 from controlplane.scheduler.podinfo import pod_info
 from controlplane.scheduler.process import ProcessOptions, SchedulerProcess
-from controlplane.scheduler.scheduler import Scheduler
 from controlplane.scheduler.volumes import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -37,8 +32,8 @@ from controlplane.scheduler.volumes import (
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ConflictError
-from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
+from tests.controlplane.scheduler.test_scheduler import node_of, running
+from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually, eventually_awaited
 from testsupport.fake import FakeApiServer
 
@@ -588,25 +583,7 @@ def test_simulate_binds_each_local_volume_once(tmp_path: Path, capsys: pytest.Ca
         *(pvc(name, "5Gi") for name in ("c1", "c2", "c3")),
     ]
     pods = [pod("p1", "c1"), pod("p2", "c2"), pod("p3", "c3")]
-    paths = []
-    for name, docs in (("n.yaml", nodes), ("p.yaml", pods), ("o.yaml", objects)):
-        (tmp_path / name).write_text(yaml.safe_dump_all(docs))
-        paths.append(str(tmp_path / name))
-    args = [
-        "simulate",
-        "--nodes",
-        paths[0],
-        "--pods",
-        paths[1],
-        "--objects",
-        paths[2],
-        "--seed",
-        "1",
-        "-o",
-        "json",
-    ]
-    assert main(args) == 0
-    out = {r["pod"]: r for r in json.loads(capsys.readouterr().out)}
+    out = run(tmp_path, capsys, nodes, pods, objects)
     first, second = out["default/p1"]["node"], out["default/p2"]["node"]
     assert {first, second} == {"n1", "n2"}  # each local volume went to one claim
     assert out["default/p2"]["filtered"] == {first: [BIND_CONFLICT]}
@@ -618,27 +595,6 @@ def test_simulate_binds_each_local_volume_once(tmp_path: Path, capsys: pytest.Ca
 
 
 # --- the live scheduler -------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
-
-
-def node_of(fake: FakeApiServer, name: str) -> str | None:
-    return (fake.get(res.PODS, name, "default").get("spec") or {}).get("nodeName")
 
 
 async def test_the_scheduler_binds_volumes_and_waits_for_immediate_claims():
