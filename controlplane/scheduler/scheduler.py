@@ -1,19 +1,24 @@
 """The scheduler: informers feed the cluster and the queue; one loop runs scheduling cycles;
 binding runs beside it, bounded.
 
-* **Informers.** Nodes become compact :class:`~controlplane.scheduler.cluster.NodeSpec`
-  records, pods :class:`~controlplane.scheduler.podinfo.PodInfo` records (never decoded
-  dicts); pods in phase Succeeded or Failed are not watched, as upstream. A pending pod
-  of one of our profiles goes to the queue; a bound pod counts on its node (confirming an
-  assumed one). Node and pod changes become cluster events for the queue.
+* **Informers.** Pods become compact :class:`~controlplane.scheduler.podinfo.PodInfo`
+  records (never decoded dicts); pods in phase Succeeded or Failed are not watched, as
+  upstream. A pending pod of one of our profiles goes to the queue; a bound pod counts on
+  its node (confirming an assumed one). Everything else the plug-ins read (nodes,
+  namespaces, PodDisruptionBudgets, storage) comes through
+  :class:`~controlplane.scheduler.informers.ClusterFeed`. Changes become cluster events
+  for the queue.
 * **A cycle** pops a pod, runs its profile's framework, and on success *assumes* the pod
-  on the node (the next cycle already sees it) and hands it to a binder; it never awaits.
-* **Binding** posts ``pods/<name>/binding`` from at most ``bind_concurrency`` tasks at once;
-  a failure forgets the assumed pod and sends it back to the queue with a backoff. The
-  ``Scheduled`` Event says where it went.
+  on the node (the next cycle already sees it), runs Reserve and Permit, and hands it to a
+  binding task; it never awaits.
+* **Binding** waits on Permit when a plug-in asked it to, then runs PreBind, Bind and
+  PostBind, at most ``bind_concurrency`` at once; a rejection or failure unreserves,
+  forgets the assumed pod and sends it back to the queue. The ``Scheduled`` Event says
+  where it went.
 * **No fit**: the pod goes back to the queue (moved on again by the events its rejecting
   plug-ins registered), gets a ``FailedScheduling`` Event with upstream's text, and its
-  ``PodScheduled`` condition says ``Unschedulable`` with that message.
+  ``PodScheduled`` condition says ``Unschedulable`` with that message. When preemption
+  found a node, the victims are deleted and the pod is nominated to it.
 """
 
 from __future__ import annotations
@@ -22,15 +27,15 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from controlplane.scheduler.binding import PointError
-from controlplane.scheduler.cluster import Cluster, NodeSpec, node_spec
+from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework, ScheduleResult
+from controlplane.scheduler.informers import ClusterFeed
 from controlplane.scheduler.metrics import SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
-from controlplane.scheduler.pdbs import PDBRecord, pdb_record
 from controlplane.scheduler.plugins.defaultpreemption import Candidate
 from controlplane.scheduler.plugins.interface import CycleState
 from controlplane.scheduler.podinfo import PodInfo, pod_info
@@ -38,31 +43,10 @@ from controlplane.scheduler.queue import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
     ASSIGNED_POD_LABEL,
-    CSI_NODE_ADD,
-    CSI_NODE_UPDATE,
-    NODE_ADD,
-    NODE_ALLOCATABLE,
-    NODE_DELETE,
-    NODE_LABEL,
-    NODE_TAINT,
-    PV_ADD,
-    PV_UPDATE,
-    PVC_ADD,
-    PVC_UPDATE,
-    STORAGE_CLASS_ADD,
-    STORAGE_CLASS_UPDATE,
-    ClusterEvent,
     QueuedPod,
     SchedulingQueue,
 )
 from controlplane.scheduler.registry import BIND, plugin_events
-from controlplane.scheduler.volumes import (
-    PVCRecord,
-    csi_node_record,
-    pv_record,
-    pvc_record,
-    storage_class_record,
-)
 from controlplane.scheduler.waiting import WaitingPod, WaitingPods
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, PatchType
@@ -140,14 +124,8 @@ class Scheduler:
     # --- informers -----------------------------------------------------------------------
 
     def attach(self, factory: InformerFactory) -> None:
-        """Register the scheduler's consumers on ``factory``'s shared informers."""
-        factory.informer(res.NODES).add_consumer(
-            _node_record,
-            name="scheduler",
-            on_add=self._node_added,
-            on_update=self._node_updated,
-            on_delete=self._node_deleted,
-        )
+        """Register the scheduler's consumers on ``factory``'s shared informers: its own
+        for pods, and the cluster's for everything else the plug-ins read."""
         factory.informer(res.PODS, field_selector=POD_FIELD_SELECTOR).add_consumer(
             _pod_record,
             name="scheduler",
@@ -155,117 +133,7 @@ class Scheduler:
             on_update=self._pod_updated,
             on_delete=self._pod_deleted,
         )
-        # InterPodAffinity's namespaceSelector reads namespace labels
-        factory.informer(res.NAMESPACES).add_consumer(
-            _namespace_record,
-            name="scheduler",
-            on_add=self._namespace_set,
-            on_update=lambda _, ns: self._namespace_set(ns),
-            on_delete=self._namespace_deleted,
-        )
-        # DefaultPreemption spares the pods they protect; no queue event (upstream registers none)
-        factory.informer(res.POD_DISRUPTION_BUDGETS).add_consumer(
-            pdb_record,
-            name="scheduler",
-            on_add=self.cluster.set_pdb,
-            on_update=lambda _, new: self.cluster.set_pdb(new),
-            on_delete=self._pdb_deleted,
-        )
-        # the volume plug-ins' view of storage (VolumeBinding, NodeVolumeLimits)
-        volumes = self.cluster.volumes
-        for resource, record, store, forget, added, updated in (
-            (res.PERSISTENT_VOLUMES, pv_record, volumes.set_pv, volumes.delete_pv, PV_ADD, PV_UPDATE),
-            (
-                res.PERSISTENT_VOLUME_CLAIMS,
-                pvc_record,
-                volumes.set_pvc,
-                volumes.delete_pvc,
-                PVC_ADD,
-                PVC_UPDATE,
-            ),
-            (
-                res.STORAGE_CLASSES,
-                storage_class_record,
-                volumes.set_class,
-                volumes.delete_class,
-                STORAGE_CLASS_ADD,
-                STORAGE_CLASS_UPDATE,
-            ),
-            (
-                res.CSI_NODES,
-                csi_node_record,
-                volumes.set_csi_node,
-                volumes.delete_csi_node,
-                CSI_NODE_ADD,
-                CSI_NODE_UPDATE,
-            ),
-        ):
-            factory.informer(resource).add_consumer(
-                record, name="scheduler", **self._storage_handlers(store, forget, added, updated)
-            )
-
-    def _storage_handlers(
-        self,
-        store: Callable[[Any], None],
-        forget: Callable[[str], None],
-        added: ClusterEvent,
-        updated: ClusterEvent,
-    ) -> dict[str, Any]:
-        """A storage informer's handlers: keep the record, tell the queue (deletions move no
-        pod, as upstream registers none)."""
-
-        def on_add(record: Any) -> None:
-            store(record)
-            self.queue.on_event(added)
-
-        def on_update(old: Any, new: Any) -> None:
-            store(new)
-            if old != new:
-                self.queue.on_event(updated)
-
-        def on_delete(record: Any) -> None:
-            # the informer's key: "namespace/name" for a claim, the name for the others
-            forget(record.key if isinstance(record, Tombstone | PVCRecord) else record.name)
-
-        return {"on_add": on_add, "on_update": on_update, "on_delete": on_delete}
-
-    def _pdb_deleted(self, pdb: PDBRecord | Tombstone[PDBRecord]) -> None:
-        namespace, _, name = pdb.key.rpartition("/")
-        self.cluster.remove_pdb(namespace, name)
-
-    def _node_added(self, spec: NodeSpec | None) -> None:
-        if spec is None:
-            return
-        self.cluster.set_node_spec(spec)
-        self.queue.on_event(NODE_ADD)
-
-    def _node_updated(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
-        if new is None:
-            return
-        self.cluster.set_node_spec(new)
-        if old is None:
-            self.queue.on_event(NODE_ADD)
-            return
-        if old.allocatable != new.allocatable or old.pods != new.pods:
-            self.queue.on_event(NODE_ALLOCATABLE)
-        if old.taints != new.taints or old.unschedulable != new.unschedulable:
-            self.queue.on_event(NODE_TAINT)
-        if old.labels != new.labels:
-            self.queue.on_event(NODE_LABEL)
-
-    def _node_deleted(self, spec: NodeSpec | Tombstone[NodeSpec | None] | None) -> None:
-        name = spec.key if isinstance(spec, Tombstone) else spec.name if spec is not None else None
-        if name:
-            self.cluster.remove_node(name.rsplit("/", 1)[-1])
-            self.queue.on_event(NODE_DELETE)
-
-    def _namespace_set(self, ns: tuple[str, Mapping[str, str]]) -> None:
-        self.cluster.set_namespace(*ns)
-
-    def _namespace_deleted(
-        self, ns: tuple[str, Mapping[str, str]] | Tombstone[tuple[str, Mapping[str, str]]]
-    ) -> None:
-        self.cluster.remove_namespace(ns.key if isinstance(ns, Tombstone) else ns[0])
+        ClusterFeed(self.cluster, self.queue).attach(factory)
 
     def _gate(self, pod: PodInfo) -> tuple[str, str] | None:
         framework = self.frameworks.get(pod.scheduler_name)
@@ -580,19 +448,6 @@ class Scheduler:
 
 def _ref(pod: PodInfo) -> Mapping[str, Any]:
     return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
-
-
-def _node_record(obj: Mapping[str, Any]) -> NodeSpec | None:
-    try:
-        return node_spec(obj)
-    except (ValueError, KeyError) as err:
-        log.warning("node %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
-        return None
-
-
-def _namespace_record(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("name") or ""), {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
 
 
 def _pod_record(obj: Mapping[str, Any]) -> PodInfo | None:
