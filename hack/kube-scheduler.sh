@@ -5,7 +5,7 @@
 # The same version as the envtest kube-apiserver (hack/envtest.sh), built the same way:
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces every staging module with
 # a local path), so a wrapper module requires k8s.io/kubernetes and pins each staging module
-# to its published v0.x twin; its main is upstream's cmd/kube-scheduler/scheduler.go.
+# to its published v0.x twin; its main runs the scheduler command of cmd/kube-scheduler/app.
 #
 # The binary is cached outside the repository, keyed by version, under the envtest cache:
 #   ${KOORD_ENVTEST_CACHE:-$XDG_CACHE_HOME/koordinator-envtest}/kube-scheduler-<v>/kube-scheduler

@@ -53,13 +53,23 @@ def meta_fields(obj: Obj, namespaced: bool) -> dict[str, str]:
     return fields
 
 
-def _fields_from(paths: Iterable[str]) -> Callable[[Obj], dict[str, str]]:
-    split = [(p, tuple(p.split("."))) for p in paths]
+class _PathFields:
+    """Field labels read from dotted paths; :meth:`one` reads a single one (a watch matches
+    every event against a selector of one or two fields)."""
 
-    def extract(obj: Obj) -> dict[str, str]:
-        return {name: _str(_get(obj, *parts)) for name, parts in split}
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.split = {p: tuple(p.split(".")) for p in paths}
 
-    return extract
+    def __call__(self, obj: Obj) -> dict[str, str]:
+        return {name: _str(_get(obj, *parts)) for name, parts in self.split.items()}
+
+    def one(self, obj: Obj, name: str) -> str | None:
+        parts = self.split.get(name)
+        return None if parts is None else _str(_get(obj, *parts))
+
+
+def _fields_from(paths: Iterable[str]) -> _PathFields:
+    return _PathFields(paths)
 
 
 _POD_FIELDS = _fields_from(
@@ -76,10 +86,18 @@ _POD_FIELDS = _fields_from(
 )
 
 
-def _pod_fields(obj: Obj) -> dict[str, str]:
-    fields = _POD_FIELDS(obj)
-    fields["spec.hostNetwork"] = fields["spec.hostNetwork"] or "false"
-    return fields
+class _PodFields(_PathFields):
+    def __call__(self, obj: Obj) -> dict[str, str]:
+        fields = super().__call__(obj)
+        fields["spec.hostNetwork"] = fields["spec.hostNetwork"] or "false"
+        return fields
+
+    def one(self, obj: Obj, name: str) -> str | None:
+        value = super().one(obj, name)
+        return (value or "false") if name == "spec.hostNetwork" else value
+
+
+_pod_fields = _PodFields(_POD_FIELDS.split)
 
 
 def _node_fields(obj: Obj) -> dict[str, str]:
@@ -154,6 +172,18 @@ class ResourceType:
         if self.extra_fields is not None:
             fields.update(self.extra_fields(obj))
         return fields
+
+    def field_label(self, obj: Obj, name: str) -> str:
+        """One field label of ``obj`` ("" for a field it does not have)."""
+        if name == "metadata.name":
+            return _str(_get(obj, "metadata", "name"))
+        if name == "metadata.namespace" and self.namespaced:
+            return _str(_get(obj, "metadata", "namespace"))
+        one = getattr(self.extra_fields, "one", None)
+        if one is not None:
+            value = one(obj, name)
+            return "" if value is None else value
+        return self.field_labels(obj).get(name, "")
 
     def supported_fields(self) -> frozenset[str]:
         return frozenset(self.field_labels({"metadata": {}}))

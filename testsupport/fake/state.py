@@ -57,7 +57,10 @@ _TYPE_META_ORDER = ("kind", "apiVersion", "metadata")
 
 def _reorder(mapping: Obj, order: tuple[str, ...]) -> None:
     """Put ``mapping``'s keys in ``order`` (unknown ones after), in place."""
-    ordered = {k: mapping[k] for k in order if k in mapping}
+    present = [k for k in order if k in mapping]
+    if list(mapping)[: len(present)] == present:
+        return  # already in order (objects written again mostly are)
+    ordered = {k: mapping[k] for k in present}
     ordered.update((k, v) for k, v in mapping.items() if k not in ordered)
     mapping.clear()
     mapping.update(ordered)

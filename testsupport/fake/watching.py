@@ -45,7 +45,9 @@ class Watcher:
             return False
         if not self.labels.empty and not self.labels.matches(meta.get("labels") or {}):
             return False
-        return self.fields.empty or self.fields.matches(self.rtype.field_labels(obj))
+        return self.fields.empty or all(
+            r.matches({r.field: self.rtype.field_label(obj, r.field)}) for r in self.fields.requirements
+        )
 
     def offer(self, event_type: str, obj: Obj, prev: Obj | None, rv: int) -> None:
         if self.closed:
