@@ -36,6 +36,8 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 
 NO_BINDER = "no bind plug-in bound the pod"
+#: where PreBind leaves a reserve pod's metadata changes for the plug-in binding it
+RESERVE_POD_PATCH = "koord-scheduler/reserve-pod-patch"
 
 
 class PointError(Exception):
@@ -120,7 +122,9 @@ class BindingPoints:
             if message is not None:
                 raise PointError(modifier.NAME, message)
         body = patch.body()
-        if body is not None:
+        if body is not None and pod.reservation:
+            state[RESERVE_POD_PATCH] = body  # no Pod object: the reservation's binder applies it
+        elif body is not None:
             await client.patch(res.PODS, pod.name, body, pod.namespace)
         for caller in self.callers:
             await caller.pre_bind(client, pod, node)

@@ -159,6 +159,9 @@ class PodInfo:
     terminating: bool = False
     #: ``spec.schedulingGates`` names: the pod waits until they are all removed
     scheduling_gates: tuple[str, ...] = ()
+    #: a reserve pod: not a Pod object but the stand-in of a Koordinator Reservation of
+    #: this name, scheduled like a pod and bound by the plug-in owning reservations
+    reservation: str = ""
     #: ``metadata.labels`` (PodDisruptionBudget selectors, pod affinity)
     labels: Mapping[str, str] = field(default_factory=dict)
     #: container images, init containers first (ImageLocality)

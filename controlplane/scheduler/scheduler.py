@@ -135,6 +135,24 @@ class Scheduler:
         )
         ClusterFeed(self.cluster, self.queue).attach(factory)
 
+    # --- reserve pods ---------------------------------------------------------------------
+
+    def add_reserve_pod(self, pod: PodInfo) -> None:
+        """Queue a reserve pod (``pod.reservation`` set: a Reservation's stand-in, which the
+        plug-in owning reservations feeds in); once bound by that plug-in's Bind it is
+        placed like any pod until :meth:`remove_reserve_pod`."""
+        if not pod.reservation:
+            raise ValueError(f"{pod.key} is not a reserve pod")
+        if pod.node_name:
+            self.cluster.place(pod, pod.node_name)
+        elif pod.key not in self.assumed:
+            self.queue.add(pod)
+
+    def remove_reserve_pod(self, key: str) -> None:
+        """The Reservation is gone (or was turned into the pod it reserved for)."""
+        self._pod_deleted(self.cluster.placed[key][2] if key in self.cluster.placed else None)
+        self.queue.delete(key)
+
     def _gate(self, pod: PodInfo) -> tuple[str, str] | None:
         framework = self.frameworks.get(pod.scheduler_name)
         return framework.points.gate(pod) if framework is not None else None
@@ -360,6 +378,9 @@ class Scheduler:
                     self.queue.retry(qp)
                 return
         self._observe(pod, "Bind", "Success", started)
+        if pod.reservation:
+            # no Pod object will come back bound: the reserve pod stays placed as it is
+            self.assumed.pop(pod.key, None)
         started = self.clock.monotonic()
         points.post_bind(state, pod, node)
         self._observe(pod, "PostBind", "Success", started)

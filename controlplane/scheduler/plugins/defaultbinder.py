@@ -1,5 +1,6 @@
 """DefaultBinder (Bind): posts the pod's ``binding`` subresource naming the node, with the
-pod's UID so a pod deleted and created again under the same name is not bound by mistake."""
+pod's UID so a pod deleted and created again under the same name is not bound by mistake.
+It skips reserve pods (they are not Pod objects): the plug-in owning reservations binds them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ class DefaultBinder:
     NAME = NAME
 
     async def bind(self, client: ApiClient, state: CycleState, pod: PodInfo, node: str) -> bool:
+        if pod.reservation:
+            return False
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from typing import Any
 
 import pytest
@@ -14,10 +15,11 @@ import yaml
 from prometheus_client import generate_latest
 
 from controlplane.scheduler import registry
+from controlplane.scheduler.binding import RESERVE_POD_PATCH
 from controlplane.scheduler.config import SchedulerConfig, parse
 from controlplane.scheduler.metrics import PLUGIN_SAMPLE_EVERY
 from controlplane.scheduler.plugins.interface import ALLOW, WAIT, CycleState, PermitResult, PodPatch
-from controlplane.scheduler.podinfo import PodInfo
+from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.registry import BIND, PERMIT, POST_BIND, PRE_BIND, RESERVE, PluginSpec
 from controlplane.scheduler.scheduler import Scheduler
 from controlplane.scheduler.simulate import simulate
@@ -84,11 +86,13 @@ class ReservationBinder:
 
     def __init__(self) -> None:
         self.bound: dict[str, str] = {}
+        self.patches: dict[str, object] = {}
 
     async def bind(self, client: ApiClient, state: CycleState, pod: PodInfo, node: str) -> bool:
         if not pod.name.startswith("reserve-"):
             return False
         self.bound[pod.key] = node
+        self.patches[pod.key] = state.get(RESERVE_POD_PATCH)
         return True
 
 
@@ -286,3 +290,28 @@ def test_simulate_runs_reserve_and_permit_and_reports_a_refused_or_waiting_pod(m
     assert results["default/member-1"]["status"] == "Waiting on Permit: TestGang"
     assert results["default/plain"]["status"] == "Scheduled"
     assert set(gang.reserved) == {"default/member-1", "default/plain"}
+
+
+async def test_a_reserve_pod_is_scheduled_bound_by_its_plugin_and_holds_its_room(monkeypatch):
+    async with FakeApiServer() as fake:
+        fake.create(res.NODES, node("n1", cpu="2"))
+        async with running(fake, monkeypatch) as (scheduler, _, binder):
+            reserve = dataclasses.replace(pod_info(pod("reserve-web", "2")), uid="r-uid", reservation="web")
+            scheduler.add_reserve_pod(reserve)
+            await eventually(lambda: binder.bound == {"default/reserve-web": "n1"})
+            assert "default/reserve-web" not in scheduler.assumed
+            # PreBind's changes are left for the reservation's binder (no Pod to patch)
+            assert binder.patches["default/reserve-web"] == {
+                "metadata": {
+                    "labels": {"gang.test/state": "reserve-web"},
+                    "annotations": {"gang.test/reserved-on": "n1"},
+                }
+            }
+            assert scheduler.cluster.placed["default/reserve-web"][0] == "n1"
+            # its room is taken: a real pod does not fit until the reservation goes
+            fake.create(res.PODS, pod("after", "2"))
+            await eventually(lambda: events(fake, "FailedScheduling"))
+            scheduler.remove_reserve_pod("default/reserve-web")
+            await eventually(lambda: node_of(fake, "after") == "n1")
+    with pytest.raises(ValueError, match="is not a reserve pod"):
+        scheduler.add_reserve_pod(pod_info(pod("plain", "1")))
