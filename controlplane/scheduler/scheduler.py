@@ -189,6 +189,9 @@ class Scheduler:
         if new is None:
             return
         if new.node_name:
+            placed = self.cluster.placed.get(new.key)
+            if placed is not None and placed[2] == new and new.key not in self.assumed:
+                return  # a status the record does not keep (the kubelet's): nothing to redo
             self._pod_added(new)
         elif self._ours(new) and new.key not in self.assumed:
             node = new.nominated_node

@@ -8,6 +8,7 @@ import contextlib
 from typing import Any
 
 from controlplane.scheduler.config import parse
+from controlplane.scheduler.podinfo import pod_info
 from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
 from koordinator.kube.events import EventRecorder
@@ -108,3 +109,23 @@ async def test_a_deleted_pod_frees_its_node_for_an_unschedulable_one():
             # as the kubelet finishes it: a bound pod's deletion is graceful until then
             fake.delete(res.PODS, "first", "default", gracePeriodSeconds=0)
             await eventually(lambda: node_of(fake, "second") == "only")
+
+
+async def test_a_bound_pods_status_update_leaves_its_record_and_a_label_change_replaces_it():
+    async with FakeApiServer() as fake, fake.client() as client:
+        scheduler = Scheduler(client, parse(None))
+        scheduler.cluster.set_node(node("n1"))
+        bound = pod("p", "1")
+        bound["spec"]["nodeName"] = "n1"
+        first = pod_info(bound)
+        scheduler._pod_added(first)
+        running = {
+            **bound,
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        scheduler._pod_updated(first, pod_info(running))
+        assert scheduler.cluster.placed["default/p"][2] is first  # nothing the record keeps changed
+        relabelled = {**running, "metadata": {**running["metadata"], "labels": {"app": "web"}}}
+        scheduler._pod_updated(first, pod_info(relabelled))
+        assert scheduler.cluster.placed["default/p"][2].labels == {"app": "web"}
+        assert scheduler.cluster.on_node == {"n1": {"default/p"}}
