@@ -51,8 +51,19 @@ class TaintToleration:
     PREEMPTION_HELPS = False
     reverse = True
 
+    def __init__(self) -> None:
+        #: the last pod's verdicts per taint set (the mask, then the reasons when it fails)
+        self._cache: tuple[PodInfo, int, list[Taint | None]] | None = None
+
     def _verdicts(self, pod: PodInfo, cluster: Cluster) -> list[Taint | None]:
-        return [first_untolerated(pod, taints) for taints in cluster.taint_sets]
+        """The first taint of each taint set the pod does not tolerate. Taint sets are only
+        ever added, so the verdicts hold while their number does."""
+        cached = self._cache
+        if cached is not None and cached[0] is pod and cached[1] == len(cluster.taint_sets):
+            return cached[2]
+        verdicts = [first_untolerated(pod, taints) for taints in cluster.taint_sets]
+        self._cache = (pod, len(cluster.taint_sets), verdicts)
+        return verdicts
 
     def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
         verdicts = self._verdicts(pod, cluster)
