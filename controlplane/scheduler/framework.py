@@ -29,7 +29,7 @@ from controlplane.scheduler.kernel.table import PodVector, ScoreConfig
 from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS, Extra, node_fails, normalized
 from controlplane.scheduler.metrics import PLUGIN_SAMPLE_EVERY, SchedulerMetrics
 from controlplane.scheduler.plugins import noderesources
-from controlplane.scheduler.plugins.defaultpreemption import Candidate, Checks, preempt
+from controlplane.scheduler.plugins.defaultpreemption import Candidate, Checks, Outcome, preempt
 from controlplane.scheduler.plugins.interface import (
     MaskFilter,
     NormalizedScore,
@@ -61,6 +61,8 @@ class ScheduleResult:
     rejected_by: frozenset[str] = frozenset()
     #: the node and victims DefaultPreemption chose, when no node fits and it found some
     preemption: Candidate | None = None
+    #: DefaultPreemption found no node for an eligible pod: a nomination it had is void
+    clears_nomination: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,11 @@ class PreFiltered:
     #: the rows the PreFilter results leave (None: all), and the plug-ins that narrowed them
     rows: int | None = None
     narrowing: tuple[str, ...] = ()
+
+
+def _suffix(outcome: Outcome | None) -> str:
+    """What PostFilter adds to the FitError text."""
+    return f" preemption: {outcome.message}." if outcome is not None and outcome.message else ""
 
 
 def fit_error(all_nodes: int, reasons: dict[str, int]) -> str:
@@ -263,9 +270,19 @@ class Framework:
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
         reasons, plugins = self.diagnose(pod, vector, cfg, masks, pre)
-        candidate, suffix = self._post_filter(pod, vector, self.static_mask(masks, pod))
-        message = fit_error(all_nodes, reasons) + suffix
-        return ScheduleResult(pod.key, None, message, reasons, 0, processed, plugins, candidate)
+        outcome = self._post_filter(pod, vector, self.static_mask(masks, pod))
+        message = fit_error(all_nodes, reasons) + _suffix(outcome)
+        return ScheduleResult(
+            pod.key,
+            None,
+            message,
+            reasons,
+            0,
+            processed,
+            plugins,
+            outcome.candidate if outcome else None,
+            bool(outcome and outcome.clears_nomination),
+        )
 
     def pre_filter(self, pod: PodInfo) -> PreFiltered:
         """The PreFilter step: the first plug-in rejecting the pod everywhere, or the rows the
@@ -289,20 +306,20 @@ class Framework:
     def _rejected_everywhere(self, pod: PodInfo, vector: PodVector, pre: PreFiltered) -> ScheduleResult:
         """A PreFilter rejection: upstream's FitError carries its message instead of the
         per-node histogram, and preemption cannot help on any node."""
-        nothing = bytes(self.cluster.table.count)
-        candidate, suffix = self._post_filter(pod, vector, nothing)
-        message = f"0/{len(self.cluster.nodes)} nodes are available: {pre.message}.{suffix}"
+        outcome = self._post_filter(pod, vector, bytes(self.cluster.table.count))
+        message = f"0/{len(self.cluster.nodes)} nodes are available: {pre.message}.{_suffix(outcome)}"
         plugins = frozenset({pre.plugin}) if pre.plugin else frozenset()
-        return ScheduleResult(pod.key, None, message, {}, 0, 0, plugins, candidate)
+        clears = bool(outcome and outcome.clears_nomination)
+        return ScheduleResult(pod.key, None, message, {}, 0, 0, plugins, None, clears)
 
-    def _post_filter(self, pod: PodInfo, vector: PodVector, static: bytes) -> tuple[Candidate | None, str]:
-        """DefaultPreemption, when the profile runs it: its candidate, and the text it adds."""
+    def _post_filter(self, pod: PodInfo, vector: PodVector, static: bytes) -> Outcome | None:
+        """DefaultPreemption, when the profile runs it."""
         if not self.profile.preemption:
-            return None, ""
+            return None
         started = time.perf_counter()
         outcome = preempt(self.cluster, pod, vector, static, self.rng, self.eviction_checks)
         self._observe_point("PostFilter", "Success" if outcome.candidate else "Unschedulable", started)
-        return outcome.candidate, f" preemption: {outcome.message}." if outcome.message else ""
+        return outcome
 
     def static_mask(self, masks: list[tuple[MaskFilter, bytes | None]], pod: PodInfo | None = None) -> bytes:
         """The rows that every filter eviction cannot change passes. A plug-in whose

@@ -277,6 +277,8 @@ class Scheduler:
         if result.node is None:
             self.queue.failed(qp, result.rejected_by, cycle)
             self._spawn(self._report_unschedulable(pod, result.message))
+            if result.clears_nomination and self.nominated.pop(pod.key, None) is not None:
+                self._spawn(self._write_nomination(pod, None))
             if result.preemption is not None:
                 # nominated at once, so that the next cycles leave it the room its victims
                 # free; it waits for them to go rather than preempting again
@@ -431,11 +433,15 @@ class Scheduler:
             return
         self.metrics.preemption_attempts.inc()
         self.metrics.preemption_victims.observe(len(candidate.victims))
+        await self._write_nomination(pod, candidate.node)
+
+    async def _write_nomination(self, pod: PodInfo, node: str | None) -> None:
+        """``status.nominatedNodeName`` (None clears it)."""
         try:
             await self.client.patch(
                 res.PODS,
                 pod.name,
-                {"status": {"nominatedNodeName": candidate.node}},
+                {"status": {"nominatedNodeName": node}},
                 pod.namespace,
                 subresource="status",
             )

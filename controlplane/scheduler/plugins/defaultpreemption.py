@@ -71,6 +71,9 @@ class Outcome:
     candidate: Candidate | None
     #: appended to the FitError text when there is no candidate (upstream's PostFilter message)
     message: str
+    #: the pod was eligible and no node was found: its nomination, if any, is void
+    #: (upstream's PostFilterResult with an empty nominated node)
+    clears_nomination: bool = False
 
 
 def num_candidates(nodes: int) -> int:
@@ -330,6 +333,6 @@ def preempt(
     if candidates:
         return Outcome(pick_one(candidates), "")
     if errors:  # utilerrors.NewAggregate(errs).Error()
-        return Outcome(None, errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
+        return Outcome(None, errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]", True)
     reasons = ", ".join(sorted(f"{n} {r}" for r, n in histogram.items() if n))
-    return Outcome(None, f"0/{len(cluster.nodes)} nodes are available: {reasons}.")
+    return Outcome(None, f"0/{len(cluster.nodes)} nodes are available: {reasons}.", True)

@@ -11,6 +11,7 @@ from controlplane.scheduler.config import parse
 from controlplane.scheduler.framework import Framework
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.scheduler import Scheduler
+from koordinator.kube import resources as res
 from testsupport.fake import FakeApiServer
 
 
@@ -107,3 +108,32 @@ async def test_an_update_without_the_nomination_keeps_the_one_made_in_memory():
         scheduler._pod_updated(pending, nominated)
         scheduler._pod_updated(nominated, dataclasses.replace(nominated, nominated_node=""))
         assert "default/p" not in scheduler.nominated
+
+
+async def test_a_nomination_preemption_can_no_longer_honour_is_cleared_in_memory_and_in_the_api():
+    async with FakeApiServer() as fake, fake.client() as client:
+        created = fake.create(
+            res.PODS,
+            {
+                "metadata": {"name": "p", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
+        )
+        fake.update(res.PODS, {**created, "status": {"nominatedNodeName": "a"}}, subresource="status")
+        assert fake.get(res.PODS, "p", "default")["status"]["nominatedNodeName"] == "a"
+        scheduler = Scheduler(client, parse(None))
+        scheduler.cluster.set_node(node("a", "2"))
+        big = dataclasses.replace(pod("p", "3", priority=5), nominated_node="a")
+        scheduler._nominate(big, "a")
+        scheduler.queue.add(big)
+        queued = scheduler.queue.pop()
+        assert queued is not None
+        result = scheduler.schedule_one(queued)
+        # nothing of lower priority anywhere: preemption searched and found no node
+        assert result.clears_nomination
+        assert "default/p" not in scheduler.nominated
+        await scheduler.drain()
+        assert fake.get(res.PODS, "p", "default").get("status", {}).get("nominatedNodeName") is None
+        # a pod that may not preempt at all keeps what it has (upstream's Noop)
+        never = dataclasses.replace(big, preemption_policy="Never")
+        assert not scheduler.frameworks["koord-scheduler"].schedule(never).clears_nomination
