@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # Build kube-apiserver and etcd from their Go modules for the envtest tier.
 #
-# k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces every staging
-# module with a local path), so we build through a wrapper module that requires
-# k8s.io/kubernetes and pins each staging module to its published v0.x twin.
-# etcd's own main module has replace directives too, so it gets a wrapper that
-# calls etcdmain.Main.
+# kube-apiserver is built through a wrapper module (hack/lib/k8s-command.sh: k8s.io/kubernetes
+# cannot be `go install`ed). etcd's own main module has replace directives too, so it gets a
+# wrapper that calls etcdmain.Main.
 #
 # Binaries are cached outside the repository, keyed by version:
 #   ${KOORD_ENVTEST_CACHE:-$XDG_CACHE_HOME/koordinator-envtest}/k8s-<v>-etcd-<v>/{kube-apiserver,etcd}
@@ -29,28 +27,11 @@ trap 'rm -rf "$work"' EXIT
 export GOFLAGS="-mod=mod"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
 
-minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-staging_version="v0.${K8S_VERSION#v1.}"
+# shellcheck source=hack/lib/k8s-command.sh
+source "$(dirname "$0")/lib/k8s-command.sh"
 
 # --- kube-apiserver -----------------------------------------------------------
-kube="$work/kube"
-mkdir -p "$kube"
-# The staging modules are the replace targets of k8s.io/kubernetes' own go.mod.
-kmod="$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
-[[ -f "$kmod" ]] || { echo "envtest.sh: could not download k8s.io/kubernetes@${K8S_VERSION}" >&2; exit 1; }
-{
-  echo "module koordinator.invalid/envtest-apiserver"
-  echo
-  echo "go $(sed -n 's/^go \(.*\)/\1/p' "$kmod")"
-  echo
-  echo "require k8s.io/kubernetes ${K8S_VERSION}"
-  echo
-  echo "replace ("
-  grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' "$kmod" \
-    | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
-  echo ")"
-} >"$kube/go.mod"
-cat >"$kube/main.go" <<'GO'
+k8s_build_command koordinator.invalid/envtest-apiserver "$(cat <<'GO'
 package main
 
 import (
@@ -64,12 +45,7 @@ func main() {
 	os.Exit(cli.Run(app.NewAPIServerCommand()))
 }
 GO
-ldflags=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X ${pkg}.gitVersion=${K8S_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
-done
-(cd "$kube" && go mod tidy && go build -trimpath -ldflags "-s -w${ldflags}" -o "$OUT/kube-apiserver.tmp" .)
-mv "$OUT/kube-apiserver.tmp" "$OUT/kube-apiserver"
+)" "$OUT/kube-apiserver"
 
 # --- etcd ---------------------------------------------------------------------
 etcd="$work/etcd"

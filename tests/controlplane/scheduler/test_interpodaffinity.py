@@ -31,6 +31,7 @@ from controlplane.scheduler.plugins.interpodaffinity import (
 )
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.kube import resources as res
+from tests.controlplane.scheduler.agreement import assert_fast_paths_agree, verdicts
 from tests.controlplane.scheduler.test_scheduler import node_of, running
 from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually
@@ -112,17 +113,6 @@ def cluster_of(nodes: Sequence[Obj], placed: Sequence[Obj] = ()) -> Cluster:
         info = pod_info(obj)
         cluster.place(info, info.node_name)
     return cluster
-
-
-def verdicts(plugin: InterPodAffinity, target: PodInfo, cluster: Cluster) -> dict[str, str | None]:
-    """Per node: the fast path's verdict must agree with the node-by-node explanation."""
-    mask = plugin.mask(target, cluster)
-    out = {}
-    for info in cluster.nodes.values():
-        why = plugin.explain(target, info, cluster)
-        assert (mask is not None and not mask[info.row]) == (why is not None), info.name
-        out[info.name] = why
-    return out
 
 
 NODES = [node("a1", "a"), node("a2", "a"), node("b1", "b"), node("x")]
@@ -504,24 +494,8 @@ def test_random_clusters_fast_path_equals_node_by_node():
     for _ in range(150):
         cluster, incoming = random_cluster(rng)
         plugin = InterPodAffinity(AffinityArgs(rng.randint(0, 3), rng.random() < 0.2))
-        live = bytes(cluster.table.live())
         for target in incoming:
-            verdicts(plugin, target, cluster)
-            mask = plugin.mask(target, cluster)
-            if mask is not None:
-                rejected = bytes(a & (1 - b) for a, b in zip(live, mask, strict=True))
-                expected: dict[str, int] = {}
-                for info in cluster.nodes.values():
-                    why = plugin.explain(target, info, cluster)
-                    if why is not None:
-                        expected[why] = expected.get(why, 0) + 1
-                assert plugin.reasons(target, cluster, rejected) == expected
-            extra = plugin.extra(target, cluster, 2)
-            if extra is None:
-                continue
-            rows = [r for r in range(cluster.table.count) if live[r]]
-            window = rng.sample(rows, rng.randint(1, len(rows)))
-            assert twin.window_scores(extra, window) == plugin.window_scores(target, cluster, window)
+            assert_fast_paths_agree(plugin, target, cluster, rng)
 
 
 # --- simulate and the live scheduler ---------------------------------------------------

@@ -29,6 +29,7 @@ from controlplane.scheduler.plugins.podtopologyspread import (
 )
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.kube import resources as res
+from tests.controlplane.scheduler.agreement import assert_fast_paths_agree, verdicts
 from tests.controlplane.scheduler.test_scheduler import node_of, running
 from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually
@@ -114,18 +115,6 @@ def cluster_of(nodes: Sequence[Obj], placed: Sequence[tuple[str, str, dict[str, 
         info = pod_info(pod(name, labels, on=on))
         cluster.place(info, on)
     return cluster
-
-
-def verdicts(plugin: PodTopologySpread, target: PodInfo, cluster: Cluster) -> dict[str, str | None]:
-    """Per node: the fast path's verdict (rejected or not) must agree with the node-by-node
-    explanation, which gives the reason."""
-    mask = plugin.mask(target, cluster)
-    out = {}
-    for info in cluster.nodes.values():
-        why = plugin.explain(target, info, cluster)
-        assert (mask is not None and not mask[info.row]) == (why is not None), info.name
-        out[info.name] = why
-    return out
 
 
 # zone a: a1 (2 web pods), a2 (1); zone b: b1 (1); zone c: c1 (none); x: no zone label
@@ -641,24 +630,8 @@ def test_random_clusters_fast_path_equals_node_by_node():
     plugin = PodTopologySpread()
     for _ in range(150):
         cluster, incoming = random_cluster(rng)
-        live = bytes(cluster.table.live())
         for target in incoming:
-            verdicts(plugin, target, cluster)  # mask == explain, node by node
-            mask = plugin.mask(target, cluster)
-            if mask is not None:
-                rejected = bytes(a & (1 - b) for a, b in zip(live, mask, strict=True))
-                expected: dict[str, int] = {}
-                for info in cluster.nodes.values():
-                    why = plugin.explain(target, info, cluster)
-                    if why is not None:
-                        expected[why] = expected.get(why, 0) + 1
-                assert plugin.reasons(target, cluster, rejected) == expected
-            extra = plugin.extra(target, cluster, 2)
-            if extra is None:
-                continue
-            rows = [r for r in range(cluster.table.count) if live[r]]
-            window = rng.sample(rows, rng.randint(1, len(rows)))
-            assert twin.window_scores(extra, window) == plugin.window_scores(target, cluster, window)
+            assert_fast_paths_agree(plugin, target, cluster, rng)
 
 
 # --- simulate and the live scheduler ---------------------------------------------------
