@@ -407,14 +407,7 @@ class Scheduler:
         async def evict(victim: PodInfo) -> bool:
             try:
                 # as upstream: the victim says why it goes before it is deleted
-                await self.client.patch(
-                    res.PODS,
-                    victim.name,
-                    {"status": {"conditions": [condition]}},
-                    victim.namespace,
-                    patch_type=PatchType.STRATEGIC,
-                    subresource="status",
-                )
+                await self._patch_status(victim, {"conditions": [condition]})
                 await self.client.delete(res.PODS, victim.name, victim.namespace)
             except NotFoundError:
                 return True
@@ -435,16 +428,22 @@ class Scheduler:
         self.metrics.preemption_victims.observe(len(candidate.victims))
         await self._write_nomination(pod, candidate.node)
 
+    async def _patch_status(self, pod: PodInfo, status: Mapping[str, Any]) -> None:
+        """Patch the pod's status (strategic merge: conditions merge by type, None removes a
+        field, the rest stays); KubeError when it cannot be written."""
+        await self.client.patch(
+            res.PODS,
+            pod.name,
+            {"status": status},
+            pod.namespace,
+            patch_type=PatchType.STRATEGIC,
+            subresource="status",
+        )
+
     async def _write_nomination(self, pod: PodInfo, node: str | None) -> None:
         """``status.nominatedNodeName`` (None clears it)."""
         try:
-            await self.client.patch(
-                res.PODS,
-                pod.name,
-                {"status": {"nominatedNodeName": node}},
-                pod.namespace,
-                subresource="status",
-            )
+            await self._patch_status(pod, {"nominatedNodeName": node})
         except KubeError as err:
             log.debug("nominatedNodeName of %s not written: %s", pod.key, err)
 
@@ -458,15 +457,7 @@ class Scheduler:
             await self.recorder.record(_ref(pod), WARNING, "FailedScheduling", message)
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
         try:
-            # strategic merge: conditions merge by type, the others stay
-            await self.client.patch(
-                res.PODS,
-                pod.name,
-                {"status": {"conditions": [condition]}},
-                pod.namespace,
-                patch_type=PatchType.STRATEGIC,
-                subresource="status",
-            )
+            await self._patch_status(pod, {"conditions": [condition]})
         except KubeError as err:
             log.debug("PodScheduled condition of %s not written: %s", pod.key, err)
 
