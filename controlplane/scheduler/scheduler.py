@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -294,17 +295,9 @@ class Scheduler:
         state: CycleState = {}
         self.cluster.place(pod, node)
         self.assumed[pod.key] = node
-        points = framework.points
-        started = self.clock.monotonic()
-        refused = points.reserve(state, pod, node)
-        self._observe(pod, "Reserve", "Success" if refused is None else "Unschedulable", started)
-        if refused is None:
-            started = self.clock.monotonic()
-            permit = points.permit(state, pod, node)
-            self._observe(pod, "Permit", "Success" if permit.rejected is None else "Unschedulable", started)
-            if permit.rejected is not None:
-                refused = PointError(*permit.rejected)
-                points.unreserve(state, pod, node)
+        refused, permit = framework.points.reserve_and_permit(
+            state, pod, node, functools.partial(self._observed, pod)
+        )
         if refused is not None:
             self._forget(pod, node)
             self.queue.failed(qp, {refused.plugin}, cycle)
@@ -448,8 +441,11 @@ class Scheduler:
             log.debug("nominatedNodeName of %s not written: %s", pod.key, err)
 
     def _observe(self, pod: PodInfo, point: str, status: str, started: float) -> None:
+        self._observed(pod, point, status, self.clock.monotonic() - started)
+
+    def _observed(self, pod: PodInfo, point: str, status: str, seconds: float) -> None:
         self.metrics.of(self.metrics.extension_point_duration, point, status, pod.scheduler_name).observe(
-            self.clock.monotonic() - started
+            seconds
         )
 
     async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:

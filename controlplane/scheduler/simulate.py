@@ -15,12 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from controlplane.scheduler.binding import PointError
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework
 from controlplane.scheduler.pdbs import pdb_record
-from controlplane.scheduler.plugins.interface import CycleState
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.api.resourcelist import ResourceListError
 from koordinator.cli import read_documents
@@ -61,18 +59,12 @@ def _of_kind(objects: Iterable[Mapping[str, Any]], kind: str, path: str) -> list
 def _reserve_and_permit(framework: Framework, pod: PodInfo, node: str) -> tuple[str | None, str]:
     """Reserve and Permit as the live scheduler runs them (they never touch the API); the
     pod stays assumed on its node unless a plug-in refuses it."""
-    state: CycleState = {}
-    points = framework.points
     framework.cluster.place(pod, node)
-    refused = points.reserve(state, pod, node)
-    permit = points.permit(state, pod, node) if refused is None else None
-    if permit is not None and permit.rejected is not None:
-        points.unreserve(state, pod, node)
-        refused = PointError(*permit.rejected)
+    refused, permit = framework.points.reserve_and_permit({}, pod, node)
     if refused is not None:
         framework.cluster.unplace(pod.key)
         return None, f"rejected at Reserve/Permit by {refused.plugin}: {refused.message}"
-    if permit is not None and permit.waits:
+    if permit.waits:
         return node, f"Waiting on Permit: {', '.join(sorted(permit.waits))}"
     return node, "Scheduled"
 
