@@ -68,11 +68,18 @@ class _PathFields:
         return None if parts is None else _str(_get(obj, *parts))
 
 
-def _fields_from(paths: Iterable[str]) -> _PathFields:
-    return _PathFields(paths)
+class _PodFields(_PathFields):
+    def __call__(self, obj: Obj) -> dict[str, str]:
+        fields = super().__call__(obj)
+        fields["spec.hostNetwork"] = fields["spec.hostNetwork"] or "false"
+        return fields
+
+    def one(self, obj: Obj, name: str) -> str | None:
+        value = super().one(obj, name)
+        return (value or "false") if name == "spec.hostNetwork" else value
 
 
-_POD_FIELDS = _fields_from(
+_pod_fields = _PodFields(
     (
         "spec.nodeName",
         "spec.restartPolicy",
@@ -86,25 +93,11 @@ _POD_FIELDS = _fields_from(
 )
 
 
-class _PodFields(_PathFields):
-    def __call__(self, obj: Obj) -> dict[str, str]:
-        fields = super().__call__(obj)
-        fields["spec.hostNetwork"] = fields["spec.hostNetwork"] or "false"
-        return fields
-
-    def one(self, obj: Obj, name: str) -> str | None:
-        value = super().one(obj, name)
-        return (value or "false") if name == "spec.hostNetwork" else value
-
-
-_pod_fields = _PodFields(_POD_FIELDS.split)
-
-
 def _node_fields(obj: Obj) -> dict[str, str]:
     return {"spec.unschedulable": "true" if _get(obj, "spec", "unschedulable") else "false"}
 
 
-_EVENT_FIELDS = _fields_from(
+_EVENT_FIELDS = _PathFields(
     (
         "involvedObject.kind",
         "involvedObject.namespace",
@@ -210,11 +203,11 @@ def builtin_types() -> list[ResourceType]:
             res.NAMESPACES,
             status_subresource=True,
             returns_deleted_object=True,
-            extra_fields=_fields_from(("status.phase",)),
+            extra_fields=_PathFields(("status.phase",)),
             short_names=("ns",),
         ),
         _builtin(res.CONFIG_MAPS, short_names=("cm",)),
-        _builtin(res.SECRETS, extra_fields=_fields_from(("type",))),
+        _builtin(res.SECRETS, extra_fields=_PathFields(("type",))),
         _builtin(res.SERVICES, status_subresource=True, short_names=("svc",)),
         _builtin(res.SERVICE_ACCOUNTS, short_names=("sa",)),
         _builtin(res.EVENTS, extra_fields=_EVENT_FIELDS, short_names=("ev",)),
@@ -369,7 +362,7 @@ class Registry:
                 unconditional_update=False,
                 returns_deleted_object=False,
                 strategic_merge=False,
-                extra_fields=_fields_from(selectable) if selectable else None,
+                extra_fields=_PathFields(selectable) if selectable else None,
                 structure=crd_structure(schema),
                 subresources=("scale",) if "scale" in subresources else (),
                 crd_schema=schema,
