@@ -3,7 +3,9 @@ Unschedulable and PreemptionBasic workloads.
 
 Nodes of 4 CPU, 32 Gi and 110 pods, at 1000 and at 5000 nodes. The API is the project's
 fake apiserver serving real JSON over loopback HTTP from a process of its own (its CPU is
-not the scheduler's); every object is created there before the scheduler starts. The
+not the scheduler's, but both share the machine's cores); every object is created there
+before the scheduler starts, and the fake runs as the components do (uvloop, its start-up
+heap frozen). The
 scheduler runs in this process with its real informers, queue, framework, kernel and
 asynchronous binding (client QPS 5000, as scheduler_perf runs; uvloop when installed, as
 the process runs).
@@ -53,6 +55,8 @@ TARGET_PODS_PER_S = 3000.0
 SERVER = textwrap.dedent(
     """
     import asyncio, sys
+    from koordinator.cli import run_loop
+    from koordinator.heap import freeze_startup_heap
     from koordinator.kube import resources as res
     from testsupport.fake import FakeApiServer
 
@@ -83,12 +87,13 @@ SERVER = textwrap.dedent(
                 fake.create(res.PODS, pod(f"high-{i}", "3", 10000))
             else:
                 fake.create(res.PODS, pod(f"pod-{i}", "100m"))
+        freeze_startup_heap(rarer_full_collections=True)  # the stored objects live as long as the server
         await fake.start()
         print(fake.url, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await fake.stop()
 
-    asyncio.run(main())
+    run_loop(main())
     """
 )
 WORKLOADS = ("basic", "unschedulable", "preemption")

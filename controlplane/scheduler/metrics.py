@@ -2,14 +2,17 @@
 work unchanged: scheduling attempts by result and their durations, pending pods by queue,
 the end-to-end scheduling duration, the durations of each extension point and (for one
 cycle in ten, as upstream samples them) of each plug-in, Permit waits, preemption, and the
-leader gauge."""
+leader gauge. The histograms are :class:`~koordinator.metrics.histogram.LoopHistogram`:
+observed and scraped on the scheduler's loop only."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics import MetricWrapperBase
+
+from koordinator.metrics.histogram import LoopHistogram
 
 SCHEDULED, UNSCHEDULABLE, ERROR = "scheduled", "unschedulable", "error"
 #: upstream's pluginMetricsSamplePercent: plug-in durations are measured in one cycle of ten
@@ -31,7 +34,7 @@ class SchedulerMetrics:
             ["result", "profile"],
             registry=reg,
         )
-        self.attempt_duration = Histogram(
+        self.attempt_duration = LoopHistogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"],
@@ -46,7 +49,7 @@ class SchedulerMetrics:
             ["queue"],
             registry=reg,
         )
-        self.pod_scheduling_sli_duration = Histogram(
+        self.pod_scheduling_sli_duration = LoopHistogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue "
             "and might involve multiple scheduling attempts.",
@@ -54,21 +57,21 @@ class SchedulerMetrics:
             buckets=_SLI_BUCKETS,
             registry=reg,
         )
-        self.extension_point_duration = Histogram(
+        self.extension_point_duration = LoopHistogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
             buckets=tuple(0.0001 * 2**i for i in range(12)),
             registry=reg,
         )
-        self.plugin_duration = Histogram(
+        self.plugin_duration = LoopHistogram(
             "scheduler_plugin_execution_duration_seconds",
             "Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"],
             buckets=tuple(0.00001 * 1.5**i for i in range(20)),
             registry=reg,
         )
-        self.permit_wait_duration = Histogram(
+        self.permit_wait_duration = LoopHistogram(
             "scheduler_permit_wait_duration_seconds",
             "Duration of waiting on permit.",
             ["result"],
@@ -78,9 +81,10 @@ class SchedulerMetrics:
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now", registry=reg
         )
-        self.preemption_victims = Histogram(
+        self.preemption_victims = LoopHistogram(
             "scheduler_preemption_victims",
             "Number of selected preemption victims",
+            [],
             buckets=tuple(float(2**i) for i in range(7)),
             registry=reg,
         )
@@ -92,7 +96,7 @@ class SchedulerMetrics:
             registry=reg,
         )
 
-    def of(self, metric: MetricWrapperBase, *values: str) -> Any:
+    def of(self, metric: MetricWrapperBase | LoopHistogram, *values: str) -> Any:
         """``metric.labels(*values)``, looked up once: the client library's lookup costs
         more than the observation itself on the per-pod path."""
         key = (id(metric), values)

@@ -175,10 +175,11 @@ class PodInfo:
     spread: tuple[SpreadConstraint, ...] = ()
     #: the controlling owner reference (PodTopologySpread's default constraints)
     controller: Controller | None = None
+    #: ``namespace/name``: the pod's key everywhere in the scheduler (set from the two)
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
 def _value(name: str, quantity: Quantity) -> int:

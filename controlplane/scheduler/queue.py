@@ -22,7 +22,8 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from controlplane.scheduler.podinfo import PodInfo
 from koordinator.kube.clock import SYSTEM_CLOCK, Now
@@ -96,11 +97,12 @@ class QueuedPod:
         return self.pod.key
 
 
-@dataclass(order=True)
-class _Entry:
+class _Entry(NamedTuple):
+    """A heap entry, ordered as a tuple (``seq`` is unique: ``key`` never decides)."""
+
     sort: tuple[float, ...]
     seq: int
-    key: str = field(compare=False)
+    key: str
 
 
 class SchedulingQueue:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,7 +76,7 @@ class EventRecorder:
                 del self._seen[key]  # to the end: the dict stays in last-written order
                 self._seen[key] = (name, ns, count + 1, now)
                 return patched
-            name = f"{ref['name']}.{uuid.uuid4().hex[:16]}"
+            name = f"{ref['name']}.{time.time_ns():x}"  # client-go's: the object, then the time
             event = {
                 "apiVersion": "v1",
                 "kind": "Event",

@@ -48,6 +48,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self._buffer = bytearray()
         self._waiter: asyncio.Future[Reply] | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._head_only = False
         self._status = 0
         self._headers: dict[str, str] | None = None
@@ -84,9 +85,13 @@ class _Connection(asyncio.Protocol):
 
     # --- one exchange -------------------------------------------------------------------
 
-    def send(self, request: bytes, head_only: bool) -> asyncio.Future[Reply]:
+    def send(self, request: bytes, head_only: bool, limit_s: float) -> asyncio.Future[Reply]:
+        """Write ``request``; the future fails with :class:`ExchangeError` when no whole reply
+        came within ``limit_s`` (one timer handle: cheaper than a timeout context per request)."""
         assert self.transport is not None
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        self._timer = loop.call_later(limit_s, self._time_out, limit_s)
         self._head_only = head_only
         self._headers = None
         self._buffer.clear()
@@ -95,10 +100,12 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self._stop_timer()
         if self.transport is not None:
             self.transport.close()
 
     def _fail(self, err: ExchangeError) -> None:
+        self._stop_timer()
         self.keep_alive = False
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(err)
@@ -107,9 +114,19 @@ class _Connection(asyncio.Protocol):
     def _finish(self, body: bytes) -> None:
         assert self._headers is not None
         assert self._waiter is not None
+        self._stop_timer()
         if self._buffer and self._length != "close":
             self.keep_alive = False  # bytes past the reply: the stream is out of step
         self._waiter.set_result(Reply(self._status, self._headers, body))
+
+    def _time_out(self, limit_s: float) -> None:
+        self._timer = None
+        self._fail(ExchangeError(f"no reply within {limit_s:g}s"))
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _parse(self) -> None:
         buf = self._buffer
@@ -262,12 +279,9 @@ class Http1Pool:
                 conn = await self._connect()
             reusable = False
             try:
-                async with asyncio.timeout(limit_s):
-                    reply = await conn.send(request, head_only=method == "HEAD")
+                reply = await conn.send(request, method == "HEAD", limit_s)
                 reusable = conn.keep_alive and not conn.closed
                 return reply
-            except TimeoutError:
-                raise ExchangeError(f"{method} {target}: no reply within {limit_s:g}s") from None
             finally:
                 if reusable and not self._closed:
                     self._idle.append(conn)

@@ -8,8 +8,17 @@ declared directly by the code that owns them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import quote
+
+#: what a name is made of when it needs no escaping in a path (every DNS name does)
+_PATH_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
+
+
+def _segment(text: str) -> str:
+    """``text`` as one path segment: escaped unless it is plain already (the common case)."""
+    return text if _PATH_SAFE.fullmatch(text) else quote(text, safe="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +62,7 @@ class Resource:
         parts = [self.base_path()]
         if self.namespaced:
             if namespace:
-                parts.append(f"namespaces/{quote(namespace, safe='')}")
+                parts.append(f"namespaces/{_segment(namespace)}")
             elif name is not None:
                 raise ValueError(f"{self.group_resource} is namespaced: a namespace is required for {name!r}")
         elif namespace:
@@ -64,7 +73,7 @@ class Resource:
         if name is not None:
             if not name:
                 raise ValueError(f"{self.group_resource}: empty object name")
-            parts.append(quote(name, safe=""))
+            parts.append(_segment(name))
             if subresource:
                 parts.append(subresource)
         elif subresource:

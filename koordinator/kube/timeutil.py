@@ -15,9 +15,18 @@ _RFC3339 = re.compile(
 )
 
 
+#: the last second formatted and its text: a busy component stamps many objects per second
+_last_time: tuple[int, str] = (-1, "")
+
+
 def format_time(epoch_s: float) -> str:
     """``metav1.Time``: whole seconds, UTC."""
-    return datetime.datetime.fromtimestamp(int(epoch_s), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_time
+    second = int(epoch_s)
+    if _last_time[0] != second:
+        text = datetime.datetime.fromtimestamp(second, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _last_time = (second, text)
+    return _last_time[1]
 
 
 def format_micro_time(epoch_s: float) -> str:

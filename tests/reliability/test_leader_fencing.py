@@ -81,7 +81,7 @@ class AttributingApiServer(FakeApiServer):
         super().__init__()
         self.writes: list[Write] = []
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         response = await super()._handle(request)
         if request.method in WRITES:
             token = request.headers.get("Authorization", "").removeprefix("Bearer ")

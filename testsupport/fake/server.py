@@ -21,6 +21,10 @@ from typing import Any
 import orjson
 import yaml
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.streams import StreamReader
+from aiohttp.web_protocol import RequestHandler
 
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
@@ -62,7 +66,7 @@ class Fault:
     delay: float = 0.0
     hits: int = 0
 
-    def matches(self, request: web.Request) -> bool:
+    def matches(self, request: web.BaseRequest) -> bool:
         if self.hits >= self.times:
             return False
         if self.method and request.method != self.method.upper():
@@ -101,7 +105,11 @@ class _Route:
     subresource: str
 
 
-def _manager(request: web.Request) -> str:
+#: the largest request body read
+_MAX_BODY = 64 * 1024 * 1024
+
+
+def _manager(request: web.BaseRequest) -> str:
     given = request.query.get("fieldManager")
     if given:
         return given
@@ -149,16 +157,28 @@ class FakeApiServer:
         self.requests: list[RequestRecord] = []
         self.record_requests = False
         self.port = 0
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._site: web.TCPSite | None = None
         self._streams: set[web.StreamResponse] = set()
 
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> FakeApiServer:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        loop = asyncio.get_running_loop()
+
+        def request(
+            message: RawRequestMessage,
+            payload: StreamReader,
+            protocol: RequestHandler,
+            writer: AbstractStreamWriter,
+            task: asyncio.Task[None],
+        ) -> web.BaseRequest:
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=_MAX_BODY)
+
+        # aiohttp's low-level server: every path goes to one handler, with no router or
+        # middleware in between (the fake routes by itself)
+        server = web.Server(self._handle, request_factory=request, handler_cancellation=True, access_log=None)
+        self._runner = web.ServerRunner(server)
         await self._runner.setup()
         await self._listen()
         return self
@@ -285,7 +305,7 @@ class FakeApiServer:
 
     # --- HTTP ------------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         try:
             response = await self._dispatch(request)
         except st.StatusError as error:
@@ -300,7 +320,7 @@ class FakeApiServer:
             )
         return response
 
-    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+    async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
         for fault in self.faults:
             if fault.matches(request):
                 fault.hits += 1
@@ -342,7 +362,7 @@ class FakeApiServer:
         route = self._route(path)
         return await self._serve(request, route)
 
-    def _authenticate(self, request: web.Request) -> str:
+    def _authenticate(self, request: web.BaseRequest) -> str:
         if not self.tokens:
             return "system:admin"
         header = request.headers.get("Authorization", "")
@@ -447,7 +467,7 @@ class FakeApiServer:
             raise st.StatusError(404, "NotFound", "the server could not find the requested resource")
         return _Route(rtype, namespace, name, subresource)
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.BaseRequest) -> Any:
         raw = await request.read()
         if not raw:
             return None
@@ -461,7 +481,7 @@ class FakeApiServer:
                     raise st.bad_request(f"error decoding YAML: {exc}") from None
             raise st.bad_request("the body of the request could not be decoded as JSON") from None
 
-    async def _serve(self, request: web.Request, route: _Route) -> web.StreamResponse:
+    async def _serve(self, request: web.BaseRequest, route: _Route) -> web.StreamResponse:
         state, rtype, q = self.state, route.rtype, request.query
         method = request.method
         dry_run = q.get("dryRun") == "All"
@@ -552,7 +572,7 @@ class FakeApiServer:
             return _json_response(result)
         raise st.method_not_allowed()
 
-    async def _watch(self, request: web.Request, route: _Route) -> web.StreamResponse:
+    async def _watch(self, request: web.BaseRequest, route: _Route) -> web.StreamResponse:
         q = request.query
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         allow_bookmarks = q.get("allowWatchBookmarks") == "true"
@@ -619,7 +639,17 @@ class FakeApiServer:
                     continue
                 if line is None:
                     break
-                await response.write(line)
+                # what queued up meanwhile goes out in the same chunk: one write for a burst
+                batch, closing = [line], False
+                while not queue.empty():
+                    more = queue.get_nowait()
+                    if more is None:
+                        closing = True
+                        break
+                    batch.append(more)
+                await response.write(b"".join(batch))
+                if closing:
+                    break
             await response.write_eof()
         except ConnectionResetError:
             pass  # the client went away; nothing left to tell it

@@ -24,6 +24,8 @@ PODS = "pods"
 #: upstream's non-zero defaults for pods that request no CPU or memory (scoring only)
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+#: distinct request sets whose vectors are kept (past it the memo starts over)
+_VECTORS_KEPT = 4096
 
 #: the compiled kernel keeps the balanced fractions on its stack
 MAX_BALANCED_RESOURCES = 64
@@ -86,6 +88,8 @@ class NodeTable:
         #: the compiled kernel bound to these buffers (it holds views of them, which an
         #: array[int] cannot be resized under): dropped before any buffer is resized
         self.bound: object = None
+        #: pods' vectors by their requests: most pods ask for what others asked for already
+        self._vectors: dict[tuple[tuple[str, int], ...], PodVector] = {}
         for name in (CPU, MEMORY, *resources):
             self.resource(name)
 
@@ -190,14 +194,22 @@ class NodeTable:
     # --- pods --------------------------------------------------------------------------
 
     def pod_vector(self, requests: Mapping[str, int]) -> PodVector:
-        """A pod's requests (CPU in milli-cores, others in units) in table order."""
+        """A pod's requests (CPU in milli-cores, others in units) in table order; shared
+        between pods asking for the same (vectors are never changed)."""
+        key = tuple(requests.items())
+        found = self._vectors.get(key)
+        if found is not None and len(found.req) == self.width:
+            return found
         for name, value in requests.items():
             if value and name != PODS:
                 self.resource(name)
         req = array("q", (requests.get(name, 0) for name in self.resources))
         cpu, memory = requests.get(CPU, 0), requests.get(MEMORY, 0)
         nonzero = array("q", (cpu or DEFAULT_MILLI_CPU_REQUEST, memory or DEFAULT_MEMORY_REQUEST))
-        return PodVector(req, nonzero)
+        if len(self._vectors) >= _VECTORS_KEPT:
+            self._vectors.clear()
+        vector = self._vectors[key] = PodVector(req, nonzero)
+        return vector
 
     def score_config(
         self,

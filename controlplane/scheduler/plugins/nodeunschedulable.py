@@ -22,7 +22,8 @@ class NodeUnschedulable:
     PREEMPTION_HELPS = False
 
     def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
-        if _tolerated(pod):
+        cordoned = cluster.unschedulable
+        if cordoned.find(1, 0, cluster.table.count) < 0 or _tolerated(pod):
             return None
         return bytes(cluster.unschedulable[: cluster.table.count]).translate(_INVERT)
 

@@ -151,6 +151,17 @@ def test_the_table_grows_and_gains_columns_after_the_kernel_was_bound(backend):
     assert kernel.find(table, gpu, cfg, table.live(), 0, 100, seed())[1] == 39
 
 
+def test_a_memoized_pod_vector_is_rebuilt_once_the_table_gains_a_column():
+    table = table_with(("a", 4000, 32 * GI, 110))
+    first = table.pod_vector({"cpu": 100, "memory": GI})
+    assert table.pod_vector({"cpu": 100, "memory": GI}) is first  # the same requests: shared
+    table.set_node("g", {"cpu": 8000, "memory": 64 * GI, "nvidia.com/gpu": 2}, 110)
+    again = table.pod_vector({"cpu": 100, "memory": GI})
+    assert len(again.req) == table.width  # one value per column, the new one included
+    assert again.req[table.column["nvidia.com/gpu"]] == 0
+    assert len(first.req) == table.width - 1  # vectors already handed out are never changed
+
+
 def test_normalized_score_plugins_over_the_window(backend):
     from controlplane.scheduler.kernel import Extra
 
