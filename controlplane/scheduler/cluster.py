@@ -11,11 +11,12 @@ byte, and each label key and value the set of rows carrying it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.scheduler.kernel.table import PODS, NodeTable, PodVector
+from controlplane.scheduler.nodemetrics import NodeMetricRecord
 from controlplane.scheduler.pdbs import PDBRecord
 from controlplane.scheduler.podinfo import ANY_IP, HostPort, PodInfo
 from controlplane.scheduler.topology import DomainColumn, PodIndex
@@ -46,6 +47,10 @@ class NodeInfo:
     unschedulable: bool
     #: the image names ``status.images`` lists
     images: tuple[str, ...] = ()
+    #: allocatable as the node reports it (CPU in milli-cores, everything else in units)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    #: the node's Koordinator annotations (``raw-allocatable``, ``usage-thresholds`` ...)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 #: one entry of ``status.images``: its names and ``sizeBytes``
@@ -73,6 +78,7 @@ class NodeSpec:
     allocatable: Mapping[str, int]
     pods: int
     images: tuple[NodeImage, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def _node_images(status: Mapping[str, Any]) -> tuple[NodeImage, ...]:
@@ -102,6 +108,7 @@ def node_spec(node: Mapping[str, Any]) -> NodeSpec:
         values,
         pods,
         _node_images(node.get("status") or {}),
+        {str(k): str(v) for k, v in (meta.get("annotations") or {}).items() if "koordinator.sh/" in k},
     )
 
 
@@ -147,6 +154,28 @@ class Cluster:
         self.images: dict[str, ImageState] = {}
         #: PersistentVolumes, claims, StorageClasses, CSINodes and the placed pods' CSI volumes
         self.volumes = Volumes()
+        #: node name -> the koordlet's last NodeMetric report (LoadAwareScheduling)
+        self.node_metrics: dict[str, NodeMetricRecord] = {}
+        #: told the node whose metric, placed pods or object changed; None when nodes came
+        #: or went (rows were assigned or freed)
+        self._listeners: list[Callable[[str | None], None]] = []
+
+    def subscribe(self, listener: Callable[[str | None], None]) -> None:
+        """Call ``listener`` on every change of a node's NodeMetric, placed pods or object
+        (with the node's name) and whenever nodes are added or removed (with None)."""
+        self._listeners.append(listener)
+
+    def _changed(self, node: str | None) -> None:
+        for listener in self._listeners:
+            listener(node)
+
+    def set_node_metric(self, record: NodeMetricRecord) -> None:
+        self.node_metrics[record.node] = record
+        self._changed(record.node)
+
+    def remove_node_metric(self, node: str) -> None:
+        if self.node_metrics.pop(node, None) is not None:
+            self._changed(node)
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -163,7 +192,16 @@ class Cluster:
         if old is not None:
             self._unindex(old)
         names = tuple(dict.fromkeys(name for names, _ in spec.images for name in names))
-        info = NodeInfo(spec.name, row, spec.labels, spec.taints, spec.unschedulable, names)
+        info = NodeInfo(
+            spec.name,
+            row,
+            spec.labels,
+            spec.taints,
+            spec.unschedulable,
+            names,
+            spec.allocatable,
+            spec.annotations,
+        )
         for image_names, size in spec.images:  # upstream's addNodeImageStates
             for name in image_names:
                 state = self.images.get(name)
@@ -191,6 +229,7 @@ class Cluster:
                 _, vector, placed = self.placed[key]
                 self.account(row, vector, placed.host_ports, 1)
         self.volumes.node_set(spec.name, row)
+        self._changed(spec.name if not arriving else None)
         return info
 
     def remove_node(self, name: str) -> None:
@@ -211,6 +250,7 @@ class Cluster:
             column.set(info.row, None)
         self.generation += 1
         self.volumes.node_removed(name)
+        self._changed(None)
 
     def _unindex(self, info: NodeInfo) -> None:
         clear = ~(1 << info.row)
@@ -316,6 +356,8 @@ class Cluster:
         info = self.nodes.get(node)
         if info is not None:
             self.account(info.row, vector, pod.host_ports, 1)
+        if self._listeners:
+            self._changed(node)
 
     def unplace(self, key: str) -> None:
         """Forget a placed pod (deleted, or an assumed pod whose binding failed)."""
@@ -335,6 +377,8 @@ class Cluster:
         info = self.nodes.get(node)
         if info is not None:
             self.account(info.row, vector, placed.host_ports, -1)
+        if self._listeners:
+            self._changed(node)
 
     def account(self, row: int, vector: PodVector, ports: tuple[HostPort, ...], sign: int) -> None:
         """Add (``sign=1``) or remove a pod's requests and host ports on a row."""

@@ -109,6 +109,10 @@ class Framework:
             else percentage
         )
         plugins: dict[str, Any] = {}
+        #: every plug-in the profile enables, at any point
+        self.enabled = frozenset(
+            (*profile.filters, *profile.scores, *(n for names in profile.points.values() for n in names))
+        )
         for name in (
             *profile.filters,
             *profile.scores,

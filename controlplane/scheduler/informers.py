@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeSpec, node_spec
+from controlplane.scheduler.nodemetrics import NodeMetricRecord, node_metric_record
 from controlplane.scheduler.pdbs import PDBRecord, pdb_record
 from controlplane.scheduler.queue import (
     CSI_NODE_ADD,
@@ -20,6 +21,7 @@ from controlplane.scheduler.queue import (
     NODE_ALLOCATABLE,
     NODE_DELETE,
     NODE_LABEL,
+    NODE_METRIC_CHANGE,
     NODE_TAINT,
     PV_ADD,
     PV_UPDATE,
@@ -44,12 +46,27 @@ from koordinator.kube.informer.informer import Tombstone
 log = logging.getLogger(__name__)
 
 
+#: the informers only some plug-ins need (their CRDs may not be installed otherwise)
+NODE_METRICS = "nodemetrics"
+OPTIONAL_FEEDS = frozenset({NODE_METRICS})
+
+
 class ClusterFeed:
     def __init__(self, cluster: Cluster, queue: SchedulingQueue) -> None:
         self.cluster = cluster
         self.queue = queue
 
-    def attach(self, factory: InformerFactory) -> None:
+    def attach(self, factory: InformerFactory, feeds: frozenset[str] = frozenset()) -> None:
+        """Register the consumers; ``feeds`` names the optional informers the enabled
+        plug-ins read (:data:`OPTIONAL_FEEDS`)."""
+        if NODE_METRICS in feeds:
+            factory.informer(res.NODE_METRICS).add_consumer(
+                _node_metric_record,
+                name="scheduler",
+                on_add=self._node_metric_set,
+                on_update=lambda _, new: self._node_metric_set(new),
+                on_delete=self._node_metric_deleted,
+            )
         factory.informer(res.NODES).add_consumer(
             _node_record,
             name="scheduler",
@@ -161,6 +178,19 @@ class ClusterFeed:
             self.cluster.remove_node(name.rsplit("/", 1)[-1])
             self.queue.on_event(NODE_DELETE)
 
+    def _node_metric_set(self, record: NodeMetricRecord | None) -> None:
+        if record is not None:
+            self.cluster.set_node_metric(record)
+            self.queue.on_event(NODE_METRIC_CHANGE)
+
+    def _node_metric_deleted(
+        self, record: NodeMetricRecord | Tombstone[NodeMetricRecord | None] | None
+    ) -> None:
+        name = record.key if isinstance(record, Tombstone) else record.node if record is not None else None
+        if name:
+            self.cluster.remove_node_metric(name.rsplit("/", 1)[-1])
+            self.queue.on_event(NODE_METRIC_CHANGE)
+
     def _namespace_set(self, ns: tuple[str, Mapping[str, str]]) -> None:
         self.cluster.set_namespace(*ns)
 
@@ -175,6 +205,14 @@ def _node_record(obj: Mapping[str, Any]) -> NodeSpec | None:
         return node_spec(obj)
     except (ValueError, KeyError) as err:
         log.warning("node %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
+        return None
+
+
+def _node_metric_record(obj: Mapping[str, Any]) -> NodeMetricRecord | None:
+    try:
+        return node_metric_record(obj)
+    except ValueError as err:
+        log.warning("NodeMetric %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
         return None
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from controlplane.scheduler import podterms
 from controlplane.scheduler.podterms import Controller, PodAffinity, SpreadConstraint
 from koordinator.api import resourcelist
+from koordinator.api.extension.priority import get_pod_priority_class_with_default
 from koordinator.api.quantity import Quantity
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
@@ -175,6 +176,15 @@ class PodInfo:
     spread: tuple[SpreadConstraint, ...] = ()
     #: the controlling owner reference (PodTopologySpread's default constraints)
     controller: Controller | None = None
+    #: effective limits, as ``requests`` (LoadAwareScheduling's estimate)
+    limits: Mapping[str, int] = field(default_factory=dict)
+    #: Koordinator's priority class (``koord-prod`` ... or ``""``), with the QoS default
+    priority_class: str = ""
+    #: the annotations Koordinator's plug-ins read (its own and the PodGroup ones)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    #: ``lastTransitionTime`` of the PodScheduled and Initialized conditions ("" when absent)
+    scheduled_at: str = ""
+    initialized_at: str = ""
     #: ``namespace/name``: the pod's key everywhere in the scheduler (set from the two)
     key: str = field(init=False, repr=False, compare=False)
 
@@ -208,6 +218,46 @@ def _requests(pod: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def _limits(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's effective limits (:func:`koordinator.api.resourcelist.pod_limits`); a
+    pod with only regular containers is summed from cached parses."""
+    spec = pod.get("spec") or {}
+    if spec.get("initContainers") or spec.get("overhead"):
+        totals = resourcelist.pod_limits(pod)
+        return {name: v for name, q in totals.items() if (v := _value(name, q))}
+    out: dict[str, int] = {}
+    for container in spec.get("containers") or ():
+        for name, raw in ((container.get("resources") or {}).get("limits") or {}).items():
+            value = _parsed(name, raw) if isinstance(raw, str) else _value(name, Quantity.from_json(raw))
+            if value:
+                out[name] = out.get(name, 0) + value
+    return out
+
+
+#: annotation keys kept on the record: Koordinator's domains and the PodGroup label's
+_KEPT_ANNOTATIONS = ("koordinator.sh/", "scheduling.sigs.k8s.io", "scheduling.x-k8s.io")
+
+
+def _annotations(meta: Mapping[str, Any]) -> dict[str, str]:
+    raw = meta.get("annotations")
+    if not raw:
+        return {}
+    return {str(k): str(v) for k, v in raw.items() if any(part in k for part in _KEPT_ANNOTATIONS)}
+
+
+def _condition_times(status: Mapping[str, Any]) -> tuple[str, str]:
+    scheduled = initialized = ""
+    for condition in status.get("conditions") or ():
+        if not isinstance(condition, Mapping) or condition.get("status") != "True":
+            continue
+        kind = condition.get("type")
+        if kind == "PodScheduled":
+            scheduled = str(condition.get("lastTransitionTime") or "")
+        elif kind == "Initialized":
+            initialized = str(condition.get("lastTransitionTime") or "")
+    return scheduled, initialized
+
+
 def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     """The record of a pod object; ValueError (QuantityError, ResourceListError) for requests
     that do not parse."""
@@ -215,6 +265,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     spec = pod.get("spec") or {}
     requests = _requests(pod)
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    scheduled, initialized = _condition_times(pod.get("status") or {})
     return PodInfo(
         namespace=meta.get("namespace") or "default",
         name=meta.get("name") or "",
@@ -261,4 +312,9 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         affinity=podterms.pod_affinity(meta.get("namespace") or "default", spec.get("affinity")),
         spread=podterms.spread_constraints(spec.get("topologySpreadConstraints")),
         controller=podterms.controller(meta),
+        limits=_limits(pod),
+        priority_class=get_pod_priority_class_with_default(pod).value,
+        annotations=_annotations(meta),
+        scheduled_at=scheduled,
+        initialized_at=initialized,
     )

@@ -71,6 +71,9 @@ STORAGE_CLASS_ADD = ClusterEvent("StorageClass", "Add")
 STORAGE_CLASS_UPDATE = ClusterEvent("StorageClass", "Update")
 CSI_NODE_ADD = ClusterEvent("CSINode", "Add")
 CSI_NODE_UPDATE = ClusterEvent("CSINode", "Update")
+#: a NodeMetric (the koordlet's usage report) came, changed or went: LoadAwareScheduling's
+#: ``nodemetrics.v1alpha1.slo.koordinator.sh`` event
+NODE_METRIC_CHANGE = ClusterEvent("NodeMetric", "*")
 #: upstream's "UnschedulableTimeout": every plug-in is interested
 UNSCHEDULABLE_TIMEOUT = ClusterEvent("*", "UnschedulableTimeout")
 

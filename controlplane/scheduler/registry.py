@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controlplane.scheduler.informers import NODE_METRICS
 from controlplane.scheduler.plugins import (
     defaultbinder,
     imagelocality,
@@ -25,6 +26,8 @@ from controlplane.scheduler.plugins import (
 from controlplane.scheduler.plugins.defaultbinder import DefaultBinder
 from controlplane.scheduler.plugins.imagelocality import ImageLocality
 from controlplane.scheduler.plugins.interpodaffinity import InterPodAffinity
+from controlplane.scheduler.plugins.loadaware import args as loadaware_args
+from controlplane.scheduler.plugins.loadaware.plugin import LoadAwareScheduling
 from controlplane.scheduler.plugins.nodename import NodeName
 from controlplane.scheduler.plugins.nodeports import NodePorts
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
@@ -43,6 +46,7 @@ from controlplane.scheduler.queue import (
     NODE_ALLOCATABLE,
     NODE_DELETE,
     NODE_LABEL,
+    NODE_METRIC_CHANGE,
     NODE_TAINT,
     POD_GATES_REMOVED,
     PV_ADD,
@@ -74,6 +78,8 @@ class PluginSpec:
     args: Callable[[Mapping[str, Any] | None, str], object] | None = None
     #: cluster events that may make a pod it rejected schedulable (upstream's EventsToRegister)
     events: frozenset[ClusterEvent] = frozenset()
+    #: the optional informers it reads (:data:`controlplane.scheduler.informers.OPTIONAL_FEEDS`)
+    feeds: frozenset[str] = frozenset()
 
 
 REGISTRY: dict[str, PluginSpec] = {
@@ -180,6 +186,14 @@ REGISTRY: dict[str, PluginSpec] = {
             ),
         ),
         PluginSpec(noderesources.BALANCED, frozenset({SCORE}), args=noderesources.balanced_args),
+        PluginSpec(
+            loadaware_args.NAME,
+            frozenset({FILTER, SCORE, RESERVE}),
+            factory=LoadAwareScheduling,
+            args=loadaware_args.load_aware_args,
+            events=frozenset({NODE_METRIC_CHANGE, ASSIGNED_POD_DELETE}),
+            feeds=frozenset({NODE_METRICS}),
+        ),
         PluginSpec(imagelocality.NAME, frozenset({SCORE}), factory=lambda _: ImageLocality()),
         PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
         PluginSpec(defaultbinder.NAME, frozenset({BIND}), factory=lambda _: DefaultBinder()),

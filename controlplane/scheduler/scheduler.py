@@ -47,7 +47,7 @@ from controlplane.scheduler.queue import (
     QueuedPod,
     SchedulingQueue,
 )
-from controlplane.scheduler.registry import BIND, plugin_events
+from controlplane.scheduler.registry import BIND, REGISTRY, plugin_events
 from controlplane.scheduler.waiting import WaitingPod, WaitingPods
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, PatchType
@@ -134,7 +134,10 @@ class Scheduler:
             on_update=self._pod_updated,
             on_delete=self._pod_deleted,
         )
-        ClusterFeed(self.cluster, self.queue).attach(factory)
+        feeds = frozenset(
+            feed for fw in self.frameworks.values() for name in fw.enabled for feed in REGISTRY[name].feeds
+        )
+        ClusterFeed(self.cluster, self.queue).attach(factory, feeds)
 
     # --- reserve pods ---------------------------------------------------------------------
 

@@ -3,11 +3,12 @@ framework, and say for each where it went and why (or why nowhere).
 
 Nodes come from ``--nodes``, the pods to place from ``--pods``, and other cluster objects
 from ``--objects`` (pods already bound there count on their nodes; PodDisruptionBudgets
-guide whom preemption would evict; PersistentVolumes, claims, StorageClasses and CSINodes
-feed the volume plug-ins). Each scheduled pod is assumed on its node before the
-next one is placed, as the live scheduler does, with the profile's Reserve and Permit
-plug-ins run on it (a pod a Permit plug-in would hold is reported waiting; nothing is
-bound or written). Pods that name another scheduler are reported and left alone.
+guide whom preemption would evict; NodeMetrics give LoadAwareScheduling the nodes' usage;
+PersistentVolumes, claims, StorageClasses and CSINodes feed the volume plug-ins). Each
+scheduled pod is assumed on its node before the next one is placed, as the live
+scheduler does, with the profile's Reserve and Permit plug-ins run on it (a pod a Permit
+plug-in would hold is reported waiting; nothing is bound or written). Pods that name
+another scheduler are reported and left alone.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework
+from controlplane.scheduler.nodemetrics import node_metric_record
 from controlplane.scheduler.pdbs import pdb_record
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.api.resourcelist import ResourceListError
@@ -94,6 +96,13 @@ def simulate(
             cluster.place(info, info.node_name)
         elif obj.get("kind") == "PodDisruptionBudget":
             cluster.set_pdb(pdb_record(obj))
+        elif obj.get("kind") == "NodeMetric":
+            try:
+                cluster.set_node_metric(node_metric_record(obj))
+            except ValueError as err:
+                raise SimulateError(
+                    f"NodeMetric {(obj.get('metadata') or {}).get('name')!r}: {err}"
+                ) from None
         else:  # PersistentVolumes, claims, StorageClasses and CSINodes for the volume plug-ins
             cluster.volumes.add_object(obj)
     frameworks = {

@@ -1,0 +1,343 @@
+"""One node's load as LoadAwareScheduling sees it: what the node can give, what it uses
+(the NodeMetric plus the pods placed since the report, still estimated), and its
+thresholds. Computed per node when its NodeMetric, its placed pods or its object change.
+
+The estimated usage of the pods on a node (upstream's assign cache): a placed pod is still
+estimated when the report has no usage for it, when it was scheduled after the report or
+within one report interval before it, or until its estimation deadline; such a pod counts
+with the larger of its estimate and its reported usage, and its reported usage is taken
+out of the node's usage it is already part of. Everything else is as reported.
+
+Filter and score compare, per resource, ``used + estimate of the incoming pod`` with the
+node's allocatable (the ``raw-allocatable`` annotation over ``status.allocatable``, to undo
+amplification): the filter passes while ``round(total / allocatable * 100)`` stays within
+the threshold, so each thresholded resource has a headroom: the largest estimate that
+still passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from controlplane.scheduler.cluster import NodeInfo
+from controlplane.scheduler.kernel.twin import MAX_NODE_SCORE, go_round
+from controlplane.scheduler.nodemetrics import NodeMetricRecord, Usage
+from controlplane.scheduler.plugins.loadaware.args import Aggregated, LoadAwareArgs
+from controlplane.scheduler.plugins.loadaware.estimate import (
+    Estimate,
+    estimate_pod,
+    estimated_deadline,
+    scheduled_time,
+)
+from controlplane.scheduler.podinfo import PodInfo
+from koordinator.api.extension.annotations import AnnotationError, get_resource_list
+from koordinator.api.extension.node import ANNOTATION_NODE_RAW_ALLOCATABLE
+from koordinator.api.extension.priority import PriorityClass
+from koordinator.api.extension.scheduling import CustomUsageThresholds, get_custom_usage_thresholds
+from koordinator.api.goparse import GoParseError, parse_duration_seconds
+
+PROD = PriorityClass.PROD.value
+#: no threshold on a resource: any estimate passes
+UNLIMITED = math.inf
+
+REASON_EXPIRED = "node(s) nodeMetric expired"
+
+
+def usage_reason(resource: str, aggregated: bool) -> str:
+    """Upstream's ``ErrReasonUsageExceedThreshold`` / ``ErrReasonAggregatedUsageExceedThreshold``."""
+    return (
+        f"node(s) {resource} aggregated usage exceed threshold"
+        if aggregated
+        else f"node(s) {resource} usage exceed threshold"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FilterProfile:
+    """The thresholds a node holds pods to: its ``usage-thresholds`` annotation over the args
+    (upstream's ``generateUsageThresholdsFilterProfile``)."""
+
+    usage_thresholds: Mapping[str, int]
+    prod_usage_thresholds: Mapping[str, int]
+    aggregated: Aggregated | None
+
+
+def filter_profile(node: NodeInfo, args: LoadAwareArgs) -> FilterProfile:
+    try:
+        custom: CustomUsageThresholds | None = get_custom_usage_thresholds(node.annotations)
+    except AnnotationError:
+        custom = None
+    default_aggregated = args.aggregated if args.aggregated is not None and args.aggregated.filters else None
+    if custom is None:
+        return FilterProfile(args.usage_thresholds, args.prod_usage_thresholds, default_aggregated)
+    aggregated = default_aggregated
+    mine = custom.aggregated_usage
+    if mine is not None and mine.usage_thresholds and mine.usage_aggregation_type:
+        duration = 0.0
+        if mine.usage_aggregated_duration:
+            try:
+                duration = parse_duration_seconds(mine.usage_aggregated_duration)
+            except GoParseError:
+                duration = 0.0
+        aggregated = Aggregated(mine.usage_thresholds, mine.usage_aggregation_type, duration)
+    return FilterProfile(
+        custom.usage_thresholds or args.usage_thresholds,
+        custom.prod_usage_thresholds or args.prod_usage_thresholds,
+        aggregated,
+    )
+
+
+def target_aggregated_usage(record: NodeMetricRecord, duration: float, kind: str) -> Usage | None:
+    """Upstream's ``getTargetAggregatedUsage``: the usage at ``kind`` over the window of
+    ``duration`` seconds, or with no duration the longest window reporting it (falling back
+    to the node's plain usage when none does)."""
+    if record.node_usage is None or not record.aggregated:
+        return None
+    if not duration:
+        longest = max(
+            (window for (window, k), usage in record.aggregated.items() if k == kind and usage), default=None
+        )
+        if longest is None:
+            return record.node_usage or None
+        return record.aggregated[(longest, kind)]
+    return record.aggregated.get((duration, kind)) or None
+
+
+def node_allocatable(node: NodeInfo, resources: Iterable[str]) -> tuple[int, ...]:
+    """``status.allocatable`` with the ``raw-allocatable`` annotation's values over it (a
+    malformed annotation is ignored, as upstream falls back to the allocatable)."""
+    values = dict(node.allocatable)
+    try:
+        raw = get_resource_list(node.annotations, ANNOTATION_NODE_RAW_ALLOCATABLE)
+    except AnnotationError:
+        raw = None
+    for name, quantity in (raw or {}).items():
+        values[name] = quantity.milli_value() if name == "cpu" else quantity.value()
+    return tuple(values.get(name, 0) for name in resources)
+
+
+def headroom(threshold: int, allocatable: int, used: int) -> float:
+    """The largest estimate with ``round((used + estimate) / allocatable * 100) <= threshold``
+    (upstream's float arithmetic), or :data:`UNLIMITED` when the resource is not held."""
+    if threshold <= 0 or allocatable <= 0:
+        return UNLIMITED
+    total = (threshold * allocatable + allocatable // 2) // 100 + 1
+    while total >= 0 and go_round(float(total) / float(allocatable) * 100) > threshold:
+        total -= 1
+    while go_round(float(total + 1) / float(allocatable) * 100) <= threshold:
+        total += 1
+    return total - used
+
+
+def least_used_score(used: int, capacity: int) -> int:
+    if capacity == 0 or used > capacity:
+        return 0
+    return (capacity - used) * MAX_NODE_SCORE // capacity
+
+
+def load_score(
+    weights: Iterable[tuple[int, int]], dominant_weight: int, used: Estimate, alloc: Estimate
+) -> int:
+    """Upstream's ``loadAwareSchedulingScorer``: the weighted least-used scores, plus the
+    lowest of them weighted by ``dominantResourceWeight``; ``weights`` are (resource index,
+    weight)."""
+    total = 0
+    weight_sum = dominant_weight
+    dominant = MAX_NODE_SCORE if dominant_weight else 0
+    for i, weight in weights:
+        score = least_used_score(used[i], alloc[i])
+        total += score * weight
+        weight_sum += weight
+        dominant = min(dominant, score)
+    total += dominant * dominant_weight
+    return total // weight_sum if weight_sum > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A filter class's per-resource headroom and the reason each resource fails with."""
+
+    headroom: tuple[float, ...]
+    aggregated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """One node as the plug-in filters and scores it."""
+
+    row: int
+    alloc: Estimate
+    #: a NodeMetric exists for the node
+    reported: bool = False
+    #: it is past ``nodeMetricExpirationSeconds`` (or was never updated)
+    expired: bool = False
+    #: filter limits for non-prod pods, and for prod pods (None: the node has no prod
+    #: thresholds, so prod pods use the non-prod ones); None limits pass every pod
+    limits: Limits | None = None
+    prod_limits: Limits | None = None
+    #: the existing estimated usage scores compare (without the incoming pod), for
+    #: non-prod pods and for prod pods when ``scoreAccordingProdUsage``
+    score_used: Estimate | None = None
+    prod_score_used: Estimate | None = None
+
+    def passes(self, estimate: Estimate, prod: bool, args: LoadAwareArgs) -> bool:
+        return self.failing(estimate, prod, args) is None
+
+    def failing(self, estimate: Estimate, prod: bool, args: LoadAwareArgs) -> str | None:
+        """Why the filter rejects a pod of this estimate (None: it passes)."""
+        if not self.reported:
+            return None
+        if self.expired and args.filter_expired_node_metrics:
+            return None if args.enable_schedule_when_node_metrics_expired else REASON_EXPIRED
+        limits = self.prod_limits if prod and self.prod_limits is not None else self.limits
+        if limits is None:
+            return None
+        for i, room in enumerate(limits.headroom):
+            if estimate[i] > room:
+                return usage_reason(args.resources[i], limits.aggregated)
+        return None
+
+    def score(
+        self, estimate: Estimate, prod: bool, args: LoadAwareArgs, weights: Iterable[tuple[int, int]]
+    ) -> int:
+        used = self.prod_score_used if prod and args.score_according_prod_usage else self.score_used
+        if not self.reported or self.expired or used is None:
+            return 0
+        total = tuple(u + e for u, e in zip(used, estimate, strict=True))
+        return load_score(weights, args.dominant_resource_weight, total, self.alloc)
+
+
+def _sum(resources: tuple[str, ...], usages: Iterable[Usage]) -> list[int]:
+    out = [0] * len(resources)
+    for usage in usages:
+        for i, name in enumerate(resources):
+            out[i] += usage.get(name, 0)
+    return out
+
+
+def existing_usage(
+    args: LoadAwareArgs,
+    record: NodeMetricRecord,
+    pods: Iterable[PodInfo],
+    first_seen: Mapping[str, float],
+    *,
+    prod: bool,
+    usage: Usage | None,
+    all_estimated: bool = False,
+    include_sys: bool = False,
+) -> Estimate:
+    """Upstream's ``GetEstimatedUsed`` without the incoming pod: the still-estimated pods at
+    the larger of estimate and reported usage, plus the node's usage less theirs (``usage``:
+    the plain or aggregated node usage chosen), or for prod pods the other prod pods'
+    reported usage (and the system's with ``prodUsageIncludeSys``). ``all_estimated``: every
+    pod is estimated (scores over an aggregation the NodeMetric lacks)."""
+    resources = args.resources
+    updated = record.update_time or 0.0
+    considered = [pod for pod in pods if not prod or pod.priority_class == PROD]
+    metrics = {pod.key: record.pods[pod.key].usage for pod in considered if pod.key in record.pods}
+    estimated = [0] * len(resources)
+    estimated_keys: set[str] = set()
+    for pod in considered:
+        reported = metrics.get(pod.key)
+        assumed = first_seen.get(pod.key, 0.0)
+        since = scheduled_time(pod) or assumed
+        deadline = estimated_deadline(pod, args, assumed)
+        still = (
+            not reported
+            or since > updated
+            or (since < updated and updated - since < record.report_interval_s)
+            or all_estimated
+            or (deadline is not None and deadline > updated)
+        )
+        if not still:
+            continue
+        estimated_keys.add(pod.key)
+        estimate = estimate_pod(pod, args)
+        for i, name in enumerate(resources):
+            value = estimate[i]
+            if reported and name in reported:
+                value = max(value, reported[name])
+            estimated[i] += value
+    if prod:
+        others = _sum(resources, (u for key, u in metrics.items() if key not in estimated_keys))
+        if include_sys:
+            others = [o + s for o, s in zip(others, _sum(resources, [record.system_usage]), strict=True)]
+        return tuple(e + o for e, o in zip(estimated, others, strict=True))
+    if record.node_usage is None or usage is None:
+        return tuple(estimated)
+    taken = _sum(resources, (u for key, u in metrics.items() if key in estimated_keys))
+    out = []
+    for i, name in enumerate(resources):
+        value = usage.get(name, 0)
+        if taken[i] and value >= taken[i]:
+            value -= taken[i]
+        out.append(estimated[i] + value)
+    return tuple(out)
+
+
+def node_load(
+    node: NodeInfo,
+    record: NodeMetricRecord | None,
+    pods: list[PodInfo],
+    first_seen: Mapping[str, float],
+    args: LoadAwareArgs,
+    now: float,
+) -> NodeLoad:
+    """The node's load from its object, its NodeMetric and the pods placed on it."""
+    resources = args.resources
+    alloc = node_allocatable(node, resources)
+    if record is None:
+        return NodeLoad(node.row, alloc)
+    expired = record.update_time is None or now - record.update_time >= args.node_metric_expiration_s
+    profile = filter_profile(node, args)
+    limits = prod_limits = None
+    if record.node_usage is not None:
+        if profile.aggregated is not None:
+            thresholds, aggregated = profile.aggregated.usage_thresholds, True
+            usage = target_aggregated_usage(
+                record,
+                profile.aggregated.usage_aggregated_duration,
+                profile.aggregated.usage_aggregation_type,
+            )
+        else:
+            thresholds, aggregated, usage = profile.usage_thresholds, False, record.node_usage
+        if thresholds:
+            used = existing_usage(args, record, pods, first_seen, prod=False, usage=usage)
+            limits = Limits(_headrooms(resources, thresholds, alloc, used), aggregated)
+    if profile.prod_usage_thresholds:
+        used = existing_usage(
+            args, record, pods, first_seen, prod=True, usage=None, include_sys=args.prod_usage_include_sys
+        )
+        prod_limits = Limits(_headrooms(resources, profile.prod_usage_thresholds, alloc, used), False)
+    scoring = args.aggregated if args.aggregated is not None and args.aggregated.scores else None
+    if scoring is not None:
+        score_usage = target_aggregated_usage(
+            record, scoring.score_aggregated_duration, scoring.score_aggregation_type
+        )
+        missing = score_usage is None
+    else:
+        score_usage, missing = record.node_usage, False
+    score_used = existing_usage(
+        args, record, pods, first_seen, prod=False, usage=score_usage, all_estimated=missing
+    )
+    prod_score_used = None
+    if args.score_according_prod_usage:
+        prod_score_used = existing_usage(
+            args,
+            record,
+            pods,
+            first_seen,
+            prod=True,
+            usage=None,
+            all_estimated=missing,
+            include_sys=args.prod_usage_include_sys,
+        )
+    return NodeLoad(node.row, alloc, True, expired, limits, prod_limits, score_used, prod_score_used)
+
+
+def _headrooms(
+    resources: tuple[str, ...], thresholds: Mapping[str, int], alloc: Estimate, used: Estimate
+) -> tuple[float, ...]:
+    return tuple(headroom(thresholds.get(name, 0), alloc[i], used[i]) for i, name in enumerate(resources))
