@@ -14,16 +14,19 @@ from typing import Any
 from controlplane.scheduler.informers import NODE_METRICS
 from controlplane.scheduler.plugins import (
     defaultbinder,
+    fitplus,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
     noderesources,
     nodevolumelimits,
     podtopologyspread,
+    scarceresource,
     schedulinggates,
     volumebinding,
 )
 from controlplane.scheduler.plugins.defaultbinder import DefaultBinder
+from controlplane.scheduler.plugins.fitplus import NodeResourcesFitPlus
 from controlplane.scheduler.plugins.imagelocality import ImageLocality
 from controlplane.scheduler.plugins.interpodaffinity import InterPodAffinity
 from controlplane.scheduler.plugins.loadaware import args as loadaware_args
@@ -33,6 +36,7 @@ from controlplane.scheduler.plugins.nodeports import NodePorts
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from controlplane.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
 from controlplane.scheduler.plugins.podtopologyspread import PodTopologySpread
+from controlplane.scheduler.plugins.scarceresource import ScarceResourceAvoidance
 from controlplane.scheduler.plugins.schedulinggates import SchedulingGates
 from controlplane.scheduler.plugins.tainttoleration import TaintToleration
 from controlplane.scheduler.plugins.volumebinding import VolumeBinding
@@ -195,6 +199,15 @@ REGISTRY: dict[str, PluginSpec] = {
             feeds=frozenset({NODE_METRICS}),
         ),
         PluginSpec(imagelocality.NAME, frozenset({SCORE}), factory=lambda _: ImageLocality()),
+        PluginSpec(
+            fitplus.NAME, frozenset({SCORE}), factory=NodeResourcesFitPlus, args=fitplus.fit_plus_args
+        ),
+        PluginSpec(
+            scarceresource.NAME,
+            frozenset({SCORE}),
+            factory=ScarceResourceAvoidance,
+            args=scarceresource.scarce_args,
+        ),
         PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
         PluginSpec(defaultbinder.NAME, frozenset({BIND}), factory=lambda _: DefaultBinder()),
     )

@@ -11,11 +11,12 @@ and Koordinator's ForgetPod hook are one method each; a plug-in serves those it 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
-from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.kernel.twin import NO_NORMALIZE, Domains, Extra
 from controlplane.scheduler.podinfo import PodInfo
 from koordinator.kube.client import ApiClient
 
@@ -54,6 +55,18 @@ class NormalizedScore(Protocol):
     def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
         """The raw score of one node (for ``simulate``)."""
         ...
+
+
+_identity = array("q")
+
+
+def final_row_scores(name: str, weight: int, scores: array[int]) -> Extra:
+    """A score plug-in's :class:`Extra` from one final score per row (``scores[row]``, 0-100),
+    for plug-ins upstream does not normalize (LoadAwareScheduling, NodeResourcesFitPlus)."""
+    global _identity
+    if len(_identity) < len(scores):
+        _identity = array("q", range(max(len(scores), 2 * len(_identity))))
+    return Extra(name, weight, False, normalize=NO_NORMALIZE, domains=[Domains(_identity, scores)])
 
 
 def and_masks(a: bytes, b: bytes) -> bytes:

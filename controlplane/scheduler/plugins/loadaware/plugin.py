@@ -18,8 +18,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
-from controlplane.scheduler.kernel.twin import NO_NORMALIZE, Domains, Extra
-from controlplane.scheduler.plugins.interface import CycleState
+from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.plugins.interface import CycleState, final_row_scores
 from controlplane.scheduler.plugins.loadaware.args import NAME, LoadAwareArgs, load_aware_args
 from controlplane.scheduler.plugins.loadaware.estimate import Estimate, estimate_pod
 from controlplane.scheduler.plugins.loadaware.usage import PROD, NodeLoad, node_load
@@ -62,7 +62,6 @@ class LoadAwareScheduling:
         self._first_seen: dict[str, float] = {}
         self._masks: dict[Key, bytearray] = {}
         self._scores: dict[Key, array[int]] = {}
-        self._identity = array("q")
 
     # --- keeping the loads current -------------------------------------------------------
 
@@ -98,7 +97,6 @@ class LoadAwareScheduling:
         if self._resized:
             self._masks.clear()
             self._scores.clear()
-            self._identity = array("q", range(cluster.table.count))
             self._resized = False
         dirty, self._dirty = self._dirty, set()
         for name in dirty:
@@ -233,13 +231,8 @@ class LoadAwareScheduling:
         self.refresh(cluster)
         if not self._loads:
             return None  # no node reports: every node scores 0
-        scores = self._row_scores(cluster, self._key(pod))
-        identity = self._identity
-        if len(identity) < cluster.table.count:
-            identity = self._identity = array("q", range(cluster.table.count))
         # upstream has no NormalizeScore: the score is final
-        domains = Domains(identity, array("q", scores))
-        return Extra(NAME, weight, False, normalize=NO_NORMALIZE, domains=[domains])
+        return final_row_scores(NAME, weight, array("q", self._row_scores(cluster, self._key(pod))))
 
     def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
         cluster = self._cluster
