@@ -261,7 +261,7 @@ def _profile(raw: Mapping[str, Any], path: str) -> Profile:
     if noderesources.FIT not in filters:
         raise ConfigError(f"{path}.plugins.filter: {noderesources.FIT} cannot be disabled in koord-scheduler")
     profile.filters, profile.scores = filters, scores
-    profile.points = {point: names for point, names in points.items() if point not in (FILTER, POST_FILTER)}
+    profile.points = {point: names for point, names in points.items() if point != FILTER}
     _plugin_config(raw.get("pluginConfig"), f"{path}.pluginConfig", profile)
     return profile
 

@@ -31,14 +31,17 @@ from controlplane.scheduler.metrics import PLUGIN_SAMPLE_EVERY, SchedulerMetrics
 from controlplane.scheduler.plugins import noderesources
 from controlplane.scheduler.plugins.defaultpreemption import Candidate, Checks, Outcome, preempt
 from controlplane.scheduler.plugins.interface import (
+    Handle,
     MaskFilter,
     NormalizedScore,
+    PostFilterPlugin,
+    PreFilterPlugin,
     and_masks,
     and_not,
     rows_mask,
 )
 from controlplane.scheduler.podinfo import PodInfo
-from controlplane.scheduler.registry import REGISTRY
+from controlplane.scheduler.registry import POST_FILTER, PRE_FILTER, REGISTRY
 from controlplane.scheduler.sampling import num_feasible_nodes_to_find
 
 NO_NODES = "no nodes available to schedule pods"
@@ -77,9 +80,13 @@ class PreFiltered:
     narrowing: tuple[str, ...] = ()
 
 
-def _suffix(outcome: Outcome | None) -> str:
-    """What PostFilter adds to the FitError text."""
-    return f" preemption: {outcome.message}." if outcome is not None and outcome.message else ""
+def _suffix(notes: list[str], outcome: Outcome | None) -> str:
+    """What PostFilter adds to the FitError text: each plug-in's message in order, then
+    preemption's (upstream joins them with ", ")."""
+    parts = list(notes)
+    if outcome is not None and outcome.message:
+        parts.append(f"preemption: {outcome.message}.")
+    return f" {', '.join(parts)}" if parts else ""
 
 
 def fit_error(all_nodes: int, reasons: dict[str, int]) -> str:
@@ -133,9 +140,23 @@ class Framework:
             [f for f in self.filters if f.PREEMPTION_HELPS and f.NAME not in self.after_fit],
             [f for f in self.filters if f.PREEMPTION_HELPS and f.NAME in self.after_fit],
         )
-        #: filters with a PreFilter step (VolumeBinding): it may reject the pod everywhere
-        #: or narrow the nodes before any filter runs
-        self.pre_filters = [f for f in self.filters if callable(getattr(f, "pre_filter", None))]
+        #: every plug-in object of the profile, by name
+        self.plugins: dict[str, Any] = plugins
+        #: the PreFilter plug-ins, in order (VolumeBinding, Coscheduling ...): one may reject
+        #: the pod everywhere or narrow the nodes before any filter runs
+        self.pre_filters: list[PreFilterPlugin] = [
+            plugins[name]
+            for name in profile.points.get(PRE_FILTER, ())
+            if name in plugins and callable(getattr(plugins[name], "pre_filter", None))
+        ]
+        #: the PostFilter plug-ins other than DefaultPreemption, in order (Coscheduling ...)
+        self.post_filters: list[PostFilterPlugin] = [
+            plugins[name]
+            for name in profile.points.get(POST_FILTER, ())
+            if name in plugins and callable(getattr(plugins[name], "post_filter", None))
+        ]
+        #: plug-ins told of every pod the scheduler's informer sees (gangs, quotas)
+        self.pod_listeners = [p for p in plugins.values() if callable(getattr(p, "on_pod", None))]
         #: score plug-ins outside the kernel, with their weights
         self.scorers: list[tuple[NormalizedScore, int]] = [
             (plugins[name], weight) for name, weight in profile.scores.items() if name in plugins and weight
@@ -151,6 +172,18 @@ class Framework:
         self._sampled = False
         self._cfg: ScoreConfig | None = None
         self._cfg_width = -1
+
+    def bind_handle(self, handle: Handle) -> None:
+        """Give the plug-ins that act on the running scheduler (waiting pods, the queue) its handle."""
+        for plugin in self.plugins.values():
+            bind = getattr(plugin, "bind_handle", None)
+            if callable(bind):
+                bind(handle)
+
+    def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        """A pod was added (``old`` None), changed, or deleted (``new`` None)."""
+        for plugin in self.pod_listeners:
+            plugin.on_pod(old, new)
 
     # --- the pieces ----------------------------------------------------------------------
 
@@ -274,8 +307,10 @@ class Framework:
         if chosen >= 0:
             return ScheduleResult(pod.key, table.names[chosen], feasible=feasible, processed=processed)
         reasons, plugins = self.diagnose(pod, vector, cfg, masks, pre)
+        message = fit_error(all_nodes, reasons)
+        notes = self._post_filter_plugins(pod, message)
         outcome = self._post_filter(pod, vector, self.static_mask(masks, pod))
-        message = fit_error(all_nodes, reasons) + _suffix(outcome)
+        message += _suffix(notes, outcome)
         return ScheduleResult(
             pod.key,
             None,
@@ -310,11 +345,17 @@ class Framework:
     def _rejected_everywhere(self, pod: PodInfo, vector: PodVector, pre: PreFiltered) -> ScheduleResult:
         """A PreFilter rejection: upstream's FitError carries its message instead of the
         per-node histogram, and preemption cannot help on any node."""
+        message = f"0/{len(self.cluster.nodes)} nodes are available: {pre.message}."
+        notes = self._post_filter_plugins(pod, message)
         outcome = self._post_filter(pod, vector, bytes(self.cluster.table.count))
-        message = f"0/{len(self.cluster.nodes)} nodes are available: {pre.message}.{_suffix(outcome)}"
+        message += _suffix(notes, outcome)
         plugins = frozenset({pre.plugin}) if pre.plugin else frozenset()
         clears = bool(outcome and outcome.clears_nomination)
         return ScheduleResult(pod.key, None, message, {}, 0, 0, plugins, None, clears)
+
+    def _post_filter_plugins(self, pod: PodInfo, fit_error: str) -> list[str]:
+        """Run the PostFilter plug-ins before DefaultPreemption: what each adds to the text."""
+        return [note for plugin in self.post_filters if (note := plugin.post_filter(pod, fit_error))]
 
     def _post_filter(self, pod: PodInfo, vector: PodVector, static: bytes) -> Outcome | None:
         """DefaultPreemption, when the profile runs it."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.scheduler import podterms
+from controlplane.scheduler.gang.member import GangMember, gang_member
 from controlplane.scheduler.podterms import Controller, PodAffinity, SpreadConstraint
 from koordinator.api import resourcelist
 from koordinator.api.extension.priority import get_pod_priority_class_with_default
@@ -185,6 +186,8 @@ class PodInfo:
     #: ``lastTransitionTime`` of the PodScheduled and Initialized conditions ("" when absent)
     scheduled_at: str = ""
     initialized_at: str = ""
+    #: the pod's gang, when it names one (Coscheduling)
+    gang: GangMember | None = None
     #: ``namespace/name``: the pod's key everywhere in the scheduler (set from the two)
     key: str = field(init=False, repr=False, compare=False)
 
@@ -317,4 +320,5 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         annotations=_annotations(meta),
         scheduled_at=scheduled,
         initialized_at=initialized,
+        gang=gang_member(pod),
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from controlplane.scheduler.informers import NODE_METRICS
 from controlplane.scheduler.plugins import (
+    coscheduling,
     defaultbinder,
     fitplus,
     imagelocality,
@@ -25,6 +26,7 @@ from controlplane.scheduler.plugins import (
     schedulinggates,
     volumebinding,
 )
+from controlplane.scheduler.plugins.coscheduling import GANG_CHANGE, Coscheduling
 from controlplane.scheduler.plugins.defaultbinder import DefaultBinder
 from controlplane.scheduler.plugins.fitplus import NodeResourcesFitPlus
 from controlplane.scheduler.plugins.imagelocality import ImageLocality
@@ -63,9 +65,10 @@ from controlplane.scheduler.queue import (
 )
 
 FILTER, SCORE, QUEUE_SORT, BIND, POST_FILTER = "filter", "score", "queueSort", "bind", "postFilter"
+PRE_FILTER = "preFilter"
 PRE_ENQUEUE, RESERVE, PERMIT, PRE_BIND, POST_BIND = "preEnqueue", "reserve", "permit", "preBind", "postBind"
 #: the extension points whose plug-ins run in profile order (score has weights instead)
-ORDERED_POINTS = (PRE_ENQUEUE, FILTER, POST_FILTER, RESERVE, PERMIT, PRE_BIND, BIND, POST_BIND)
+ORDERED_POINTS = (PRE_ENQUEUE, PRE_FILTER, FILTER, POST_FILTER, RESERVE, PERMIT, PRE_BIND, BIND, POST_BIND)
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ REGISTRY: dict[str, PluginSpec] = {
         ),
         PluginSpec(
             nodeaffinity.NAME,
-            frozenset({FILTER, SCORE}),
+            frozenset({PRE_FILTER, FILTER, SCORE}),
             default_weight=2,
             factory=nodeaffinity.NodeAffinity,
             args=nodeaffinity.added_affinity,
@@ -122,13 +125,13 @@ REGISTRY: dict[str, PluginSpec] = {
         ),
         PluginSpec(
             "NodePorts",
-            frozenset({FILTER}),
+            frozenset({PRE_FILTER, FILTER}),
             factory=lambda _: NodePorts(),
             events=frozenset({NODE_ADD, ASSIGNED_POD_DELETE}),
         ),
         PluginSpec(
             noderesources.FIT,
-            frozenset({FILTER, SCORE}),
+            frozenset({PRE_FILTER, FILTER, SCORE}),
             args=noderesources.fit_args,
             events=frozenset({NODE_ADD, NODE_ALLOCATABLE, ASSIGNED_POD_DELETE}),
         ),
@@ -142,7 +145,7 @@ REGISTRY: dict[str, PluginSpec] = {
         PluginSpec(
             volumebinding.NAME,
             # upstream's score is off unless StorageCapacityScoring configures it: not built
-            frozenset({FILTER, RESERVE, PRE_BIND}),
+            frozenset({PRE_FILTER, FILTER, RESERVE, PRE_BIND}),
             factory=VolumeBinding,
             args=volumebinding.volume_binding_args,
             events=frozenset(
@@ -163,7 +166,7 @@ REGISTRY: dict[str, PluginSpec] = {
         ),
         PluginSpec(
             podtopologyspread.NAME,
-            frozenset({FILTER, SCORE}),
+            frozenset({PRE_FILTER, FILTER, SCORE}),
             default_weight=2,
             factory=PodTopologySpread,
             args=podtopologyspread.spread_args,
@@ -181,7 +184,7 @@ REGISTRY: dict[str, PluginSpec] = {
         ),
         PluginSpec(
             interpodaffinity.NAME,
-            frozenset({FILTER, SCORE}),
+            frozenset({PRE_FILTER, FILTER, SCORE}),
             default_weight=2,
             factory=InterPodAffinity,
             args=interpodaffinity.affinity_args,
@@ -209,6 +212,13 @@ REGISTRY: dict[str, PluginSpec] = {
             args=scarceresource.scarce_args,
         ),
         PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
+        PluginSpec(
+            coscheduling.NAME,
+            frozenset({PRE_ENQUEUE, PRE_FILTER, POST_FILTER, SCORE, RESERVE, PERMIT, PRE_BIND, POST_BIND}),
+            factory=Coscheduling,
+            args=coscheduling.args,
+            events=frozenset({GANG_CHANGE}),
+        ),
         PluginSpec(defaultbinder.NAME, frozenset({BIND}), factory=lambda _: DefaultBinder()),
     )
 }

@@ -38,7 +38,7 @@ from controlplane.scheduler.framework import Framework, ScheduleResult
 from controlplane.scheduler.informers import ClusterFeed
 from controlplane.scheduler.metrics import SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 from controlplane.scheduler.plugins.defaultpreemption import Candidate
-from controlplane.scheduler.plugins.interface import CycleState
+from controlplane.scheduler.plugins.interface import CycleState, Handle
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.queue import (
     ASSIGNED_POD_ADD,
@@ -104,6 +104,11 @@ class Scheduler:
         )
         #: pods a Permit plug-in told to wait, by UID
         self.waiting = WaitingPods()
+        handle = Handle(self.waiting, self.queue.on_event)
+        for framework in self.frameworks.values():
+            framework.bind_handle(handle)
+        #: the profiles with plug-ins told of every pod (gangs, quotas)
+        self._pod_listeners = [fw for fw in self.frameworks.values() if fw.pod_listeners]
         #: pending pods nominated to a node (upstream's nominator): key -> (node, pod)
         self.nominated: dict[str, tuple[str, PodInfo]] = {}
         #: pod key -> node, while its binding is in flight
@@ -134,6 +139,11 @@ class Scheduler:
             on_update=self._pod_updated,
             on_delete=self._pod_deleted,
         )
+        for framework in self.frameworks.values():
+            for name, plugin in framework.plugins.items():
+                attach = getattr(plugin, "attach", None)
+                if callable(attach):  # plug-ins that follow objects of their own (PodGroups)
+                    attach(factory, f"scheduler/{framework.profile.scheduler_name}/{name}")
         feeds = frozenset(
             feed for fw in self.frameworks.values() for name in fw.enabled for feed in REGISTRY[name].feeds
         )
@@ -170,9 +180,15 @@ class Scheduler:
     def _ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
 
+    def _tell_plugins(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        for framework in self._pod_listeners:
+            framework.on_pod(old, new)
+
     def _pod_added(self, pod: PodInfo | None) -> None:
         if pod is None:
             return
+        if self._pod_listeners:
+            self._tell_plugins(None, pod)
         if pod.node_name:
             assumed = self.assumed.pop(pod.key, None) is not None
             self.nominated.pop(pod.key, None)
@@ -192,6 +208,8 @@ class Scheduler:
     def _pod_updated(self, old: PodInfo | None, new: PodInfo | None) -> None:
         if new is None:
             return
+        if self._pod_listeners:
+            self._tell_plugins(old, new)
         if new.node_name:
             placed = self.cluster.placed.get(new.key)
             if placed is not None and placed[2] == new and new.key not in self.assumed:
@@ -210,6 +228,10 @@ class Scheduler:
         key = pod.key if isinstance(pod, (Tombstone, PodInfo)) else None
         if key is None:
             return
+        if self._pod_listeners:
+            last = pod.last if isinstance(pod, Tombstone) else pod
+            if last is not None:
+                self._tell_plugins(last, None)
         self.queue.delete(key)
         self.nominated.pop(key, None)
         self._waiting_on_pods.discard(key)
@@ -230,6 +252,12 @@ class Scheduler:
         """Schedule until cancelled; flushes the queue's backoff and leftovers as upstream."""
         self.metrics.record_pending(self.queue.pending())
         flusher = asyncio.create_task(self._flush_loop(), name="scheduler-queue-flush")
+        controllers = [
+            asyncio.create_task(controller(self.client), name=f"scheduler-{name}-controller")
+            for framework in self.frameworks.values()
+            for name, plugin in framework.plugins.items()
+            if callable(controller := getattr(plugin, "controller", None))
+        ]
         try:
             while True:
                 await self.queue.wait()
@@ -244,9 +272,9 @@ class Scheduler:
                 await asyncio.sleep(0)
         finally:
             flusher.cancel()
-            for task in list(self._tasks):
+            for task in [*self._tasks, *controllers]:
                 task.cancel()
-            await asyncio.gather(flusher, *self._tasks, return_exceptions=True)
+            await asyncio.gather(flusher, *controllers, *self._tasks, return_exceptions=True)
 
     async def _flush_loop(self) -> None:
         ticks = 0

@@ -4,6 +4,7 @@ framework, and say for each where it went and why (or why nowhere).
 Nodes come from ``--nodes``, the pods to place from ``--pods``, and other cluster objects
 from ``--objects`` (pods already bound there count on their nodes; PodDisruptionBudgets
 guide whom preemption would evict; NodeMetrics give LoadAwareScheduling the nodes' usage;
+PodGroups define gangs for Coscheduling;
 PersistentVolumes, claims, StorageClasses and CSINodes feed the volume plug-ins). Each
 scheduled pod is assumed on its node before the next one is placed, as the live
 scheduler does, with the profile's Reserve and Permit plug-ins run on it (a pod a Permit
@@ -21,6 +22,7 @@ from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework
 from controlplane.scheduler.nodemetrics import node_metric_record
 from controlplane.scheduler.pdbs import pdb_record
+from controlplane.scheduler.plugins.interface import Handle
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.api.resourcelist import ResourceListError
 from koordinator.cli import read_documents
@@ -58,17 +60,56 @@ def _of_kind(objects: Iterable[Mapping[str, Any]], kind: str, path: str) -> list
     return chosen
 
 
-def _reserve_and_permit(framework: Framework, pod: PodInfo, node: str) -> tuple[str | None, str]:
+class _Waiting:
+    """A pod ``simulate`` reports waiting at Permit: a plug-in allowing or rejecting it later
+    (a gang completed, or rejected as a whole) rewrites its result."""
+
+    def __init__(self, cluster: Cluster, pod: PodInfo, entry: dict[str, Any], pending: set[str]) -> None:
+        self.cluster, self.pod, self.entry, self.pending = cluster, pod, entry, pending
+
+    def allow(self, plugin: str) -> None:
+        self.pending.discard(plugin)
+        if not self.pending:
+            self.entry["status"] = "Scheduled"
+
+    def reject(self, plugin: str, message: str) -> None:
+        self.cluster.unplace(self.pod.key)
+        self.entry["node"] = None
+        self.entry["status"] = f"rejected at Permit by {plugin}: {message}"
+
+
+class _WaitingPods:
+    def __init__(self) -> None:
+        self.pods: dict[str, _Waiting] = {}
+
+    def get(self, uid: str) -> _Waiting | None:
+        waiting = self.pods.get(uid)
+        return (
+            waiting if waiting is not None and waiting.entry["node"] is not None and waiting.pending else None
+        )
+
+
+def _with_uid(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Pods written by hand often lack a UID; the pods waiting at Permit are found by it."""
+    meta = obj.get("metadata") or {}
+    if meta.get("uid"):
+        return obj
+    uid = f"simulated:{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+    return {**obj, "metadata": {**meta, "uid": uid}}
+
+
+def _reserve_and_permit(framework: Framework, pod: PodInfo, node: str) -> tuple[str | None, str, set[str]]:
     """Reserve and Permit as the live scheduler runs them (they never touch the API); the
-    pod stays assumed on its node unless a plug-in refuses it."""
+    pod stays assumed on its node unless a plug-in refuses it. The third part: the plug-ins
+    it waits for at Permit."""
     framework.cluster.place(pod, node)
     refused, permit = framework.points.reserve_and_permit({}, pod, node)
     if refused is not None:
         framework.cluster.unplace(pod.key)
-        return None, f"rejected at Reserve/Permit by {refused.plugin}: {refused.message}"
+        return None, f"rejected at Reserve/Permit by {refused.plugin}: {refused.message}", set()
     if permit.waits:
-        return node, f"Waiting on Permit: {', '.join(sorted(permit.waits))}"
-    return node, "Scheduled"
+        return node, f"Waiting on Permit: {', '.join(sorted(permit.waits))}", set(permit.waits)
+    return node, "Scheduled", set()
 
 
 def simulate(
@@ -111,12 +152,25 @@ def simulate(
         )
         for profile in config.profiles
     }
-    results: list[dict[str, Any]] = []
+    waiting = _WaitingPods()
+    for profile_framework in frameworks.values():
+        profile_framework.bind_handle(Handle(waiting, lambda _: 0))
+        for obj in extra:
+            for plugin in profile_framework.plugins.values():
+                if obj.get("kind") == "PodGroup" and callable(getattr(plugin, "on_pod_group", None)):
+                    plugin.on_pod_group(obj)
+    pending = []
     for obj in _of_kind(_objects([pods_path]), "Pod", pods_path):
         try:
-            pod = pod_info(obj)
+            pending.append(pod_info(_with_uid(obj)))
         except ValueError as err:
             raise SimulateError(f"pod {(obj.get('metadata') or {}).get('name')!r}: {err}") from None
+    # the plug-ins that follow every pod (gangs) know the bound and the pending ones first
+    for profile_framework in frameworks.values():
+        for info in [*(p for _, _, p in cluster.placed.values()), *pending]:
+            profile_framework.on_pod(None, info)
+    results: list[dict[str, Any]] = []
+    for pod in pending:
         framework = frameworks.get(pod.scheduler_name)
         if framework is None:
             results.append(
@@ -133,8 +187,9 @@ def simulate(
         explained = framework.explain(pod)
         result = framework.schedule(pod)
         placed, status = result.node, "Scheduled" if result.node is not None else result.message
+        waits: set[str] = set()
         if placed is not None:
-            placed, status = _reserve_and_permit(framework, pod, placed)
+            placed, status, waits = _reserve_and_permit(framework, pod, placed)
         entry: dict[str, Any] = {
             "pod": pod.key,
             "node": placed,
@@ -147,6 +202,8 @@ def simulate(
                 "node": result.preemption.node,
                 "victims": [v.key for v in result.preemption.victims],
             }
+        if waits and placed is not None:
+            waiting.pods[pod.uid] = _Waiting(cluster, pod, entry, waits)
         results.append(entry)
     return results
 

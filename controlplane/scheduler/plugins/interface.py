@@ -12,12 +12,14 @@ and Koordinator's ForgetPod hook are one method each; a plug-in serves those it 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.twin import NO_NORMALIZE, Domains, Extra
 from controlplane.scheduler.podinfo import PodInfo
+from controlplane.scheduler.queue import ClusterEvent
 from koordinator.kube.client import ApiClient
 
 
@@ -136,6 +138,56 @@ class PodPatch:
         if self.annotations:
             meta["annotations"] = dict(self.annotations)
         return {"metadata": meta} if meta else None
+
+
+@dataclass(frozen=True)
+class PreFilterResult:
+    """A PreFilter plug-in's outcome for a pod."""
+
+    #: the pod fits no node (UnschedulableAndUnresolvable), and why
+    message: str | None = None
+    #: the rows left to the filters (None: every row), as a bit set
+    rows: int | None = None
+
+
+class PreFilterPlugin(Protocol):
+    NAME: str
+
+    def pre_filter(self, pod: PodInfo, cluster: Cluster) -> PreFilterResult | None:
+        """None or an empty result when the pod may go on to the filters everywhere."""
+        ...
+
+
+class PostFilterPlugin(Protocol):
+    """A PostFilter plug-in other than DefaultPreemption (which the framework runs itself)."""
+
+    NAME: str
+
+    def post_filter(self, pod: PodInfo, fit_error: str) -> str:
+        """The pod fits no node (``fit_error``: the FitError text so far); the message it
+        adds to the FitError ("" for none)."""
+        ...
+
+
+class Waiter(Protocol):
+    """A pod waiting at Permit, as plug-ins act on it."""
+
+    def allow(self, plugin: str) -> None: ...
+
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+class WaitingRegistry(Protocol):
+    def get(self, uid: str) -> Waiter | None: ...
+
+
+@dataclass(frozen=True)
+class Handle:
+    """What plug-ins reach of the running scheduler (or of ``simulate``): the pods waiting
+    at Permit, and the queue, told of a cluster event a plug-in saw (its gang changed)."""
+
+    waiting: WaitingRegistry
+    on_event: Callable[[ClusterEvent], int]
 
 
 class PreEnqueuePlugin(Protocol):

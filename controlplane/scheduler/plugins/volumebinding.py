@@ -49,7 +49,7 @@ from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.plugins.args import ArgsError
-from controlplane.scheduler.plugins.interface import bits_of, passing_mask
+from controlplane.scheduler.plugins.interface import PreFilterResult, bits_of, passing_mask
 from controlplane.scheduler.plugins.nodeaffinity import term_matches, terms_rows
 from controlplane.scheduler.podinfo import PodInfo, Requirement, Term
 from controlplane.scheduler.volumes import (
@@ -93,16 +93,6 @@ class PodClaims:
     delayed: list[PVCRecord]
     #: any other unbound claim (the PV controller should have bound it)
     immediate: list[PVCRecord]
-
-
-@dataclass(frozen=True)
-class PreFilterResult:
-    """Upstream's PreFilter outcome for a pod with claims."""
-
-    #: the pod fits no node (UnschedulableAndUnresolvable), upstream's message
-    message: str | None = None
-    #: the rows the bound local volumes leave (None: every row)
-    rows: int | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from koordinator.api.extension.constants import INTERNAL_SCHEDULING_DOMAIN_PREFI
 from koordinator.api.goparse import GoParseError, parse_duration, parse_int
 
 __all__ = [
+    "ANNOTATION_ALIAS_GANG_MATCH_POLICY",
     "ANNOTATION_BIND_GANG_GROUP_ID",
     "ANNOTATION_BIND_GANG_MEMBER_COUNT",
     "ANNOTATION_GANG_GROUPS",
@@ -67,6 +68,9 @@ LABEL_POD_GROUP = "pod-group.scheduling.sigs.k8s.io"
 LABEL_LIGHTWEIGHT_GANG_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
 LABEL_GANG_MATCH_POLICY = "pod-group.scheduling.sigs.k8s.io/match-policy"
+#: upstream reads the same key as an *annotation* alias of ``ANNOTATION_GANG_MATCH_POLICY``
+#: (``AnnotationAliasGangMatchPolicy``); the label constant above keeps its name.
+ANNOTATION_ALIAS_GANG_MATCH_POLICY = LABEL_GANG_MATCH_POLICY
 
 ANNOTATION_BIND_GANG_GROUP_ID = INTERNAL_SCHEDULING_DOMAIN_PREFIX + "/bind-gang-group-id"
 ANNOTATION_BIND_GANG_MEMBER_COUNT = INTERNAL_SCHEDULING_DOMAIN_PREFIX + "/bind-gang-member-count"

@@ -17,7 +17,8 @@ import pytest
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import parse
 from controlplane.scheduler.framework import Framework
-from controlplane.scheduler.plugins import nodevolumelimits, volumebinding
+from controlplane.scheduler.plugins import nodevolumelimits
+from controlplane.scheduler.plugins.interface import PreFilterResult
 from controlplane.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
 from controlplane.scheduler.podinfo import pod_info
 from controlplane.scheduler.process import ProcessOptions, SchedulerProcess
@@ -273,7 +274,7 @@ def test_a_bound_local_volume_narrows_the_nodes_to_its_host():
     assert feasible(framework, pod("p", "data")) == ({"n2"}, {"n1": [elsewhere], "n3": [elsewhere]})
     vb = plugin(framework, "VolumeBinding")
     pre = vb.pre_filter(pod_info(pod("p", "data")), framework.cluster)
-    assert pre == volumebinding.PreFilterResult(rows=1 << framework.cluster.nodes["n2"].row)
+    assert pre == PreFilterResult(rows=1 << framework.cluster.nodes["n2"].row)
     # a host that is too small: it says why; the others are outside the volume's hosts
     cluster = Cluster()
     for name, zone, cpu in (("n1", "a", "4"), ("n2", "b", "500m"), ("n3", "a", "4")):
@@ -312,7 +313,7 @@ def test_claims_the_pod_cannot_be_scheduled_with():
     for objects, obj, message in cases:
         cluster, framework = cluster_with(*objects)
         vb = plugin(framework, "VolumeBinding")
-        assert vb.pre_filter(pod_info(obj), cluster) == volumebinding.PreFilterResult(message=message)
+        assert vb.pre_filter(pod_info(obj), cluster) == PreFilterResult(message=message)
         # upstream's FitError with a PreFilter message: the message alone, no node counts,
         # even where NodeVolumeLimits (a filter) would have named the claim its own way
         result = framework.schedule(pod_info(obj))
