@@ -115,6 +115,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = schedconfig.load(args.config)
     except schedconfig.ConfigError as err:
         fail(PROG, str(err))
+    config.feature_gates = args.feature_gates
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         fail(PROG, "--tls-cert-file and --tls-private-key-file go together")
     kubeconfig, qps, burst, options = settings(args, config)
@@ -192,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     try:
         config = schedconfig.load(args.sim_config or args.config)
+        config.feature_gates = args.feature_gates
         results = simulate(config, args.nodes, args.pods, args.objects, seed=args.seed)
     except (schedconfig.ConfigError, SimulateError) as err:
         fail(PROG, str(err))

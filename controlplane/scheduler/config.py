@@ -24,6 +24,7 @@ from controlplane.scheduler.registry import (
     REGISTRY,
     SCORE,
 )
+from koordinator.api.features import FeatureGates
 from koordinator.api.goparse import parse_duration_seconds
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -88,6 +89,8 @@ class SchedulerConfig:
     client: ClientConnection = field(default_factory=ClientConnection)
     #: the ``leaderElection`` fields the file sets, by ProcessOptions field name
     leader_election: dict[str, Any] = field(default_factory=dict)
+    #: the process's ``--feature-gates`` (None: the defaults), for plug-ins that read gates
+    feature_gates: FeatureGates | None = None
 
 
 #: the top-level fields of KubeSchedulerConfiguration v1 (upstream decodes strictly)

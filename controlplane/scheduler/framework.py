@@ -43,6 +43,7 @@ from controlplane.scheduler.plugins.interface import (
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.registry import POST_FILTER, PRE_FILTER, REGISTRY
 from controlplane.scheduler.sampling import num_feasible_nodes_to_find
+from koordinator.api.features import FeatureGates
 
 NO_NODES = "no nodes available to schedule pods"
 #: the kernel filters and scores in one pass: its time, with the mask plug-ins', is reported
@@ -107,6 +108,7 @@ class Framework:
         percentage: int | None = None,
         seed: int | None = None,
         metrics: SchedulerMetrics | None = None,
+        gates: FeatureGates | None = None,
     ):
         self.profile = profile
         self.cluster = cluster
@@ -142,6 +144,11 @@ class Framework:
         )
         #: every plug-in object of the profile, by name
         self.plugins: dict[str, Any] = plugins
+        if gates is not None:
+            for plugin in plugins.values():
+                use = getattr(plugin, "use_feature_gates", None)
+                if callable(use):
+                    use(gates)
         #: the PreFilter plug-ins, in order (VolumeBinding, Coscheduling ...): one may reject
         #: the pod everywhere or narrow the nodes before any filter runs
         self.pre_filters: list[PreFilterPlugin] = [

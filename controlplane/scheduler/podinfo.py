@@ -22,6 +22,8 @@ from koordinator.api.extension.priority import get_pod_priority_class_with_defau
 from koordinator.api.quantity import Quantity
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
+#: pods that can no longer be scheduled or run are not watched (upstream's pod informer)
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 CPU = "cpu"
 
 

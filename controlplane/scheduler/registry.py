@@ -15,6 +15,7 @@ from controlplane.scheduler.informers import NODE_METRICS
 from controlplane.scheduler.plugins import (
     coscheduling,
     defaultbinder,
+    elasticquota,
     fitplus,
     imagelocality,
     interpodaffinity,
@@ -28,6 +29,7 @@ from controlplane.scheduler.plugins import (
 )
 from controlplane.scheduler.plugins.coscheduling import GANG_CHANGE, Coscheduling
 from controlplane.scheduler.plugins.defaultbinder import DefaultBinder
+from controlplane.scheduler.plugins.elasticquota import QUOTA_CHANGE, ElasticQuota
 from controlplane.scheduler.plugins.fitplus import NodeResourcesFitPlus
 from controlplane.scheduler.plugins.imagelocality import ImageLocality
 from controlplane.scheduler.plugins.interpodaffinity import InterPodAffinity
@@ -212,6 +214,13 @@ REGISTRY: dict[str, PluginSpec] = {
             args=scarceresource.scarce_args,
         ),
         PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
+        PluginSpec(
+            elasticquota.NAME,
+            frozenset({PRE_FILTER, POST_FILTER, RESERVE}),
+            factory=ElasticQuota,
+            args=elasticquota.args,
+            events=frozenset({QUOTA_CHANGE, ASSIGNED_POD_DELETE, NODE_ADD, NODE_ALLOCATABLE}),
+        ),
         PluginSpec(
             coscheduling.NAME,
             frozenset({PRE_ENQUEUE, PRE_FILTER, POST_FILTER, SCORE, RESERVE, PERMIT, PRE_BIND, POST_BIND}),

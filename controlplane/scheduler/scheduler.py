@@ -39,7 +39,7 @@ from controlplane.scheduler.informers import ClusterFeed
 from controlplane.scheduler.metrics import SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 from controlplane.scheduler.plugins.defaultpreemption import Candidate
 from controlplane.scheduler.plugins.interface import CycleState, Handle
-from controlplane.scheduler.podinfo import PodInfo, pod_info
+from controlplane.scheduler.podinfo import POD_FIELD_SELECTOR, PodInfo, pod_info
 from controlplane.scheduler.queue import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -59,8 +59,6 @@ from koordinator.kube.informer.informer import Tombstone
 
 log = logging.getLogger(__name__)
 
-#: pods that can no longer be scheduled or run are not watched (upstream's pod informer)
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 DEFAULT_BIND_CONCURRENCY = 16
 #: cycles between yields to the event loop (informers and binders run in between), and
 #: the most time the loop keeps it (preemption cycles take milliseconds each)
@@ -92,6 +90,7 @@ class Scheduler:
                 percentage=config.percentage_of_nodes_to_score,
                 seed=seed,
                 metrics=self.metrics,
+                gates=config.feature_gates,
             )
             for p in config.profiles
         }

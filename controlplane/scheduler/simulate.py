@@ -148,7 +148,11 @@ def simulate(
             cluster.volumes.add_object(obj)
     frameworks = {
         profile.scheduler_name: Framework(
-            profile, cluster, percentage=config.percentage_of_nodes_to_score, seed=seed
+            profile,
+            cluster,
+            percentage=config.percentage_of_nodes_to_score,
+            seed=seed,
+            gates=config.feature_gates,
         )
         for profile in config.profiles
     }

@@ -48,6 +48,7 @@ from controlplane.scheduler.plugins.interface import (
     PermitResult,
     PodPatch,
     PreFilterResult,
+    QueueNotifier,
 )
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.queue import ClusterEvent
@@ -93,12 +94,13 @@ class Coscheduling:
         self.pod_groups: dict[str, Obj] = {}
         #: PodGroups whose status may have to move on
         self._dirty: set[str] = set()
-        self._event_pending = False
+        self._notifier = QueueNotifier(GANG_CHANGE)
 
     # --- wiring ----------------------------------------------------------------------------
 
     def bind_handle(self, handle: Handle) -> None:
         self._handle = handle
+        self._notifier.handle = handle
 
     def attach(self, factory: InformerFactory, name: str) -> None:
         """Follow the PodGroups (``name`` tells this profile's consumer apart)."""
@@ -153,22 +155,10 @@ class Coscheduling:
         self._changed(after.gang_id)
 
     def _changed(self, gang_id: str) -> None:
-        """Note the gang for the status controller and, once per loop turn, tell the queue:
-        the pods it held back are asked again."""
+        """Note the gang for the status controller and tell the queue: the pods it held
+        back are asked again."""
         self._dirty.add(gang_id)
-        if self._handle is None or self._event_pending:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._event_pending = True
-        loop.call_soon(self._fire)
-
-    def _fire(self) -> None:
-        self._event_pending = False
-        if self._handle is not None:
-            self._handle.on_event(GANG_CHANGE)
+        self._notifier.notify()
 
     # --- before a node is chosen ----------------------------------------------------------
 

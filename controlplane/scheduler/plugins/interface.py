@@ -11,6 +11,7 @@ and Koordinator's ForgetPod hook are one method each; a plug-in serves those it 
 
 from __future__ import annotations
 
+import asyncio
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -188,6 +189,31 @@ class Handle:
 
     waiting: WaitingRegistry
     on_event: Callable[[ClusterEvent], int]
+
+
+class QueueNotifier:
+    """Tells the queue of a plug-in's cluster event, at most once per turn of the event loop
+    (a burst of changes moves the pods they may help once)."""
+
+    def __init__(self, event: ClusterEvent) -> None:
+        self.event = event
+        self.handle: Handle | None = None
+        self._pending = False
+
+    def notify(self) -> None:
+        if self.handle is None or self._pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no scheduler running (simulate): no queue to tell
+        self._pending = True
+        loop.call_soon(self._fire)
+
+    def _fire(self) -> None:
+        self._pending = False
+        if self.handle is not None:
+            self.handle.on_event(self.event)
 
 
 class PreEnqueuePlugin(Protocol):

@@ -53,6 +53,7 @@ __all__ = [
     "is_parent",
     "is_pod_non_preemptible",
     "is_root",
+    "pod_quota_name",
     "quota_max",
     "quota_min",
     "quota_namespaces",
@@ -120,6 +121,11 @@ def quota_tree_id(quota: Mapping[str, Any]) -> str:
 def is_pod_non_preemptible(pod: Mapping[str, Any]) -> bool:
     """Pods labelled ``preemptible: "false"`` may not be preempted by quota preemption."""
     return labels_of(pod).get(LABEL_PREEMPTIBLE) == "false"
+
+
+def pod_quota_name(pod: Mapping[str, Any]) -> str:
+    """The quota named by a pod's ``quota.scheduling.koordinator.sh/name`` label (``""``: none)."""
+    return labels_of(pod).get(LABEL_QUOTA_NAME) or ""
 
 
 def is_forbidden_modify(quota: Mapping[str, Any]) -> bool:

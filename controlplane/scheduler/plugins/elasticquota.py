@@ -1,0 +1,271 @@
+"""ElasticQuota: multi-tenant elastic quotas (Koordinator's ``plugins/elasticquota``), the
+scheduler's side of :mod:`controlplane.scheduler.quota`.
+
+The quota trees come from ElasticQuota objects (``scheduling.sigs.k8s.io/v1alpha1``) and
+the pods they count from the plug-in's own consumer of the pod informer; the cluster's
+total is the nodes' allocatable. A pod:
+
+* **PreFilter**: is refused everywhere when its quota's used plus its request passes the
+  quota's runtime (``enableRuntimeQuota``; else its max), with upstream's "Insufficient
+  quotas, ..." message; a non-preemptible pod also against the quota's min; with
+  ``enableCheckParentQuota`` each ancestor too;
+* **Reserve / Unreserve**: counts in its quota's used once assumed, and no more.
+
+The controller (:meth:`ElasticQuota.controller`, on the leading scheduler) creates the
+root, system and default quotas when they are missing, writes every quota's status
+(runtime, request, used ... annotations and ``status.used``) each second when it changed,
+and, with ``monitorAllQuotas``, evicts pods of quotas used past their runtime for longer
+than ``delayEvictTime`` (overuse revoke, through the Eviction API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from controlplane.scheduler.cluster import Cluster
+from controlplane.scheduler.plugins.interface import CycleState, Handle, PreFilterResult, QueueNotifier
+from controlplane.scheduler.podinfo import POD_FIELD_SELECTOR, PodInfo
+from controlplane.scheduler.queue import ClusterEvent
+from controlplane.scheduler.quota import (
+    ElasticQuotaArgs,
+    OveruseRevoker,
+    QuotaForest,
+    QuotaGates,
+    QuotaPod,
+    QuotaSpecError,
+    builtin_quotas,
+    elastic_quota_args,
+    pre_filter,
+    quota_pod,
+    status_patch,
+)
+from controlplane.scheduler.quota.args import NAME as QUOTA_NAME
+from koordinator.api.features import FeatureGates
+from koordinator.api.quantity import Quantity
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.errors import AlreadyExistsError, KubeError, NotFoundError
+from koordinator.kube.informer.factory import InformerFactory
+from koordinator.kube.informer.informer import Tombstone
+
+log = logging.getLogger(__name__)
+
+NAME = QUOTA_NAME
+#: an ElasticQuota came, changed or went, or a quota's pod was deleted: room may have freed
+QUOTA_CHANGE = ClusterEvent("ElasticQuota", "*")
+STATUS_INTERVAL_S = 1.0
+
+Obj = Mapping[str, Any]
+args = elastic_quota_args
+
+
+class ElasticQuota:
+    NAME = NAME
+
+    def __init__(self, quota_args: ElasticQuotaArgs | None = None) -> None:
+        self.args = quota_args or elastic_quota_args(None)
+        self.gates = QuotaGates()
+        self.forest = QuotaForest(self.args, self.gates)
+        self.revoker = OveruseRevoker(self.forest, self.args)
+        #: quota name -> its object (the status writer's input)
+        self.quotas: dict[str, Obj] = {}
+        #: pod key -> its quota record (the plug-in's own view of the pods)
+        self.pods: dict[str, QuotaPod] = {}
+        #: node -> its allocatable, summed into the cluster total the default tree shares
+        self._allocatable: dict[str, Mapping[str, int]] = {}
+        self._total_stale = True
+        self._cluster: Cluster | None = None
+        self._notifier = QueueNotifier(QUOTA_CHANGE)
+
+    # --- wiring ----------------------------------------------------------------------------
+
+    def use_feature_gates(self, gates: FeatureGates) -> None:
+        """The process's gates (``MultiQuotaTree``, ``DisableDefaultQuota`` ...): read before
+        any quota or pod arrives."""
+        self.gates = QuotaGates.from_feature_gates(gates)
+        self.forest = QuotaForest(self.args, self.gates)
+        self.revoker = OveruseRevoker(self.forest, self.args)
+
+    def bind_handle(self, handle: Handle) -> None:
+        self._notifier.handle = handle
+
+    def attach(self, factory: InformerFactory, name: str) -> None:
+        factory.informer(res.ELASTIC_QUOTAS).add_consumer(
+            name=name,
+            on_add=self.on_quota,
+            on_update=lambda _, new: self.on_quota(new),
+            on_delete=self.on_quota_deleted,
+        )
+        factory.informer(res.PODS, field_selector=POD_FIELD_SELECTOR).add_consumer(
+            self._pod_record,
+            name=name,
+            on_add=self.on_pod_record,
+            on_update=lambda _, new: self.on_pod_record(new),
+            on_delete=self.on_pod_record_deleted,
+        )
+
+    def _pod_record(self, obj: Obj) -> QuotaPod | None:
+        try:
+            return quota_pod(obj, ignore_overhead=self.gates.ignore_pod_overhead)
+        except ValueError as err:
+            log.warning("pod %s ignored by ElasticQuota: %s", (obj.get("metadata") or {}).get("name"), err)
+            return None
+
+    def on_quota(self, quota: Obj) -> None:
+        name = str((quota.get("metadata") or {}).get("name") or "")
+        try:
+            self.forest.upsert_quota(quota)
+        except QuotaSpecError as err:
+            log.warning("ElasticQuota %s ignored: %s", name, err)
+            return
+        self.quotas[name] = quota
+        self._notifier.notify()
+
+    def on_quota_deleted(self, quota: Obj | Tombstone[Obj]) -> None:
+        name = (
+            quota.key.rpartition("/")[2]
+            if isinstance(quota, Tombstone)
+            else str((quota.get("metadata") or {}).get("name") or "")
+        )
+        self.quotas.pop(name, None)
+        self.forest.delete_quota(name)
+        self._notifier.notify()
+
+    def on_pod_record(self, pod: QuotaPod | None) -> None:
+        if pod is None:
+            return
+        if pod.key in self.pods:
+            self.forest.update_pod(pod)
+        else:
+            self.forest.add_pod(pod)
+        self.pods[pod.key] = pod
+
+    def on_pod_record_deleted(self, pod: QuotaPod | Tombstone[QuotaPod | None] | None) -> None:
+        key = pod.key if isinstance(pod, (QuotaPod, Tombstone)) else None
+        if key is not None and self.pods.pop(key, None) is not None:
+            self.forest.remove_pod(key)
+            self._notifier.notify()  # its quota's request and used went down
+
+    # --- the cluster total -----------------------------------------------------------------
+
+    def _bind(self, cluster: Cluster) -> None:
+        if self._cluster is not cluster:
+            self._cluster = cluster
+            cluster.subscribe(self._node_changed)
+            self._allocatable = {name: info.allocatable for name, info in cluster.nodes.items()}
+            self._total_stale = True
+
+    def _node_changed(self, node: str | None) -> None:
+        cluster = self._cluster
+        if cluster is None:
+            return
+        if node is None:
+            self._allocatable = {name: info.allocatable for name, info in cluster.nodes.items()}
+            self._total_stale = True
+            return
+        info = cluster.nodes.get(node)
+        current = info.allocatable if info is not None else None
+        if self._allocatable.get(node) is not current:
+            if current is None:
+                self._allocatable.pop(node, None)
+            else:
+                self._allocatable[node] = current
+            self._total_stale = True
+
+    def sync_total(self, cluster: Cluster) -> None:
+        """Give the forest the nodes' allocatable total when nodes changed."""
+        self._bind(cluster)
+        if not self._total_stale:
+            return
+        totals: dict[str, int] = {}
+        for allocatable in self._allocatable.values():
+            for name, value in allocatable.items():
+                totals[name] = totals.get(name, 0) + value
+        self.forest.set_cluster_total(
+            {n: Quantity.from_milli(v) if n == "cpu" else Quantity.from_int(v) for n, v in totals.items()}
+        )
+        self._total_stale = False
+
+    # --- the points ------------------------------------------------------------------------
+
+    def pre_filter(self, pod: PodInfo, cluster: Cluster) -> PreFilterResult | None:
+        record = self.pods.get(pod.key)
+        if record is None or pod.reservation:
+            return None
+        self.sync_total(cluster)
+        check = pre_filter(self.forest, record, self.args)
+        return None if check.ok else PreFilterResult(message=check.message)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> str | None:
+        record = self.pods.get(pod.key)
+        if record is not None:
+            self.forest.reserve(record)
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        record = self.pods.get(pod.key)
+        if record is not None:
+            self.forest.unreserve(record)
+
+    # --- the controller --------------------------------------------------------------------
+
+    async def ensure_builtin_quotas(self, client: ApiClient) -> None:
+        """Create the root, system and default quotas that do not exist yet."""
+        for quota in builtin_quotas(self.args):
+            meta = quota["metadata"]
+            try:
+                await client.create(res.ELASTIC_QUOTAS, quota, meta["namespace"])
+            except AlreadyExistsError:
+                continue
+            except KubeError as err:
+                log.warning("ElasticQuota %s/%s not created: %s", meta["namespace"], meta["name"], err)
+
+    def status_patches(self) -> dict[str, dict[str, Any]]:
+        """Each quota whose written status differs from its figures, with the merge patch."""
+        out = {}
+        for name, quota in self.quotas.items():
+            summary = self.forest.summary(name)
+            if summary is None:
+                continue
+            patch = status_patch(quota, summary)
+            if patch is not None:
+                out[name] = patch
+        return out
+
+    async def controller(self, client: ApiClient) -> None:
+        """Create the built-in quotas, then write statuses and revoke overuse (until cancelled)."""
+        await self.ensure_builtin_quotas(client)
+        last_revoke = 0.0
+        while True:
+            await asyncio.sleep(STATUS_INTERVAL_S)
+            for name, patch in self.status_patches().items():
+                namespace = str((self.quotas[name].get("metadata") or {}).get("namespace") or "")
+                try:
+                    await client.patch(res.ELASTIC_QUOTAS, name, patch, namespace)
+                except NotFoundError:
+                    continue
+                except KubeError as err:
+                    log.warning("ElasticQuota %s status not written: %s", name, err)
+            now = time.monotonic()
+            if self.revoker.enabled and now - last_revoke >= self.args.revoke_pod_interval:
+                last_revoke = now
+                for victim in self.revoker.tick(time.time()):
+                    await self._evict(client, victim)
+
+    async def _evict(self, client: ApiClient, pod: QuotaPod) -> None:
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+        }
+        try:
+            await client.create_subresource(res.PODS, pod.name, "eviction", eviction, pod.namespace)
+            log.info("evicted %s: its quota is used past its runtime", pod.key)
+        except NotFoundError:
+            return
+        except KubeError as err:
+            log.warning("evicting %s for quota overuse failed: %s", pod.key, err)

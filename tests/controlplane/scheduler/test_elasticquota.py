@@ -1,0 +1,138 @@
+"""ElasticQuota in the scheduler against the fake apiserver: a quota tree refuses a pod over
+its runtime with upstream's message, and admits it once another tenant's pod ends; the
+built-in quotas are created and the quotas' status written."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from controlplane.scheduler.config import parse
+from controlplane.scheduler.scheduler import Scheduler
+from koordinator.kube import resources as res
+from koordinator.kube.events import EventRecorder
+from koordinator.kube.informer.factory import InformerFactory
+from tests.polling import eventually
+from testsupport.fake import FakeApiServer
+
+Obj = dict[str, Any]
+CRDS = Path(__file__).resolve().parents[3] / "crds"
+Q = "quota.scheduling.koordinator.sh"
+
+PROFILE = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1",
+    "kind": "KubeSchedulerConfiguration",
+    "profiles": [
+        {
+            "schedulerName": "koord-scheduler",
+            "plugins": {
+                "preFilter": {"enabled": [{"name": "ElasticQuota"}]},
+                "reserve": {"enabled": [{"name": "ElasticQuota"}]},
+            },
+        }
+    ],
+}
+
+
+def quota(name: str, cpu_min: str, cpu_max: str, parent: str = "", is_parent: bool = False) -> Obj:
+    labels = {f"{Q}/is-parent": "true" if is_parent else "false"}
+    if parent:
+        labels[f"{Q}/parent"] = parent
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"min": {"cpu": cpu_min, "memory": "0"}, "max": {"cpu": cpu_max, "memory": "64Gi"}},
+    }
+
+
+def pod(name: str, tenant: str, cpu: str, node: str = "") -> Obj:
+    spec: Obj = {
+        "schedulerName": "koord-scheduler",
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {f"{Q}/name": tenant}},
+        "spec": spec,
+    }
+
+
+@contextlib.asynccontextmanager
+async def running(fake: FakeApiServer):
+    client = fake.client()
+    factory = InformerFactory(client, freeze_after_sync=False)
+    scheduler = Scheduler(client, parse(PROFILE), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
+    scheduler.attach(factory)
+    factory.start()
+    task = asyncio.create_task(scheduler.run())
+    try:
+        yield scheduler
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await factory.stop()
+        await client.close()
+
+
+def node_of(fake: FakeApiServer, name: str) -> str | None:
+    return (fake.get(res.PODS, name, "default").get("spec") or {}).get("nodeName")
+
+
+async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenant_frees_room():
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.sigs.k8s.io_elasticquotas.yaml")
+        fake.create(
+            res.NODES,
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n"},
+                "status": {"allocatable": {"cpu": "4", "memory": "64Gi", "pods": "110"}},
+            },
+        )
+        # root -> org (4 CPU) -> a, b (2 CPU each guaranteed, may borrow up to 4)
+        fake.create(res.ELASTIC_QUOTAS, quota("org", "4", "4", is_parent=True))
+        fake.create(res.ELASTIC_QUOTAS, quota("a", "2", "4", parent="org"))
+        fake.create(res.ELASTIC_QUOTAS, quota("b", "2", "4", parent="org"))
+        fake.create(res.PODS, pod("a-1", "a", "2", node="n"))
+        fake.create(res.PODS, pod("b-1", "b", "2", node="n"))
+        fake.create(res.PODS, pod("a-2", "a", "1"))
+        async with running(fake) as scheduler:
+            # a asks 3 (min 2), b uses its 2: nothing is left to lend, a's runtime stays 2
+            await eventually(
+                lambda: any(
+                    e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "a-2"
+                    for e in fake.list_objects(res.EVENTS, "default")
+                )
+            )
+            (failed,) = [
+                e for e in fake.list_objects(res.EVENTS, "default") if e["reason"] == "FailedScheduling"
+            ]
+            assert failed["message"] == (
+                "0/1 nodes are available: Insufficient quotas, quotaName: a, runtime: cpu:2,memory:0, "
+                "used: cpu:2, pod's request: cpu:1, exceedDimensions: [cpu]. "
+                "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.."
+            )
+            assert node_of(fake, "a-2") is None
+            # b's pod ends: b lends its min, a's runtime grows to its request (3)
+            fake.delete(res.PODS, "b-1", "default", gracePeriodSeconds=0)
+            await eventually(lambda: node_of(fake, "a-2") == "n")
+            assert scheduler.bind_failures == 0
+            # the status writer reports the quota's figures on the object
+            await eventually(
+                lambda: (
+                    (fake.get(res.ELASTIC_QUOTAS, "a", "default").get("status") or {})
+                    .get("used", {})
+                    .get("cpu")
+                    == "3"
+                ),
+                within=10,
+            )
+            annotations = fake.get(res.ELASTIC_QUOTAS, "a", "default")["metadata"]["annotations"]
+            assert f"{Q}/runtime" in annotations
