@@ -295,6 +295,10 @@ class Framework:
             return self._rejected_everywhere(pod, vector, pre)
         masks = self.masks(pod)
         mask = self.candidates(pod, masks)
+        # the nodes a PreFilter result leaves out are not filtered, scored or preempted on
+        kept = rows_mask(pre.rows, table.count) if pre.rows is not None else None
+        if kept is not None:
+            mask = and_masks(mask, kept)
         want = num_feasible_nodes_to_find(self.percentage, all_nodes, has_scoring=self.has_scoring)
         start = self.next_start % table.count
         extras = self.extras(pod)
@@ -316,7 +320,8 @@ class Framework:
         reasons, plugins = self.diagnose(pod, vector, cfg, masks, pre)
         message = fit_error(all_nodes, reasons)
         notes = self._post_filter_plugins(pod, message)
-        outcome = self._post_filter(pod, vector, self.static_mask(masks, pod))
+        static = self.static_mask(masks, pod)
+        outcome = self._post_filter(pod, vector, and_masks(static, kept) if kept is not None else static)
         message += _suffix(notes, outcome)
         return ScheduleResult(
             pod.key,

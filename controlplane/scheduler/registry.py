@@ -25,6 +25,7 @@ from controlplane.scheduler.plugins import (
     podtopologyspread,
     scarceresource,
     schedulinggates,
+    schedulinghint,
     volumebinding,
 )
 from controlplane.scheduler.plugins.coscheduling import GANG_CHANGE, Coscheduling
@@ -42,6 +43,7 @@ from controlplane.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
 from controlplane.scheduler.plugins.podtopologyspread import PodTopologySpread
 from controlplane.scheduler.plugins.scarceresource import ScarceResourceAvoidance
 from controlplane.scheduler.plugins.schedulinggates import SchedulingGates
+from controlplane.scheduler.plugins.schedulinghint import SchedulingHint
 from controlplane.scheduler.plugins.tainttoleration import TaintToleration
 from controlplane.scheduler.plugins.volumebinding import VolumeBinding
 from controlplane.scheduler.queue import (
@@ -214,6 +216,7 @@ REGISTRY: dict[str, PluginSpec] = {
             args=scarceresource.scarce_args,
         ),
         PluginSpec("DefaultPreemption", frozenset({POST_FILTER})),
+        PluginSpec(schedulinghint.NAME, frozenset({PRE_FILTER}), factory=lambda _: SchedulingHint()),
         PluginSpec(
             elasticquota.NAME,
             frozenset({PRE_FILTER, POST_FILTER, RESERVE}),

@@ -153,3 +153,34 @@ def test_avoidance_score_edges():
 def test_bad_args_are_refused(plugin: str, args: Obj, message: str):
     with pytest.raises(ConfigError, match=message):
         framework(plugin, args, [])
+
+
+def test_a_scheduling_hint_narrows_the_nodes_and_a_broken_one_fails_the_pod():
+    hint = "internal.scheduling.koordinator.sh/scheduling-hint"
+    config = parse(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": "koord-scheduler",
+                    "plugins": {"preFilter": {"enabled": [{"name": "SchedulingHint"}]}},
+                }
+            ],
+        }
+    )
+    cluster = Cluster()
+    for name in ("a", "b", "c"):
+        cluster.set_node(node(name))
+    fw = Framework(config.profiles[0], cluster, seed=1)
+    hinted = pod("p", {"cpu": "1"})
+    hinted["metadata"]["annotations"] = {hint: '{"nodeNames": ["b", "gone"]}'}
+    assert fw.schedule(pod_info(hinted)).node == "b"
+    hinted["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "8"
+    assert fw.schedule(pod_info(hinted)).message.startswith(
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [SchedulingHint]."
+    )
+    hinted["metadata"]["annotations"] = {hint: "[b]"}
+    assert fw.schedule(pod_info(hinted)).message.startswith(
+        "0/3 nodes are available: scheduling hint is not JSON:"
+    )
