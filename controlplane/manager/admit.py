@@ -21,7 +21,9 @@ For checking ClusterColocationProfiles and quota trees in CI, and for tests::
   after every patch, or null when refused>, "steps": [{"path", "response"}, ...]}``;
   ``text`` prints each webhook's decision and the patched object.
 
-The same :class:`AdmissionDispatcher` and handlers as the server answer the review. The
+The same :class:`AdmissionDispatcher` and handlers as the server answer the review. Quota
+admission (``EnableQuotaAdmission``) charges the pod to the quota given in ``--objects``
+and keeps that charge in memory: nothing is written anywhere. The
 exit status is 0 when the request is allowed, 1 when it is refused, 2 for usage errors.
 """
 
@@ -39,6 +41,8 @@ import yaml
 from controlplane.manager.webhooks.cluster import ObjectsError, StaticCluster, quota_topology_of
 from controlplane.manager.webhooks.context import WebhookContext, WebhookOptions
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher, UnknownPathError
+from controlplane.manager.webhooks.quotaevaluate.accessor import StaticQuotaAccessor
+from controlplane.manager.webhooks.quotaevaluate.evaluator import QuotaEvaluator
 from koordinator.api.features import FeatureGates
 from koordinator.cli import read_documents
 from koordinator.kube.patches import PatchError, json_patch
@@ -155,7 +159,12 @@ def dispatcher_for(
     options: WebhookOptions | None = None,
 ) -> AdmissionDispatcher:
     """The server's dispatcher over a static cluster (and a fixed probability draw, if given)."""
-    ctx = WebhookContext(cluster=cluster, gates=gates, options=options or WebhookOptions())
+    ctx = WebhookContext(
+        cluster=cluster,
+        gates=gates,
+        options=options or WebhookOptions(),
+        quota_evaluator=QuotaEvaluator(StaticQuotaAccessor(cluster.objects("ElasticQuota"))),
+    )
     quota_topology_of(cluster, ctx.quotas)
     if random_value is not None:
         ctx.rand_intn = _fixed_draw(random_value)

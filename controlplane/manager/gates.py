@@ -25,9 +25,6 @@ DESCHEDULER = "koord-descheduler"
 
 #: manager gates whose behaviour this release does not have -> what is missing
 NOT_BUILT: Mapping[str, str] = {
-    "EnableQuotaAdmission": "pods are not evaluated against ElasticQuota admission limits",
-    "EnableQuotaAdmissionOnUpdate": "pods are not evaluated against ElasticQuota admission limits",
-    "ElasticQuotaEvaluationTransformPod": "there is no quota admission evaluation to transform pods for",
     "ColocationProfileController": (
         "the colocationprofile controller is not built: profiles reach pods through the webhook only"
     ),
@@ -41,10 +38,10 @@ OTHER_COMPONENTS: Mapping[str, str] = {
     "ElasticQuotaIgnoreTerminatingPod": SCHEDULER,
     "ElasticQuotaImmediateIgnoreTerminatingPod": SCHEDULER,
     "DevicePluginAdaption": SCHEDULER,
-    # informer transformers of the scheduler
+    # informer transformers of the scheduler (ReplaceResourcesTransformer is read here too:
+    # quota admission rewrites pods with it under ElasticQuotaEvaluationTransformPod)
     "PriorityTransformer": SCHEDULER,
     "PreemptionPolicyTransformer": SCHEDULER,
-    "ReplaceResourcesTransformer": SCHEDULER,
     # reservation, gang and framework gates
     "LazyReservationRestore": SCHEDULER,
     "OmitNodeLabelsForReservation": SCHEDULER,

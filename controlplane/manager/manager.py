@@ -65,11 +65,13 @@ from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.manager.gates import report_gates
 from controlplane.manager.options import ManagerOptions
+from controlplane.manager.quota_accessor import ApiQuotaAccessor
 from controlplane.manager.server import webhook_app
 from controlplane.manager.webhooks.context import WebhookContext
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
 from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
 from controlplane.manager.webhooks.metrics import WebhookMetrics
+from controlplane.manager.webhooks.quotaevaluate.evaluator import QuotaEvaluator
 from controlplane.reactor import ReactorMetrics, cancel_and_wait
 from controlplane.reactor.serving import SiteSpec, health_app, metrics_app, start_site
 from koordinator.cli import cannot_listen
@@ -140,6 +142,7 @@ class Manager:
             metrics=self.metrics,
             quotas=self.topology,
             options=options.webhook,
+            quota_evaluator=self._quota_evaluator(),
         )
         self.dispatcher = AdmissionDispatcher(self.ctx)
         self.tls = ServingTLS()
@@ -203,6 +206,21 @@ class Manager:
         self._stopping = asyncio.Event()
 
     # --- wiring -------------------------------------------------------------------------
+
+    def _quota_evaluator(self) -> QuotaEvaluator | None:
+        """The quota admission of ``/validate-pod``, when it is served with ``EnableQuotaAdmission``."""
+        gates = self.options.gates
+        if not (
+            self.serves_webhooks
+            and gates.enabled("PodValidatingWebhook")
+            and gates.enabled("EnableQuotaAdmission")
+        ):
+            return None
+        policy = self.options.quota_update
+        accessor = ApiQuotaAccessor(
+            self.client, self.factory, conflict_fresh_get=policy.conflict_fresh_get, clock=self.clock
+        )
+        return QuotaEvaluator(accessor, policy=policy, clock=self.clock)
 
     def _quota_changed(self, old: QuotaInfo | None, new: QuotaInfo | None) -> None:
         if old is not None:
@@ -436,6 +454,8 @@ class Manager:
             with contextlib.suppress(Exception):
                 await site.stop()
         self._sites.clear()
+        if self.ctx.quota_evaluator is not None:
+            await self.ctx.quota_evaluator.aclose()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         await self.factory.stop()

@@ -26,6 +26,7 @@ from pathlib import Path
 from controlplane.manager.certs import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION, CertPolicy
 from controlplane.manager.controllers.running import CONTROLLERS, DEFAULT_CONTROLLERS, UNIMPLEMENTED
 from controlplane.manager.webhooks.context import WebhookOptions
+from controlplane.manager.webhooks.quotaevaluate.evaluator import QuotaUpdatePolicy
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.api.goparse import GoParseError, parse_duration
 from koordinator.cli import bool_flag, parse_address
@@ -78,6 +79,8 @@ class ManagerOptions:
     cert_resync_s: float = 60.0
     cache_sync_timeout_s: float = 120.0
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
+    #: how quota admission writes ``child-request`` (``--quota-update-*``)
+    quota_update: QuotaUpdatePolicy = field(default_factory=QuotaUpdatePolicy)
     #: controllers to run while leading (the command line defaults to all of them)
     controllers: tuple[str, ...] = ()
     leader_election: bool = True
@@ -190,6 +193,24 @@ MANAGER_FLAGS: tuple[ManagerFlag, ...] = (
     ManagerFlag("--binding-admission-exclude-namespaces", "namespaces never checked", "kube-system"),
     ManagerFlag("--binding-admission-dry-run", "count would-be binding denials, allow all", switch=True),
     ManagerFlag(
+        "--quota-update-max-retries",
+        "most retries of a quota admission batch's child-request write (at least 3)",
+        3,
+        int,
+    ),
+    ManagerFlag(
+        "--quota-update-retry-jitter",
+        "a conflicting child-request write first waits [jitter/2, jitter) (Go duration, 0: never)",
+        "0s",
+    ),
+    ManagerFlag("--quota-update-max-total-jitter", "jitter one quota admission batch may spend in all", "1s"),
+    ManagerFlag(
+        "--quota-update-conflict-fresh-get",
+        "after a conflicting child-request write, read the quota from the apiserver, not the cache",
+        False,
+        bool_flag,
+    ),
+    ManagerFlag(
         "--controllers",
         "controllers to run: '*' for all, 'name' to enable one, '-name' to leave one out "
         f"(all: {', '.join(DEFAULT_CONTROLLERS)})",
@@ -286,6 +307,29 @@ def _duration(flag: str, text: str) -> datetime.timedelta:
     return datetime.timedelta(microseconds=nanos // 1000)
 
 
+def _non_negative_seconds(flag: str, text: str) -> float:
+    try:
+        nanos = parse_duration(text)
+    except GoParseError as exc:
+        raise OptionsError(f"{flag}: {exc}") from None
+    if nanos < 0:
+        raise OptionsError(f"{flag}: must not be negative, got {text}")
+    return nanos / 1e9
+
+
+def _quota_update(args: argparse.Namespace) -> QuotaUpdatePolicy:
+    if args.quota_update_max_retries < 0:
+        raise OptionsError("--quota-update-max-retries must not be negative")
+    return QuotaUpdatePolicy(
+        max_retries=args.quota_update_max_retries,
+        retry_jitter=_non_negative_seconds("--quota-update-retry-jitter", args.quota_update_retry_jitter),
+        max_total_jitter=_non_negative_seconds(
+            "--quota-update-max-total-jitter", args.quota_update_max_total_jitter
+        ),
+        conflict_fresh_get=args.quota_update_conflict_fresh_get,
+    )
+
+
 def options_from_args(args: argparse.Namespace) -> ManagerOptions:
     """Validate parsed flags; raises :class:`OptionsError` naming the flag."""
     try:
@@ -350,6 +394,7 @@ def options_from_args(args: argparse.Namespace) -> ManagerOptions:
             binding_admission_excluded_namespaces=_split(args.binding_admission_exclude_namespaces),
             binding_admission_dry_run=args.binding_admission_dry_run,
         ),
+        quota_update=_quota_update(args),
         controllers=enabled_controllers(args.controllers),
         leader_election=args.enable_leader_election,
         leader_election_namespace=args.leader_election_namespace,

@@ -1,7 +1,8 @@
-"""koord-manager's controllers (the slo-controller): NodeMetric, NodeSLO and NodeResource.
+"""koord-manager's controllers: the slo-controller (NodeMetric, NodeSLO, NodeResource) and quotaprofile.
 
 They run on the :mod:`controlplane.reactor` and only while this replica holds the leader
-lease. :mod:`.sloconfig` watches the ``slo-controller-config`` ConfigMap for all three;
-:mod:`.noderesource` holds the batch and mid calculation, which ``koord-manager
-explain-node`` runs too.
+lease. :mod:`.sloconfig` watches the ``slo-controller-config`` ConfigMap for the three
+slo-controller ones; :mod:`.noderesource` holds the batch and mid calculation, which
+``koord-manager explain-node`` runs too; :mod:`.quotaprofile` keeps one root ElasticQuota
+per ElasticQuotaProfile.
 """

@@ -1,4 +1,4 @@
-"""What every slo-controller shares: API client, informers, config, metrics, events and time."""
+"""What every manager controller shares: API client, informers, config, metrics, events and time."""
 
 from __future__ import annotations
 
@@ -32,14 +32,17 @@ class ControllerContext:
     #: seconds reconciles in progress may take to finish on a graceful stop
     drain_timeout: float = 10.0
 
-    def controller(self, name: str, reconcile: Reconciler) -> Controller:
-        """A reactor controller with this context's workers, drain timeout, clock, metrics and events."""
+    def controller(
+        self, name: str, reconcile: Reconciler, recorder: EventRecorder | None = None
+    ) -> Controller:
+        """A reactor controller with this context's workers, drain timeout, clock, metrics and
+        events (``recorder`` names another component in them)."""
         return Controller(
             name,
             reconcile,
             workers=self.workers,
             clock=self.clock,
             metrics=self.reactor_metrics,
-            recorder=self.recorder,
+            recorder=recorder or self.recorder,
             drain_timeout=self.drain_timeout,
         )

@@ -24,6 +24,7 @@ from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.nodemetric import NodeMetricController
 from controlplane.manager.controllers.noderesource.controller import NodeResourceController
 from controlplane.manager.controllers.nodeslo import NodeSLOController
+from controlplane.manager.controllers.quotaprofile import QuotaProfileController
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
 from controlplane.reactor import Controller, ReactorMetrics, cancel_and_wait
 from koordinator.api.sloconfig.config import CONFIG_NAME, CONFIG_NAMESPACE
@@ -52,12 +53,12 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], RunningController]] = {
     "nodemetric": NodeMetricController,
     "noderesource": NodeResourceController,
     "nodeslo": NodeSLOController,
+    "quotaprofile": QuotaProfileController,
 }
 DEFAULT_CONTROLLERS = tuple(CONTROLLERS)
 #: upstream controllers this release does not have, and what is missing without them
 UNIMPLEMENTED = {
     "colocationprofile": "profiles are applied to pods by the webhook only, never to existing pods",
-    "quotaprofile": "ElasticQuotaProfiles do not create ElasticQuotas",
 }
 
 

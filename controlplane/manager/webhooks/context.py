@@ -1,4 +1,5 @@
-"""What every webhook handler is given: the cluster view, gates, metrics, quota tree, options.
+"""What every webhook handler is given: the cluster view, gates, metrics, quota tree, options,
+and the quota evaluator.
 
 Handlers never talk to the API directly. They read through a :class:`ClusterReader`: the
 running manager backs it with informers (falling back to a GET for a namespace or a
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from controlplane.manager.webhooks.elasticquota.topology import QuotaTopology
 from controlplane.manager.webhooks.metrics import StepSeries, WebhookMetrics
+from controlplane.manager.webhooks.quotaevaluate.evaluator import QuotaEvaluator
 from controlplane.manager.webhooks.review import AdmissionRequest, AdmissionResponse
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.api.sloconfig.config import CONFIG_NAME, CONFIG_NAMESPACE
@@ -94,6 +96,8 @@ class WebhookContext:
     metrics: WebhookMetrics = field(default_factory=WebhookMetrics)
     quotas: QuotaTopology = field(default_factory=QuotaTopology)
     options: WebhookOptions = field(default_factory=WebhookOptions)
+    #: charges pods to ElasticQuotas (``EnableQuotaAdmission``); ``None`` where none is set up
+    quota_evaluator: QuotaEvaluator | None = None
     #: ``rand.Intn``: the ClusterColocationProfile probability draw (``koord-manager admit --random``).
     rand_intn: Callable[[int], int] = random.randrange
 

@@ -13,6 +13,8 @@ import orjson
 from controlplane.manager.webhooks.cluster import StaticCluster, quota_topology_of
 from controlplane.manager.webhooks.context import WebhookContext, WebhookOptions
 from controlplane.manager.webhooks.dispatch import AdmissionDispatcher
+from controlplane.manager.webhooks.quotaevaluate.accessor import StaticQuotaAccessor
+from controlplane.manager.webhooks.quotaevaluate.evaluator import QuotaEvaluator
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 
 Obj = dict[str, Any]
@@ -223,8 +225,12 @@ class Admission:
         options: WebhookOptions | None = None,
     ) -> None:
         self.cluster = StaticCluster(objects or [])
+        self.quota_accessor = StaticQuotaAccessor(self.cluster.objects("ElasticQuota"))
         self.ctx = WebhookContext(
-            cluster=self.cluster, gates=gates(feature_gates), options=options or WebhookOptions()
+            cluster=self.cluster,
+            gates=gates(feature_gates),
+            options=options or WebhookOptions(),
+            quota_evaluator=QuotaEvaluator(self.quota_accessor),
         )
         quota_topology_of(self.cluster, self.ctx.quotas)
         self.draws: list[int] = []

@@ -12,13 +12,17 @@ code 400 and the aggregated field errors (``admission.Errored(400, ...)``):
    koord-prod, ``LSR`` only with koord-prod; ``LSR``/``LSE`` pods must request a whole
    number of CPUs;
 3. ``QuotaMetaChecker`` -- ElasticQuota rules for pods (see ``elasticquota.pod_check``);
-4. ``DeviceResource`` -- GPU request shapes (gate ``ValidatePodDeviceResource``);
-5. ``EnhancedValidation`` -- required labels from ``pod-enhanced-validator-config``
+4. ``EvaluateQuota`` -- the pod charged to its quota's admission limit (gate
+   ``EnableQuotaAdmission``, see ``pod.evaluate_quota``);
+5. ``DeviceResource`` -- GPU request shapes (gate ``ValidatePodDeviceResource``);
+6. ``EnhancedValidation`` -- required labels from ``pod-enhanced-validator-config``
    (gate ``EnablePodEnhancedValidator``).
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from controlplane.manager.webhooks import metrics
@@ -26,7 +30,7 @@ from controlplane.manager.webhooks.context import PluginStep, WebhookContext
 from controlplane.manager.webhooks.elasticquota import pod_check
 from controlplane.manager.webhooks.fielderrors import aggregate
 from controlplane.manager.webhooks.objects import POD, ObjectError, check
-from controlplane.manager.webhooks.pod import device_resource, enhanced_validator
+from controlplane.manager.webhooks.pod import device_resource, enhanced_validator, evaluate_quota
 from controlplane.manager.webhooks.pod.mutating import object_namespace
 from controlplane.manager.webhooks.review import AdmissionRequest, AdmissionResponse, allowed, errored
 from koordinator.api import resourcelist
@@ -56,6 +60,8 @@ FORBIDDEN_COMBINATIONS = (
     (QoSClass.LSR, (PriorityClass.NONE, PriorityClass.MID, PriorityClass.BATCH, PriorityClass.FREE)),
 )
 _REQUESTS_PATH = "pod.spec.containers[*].resources.requests"
+#: a step: its problems, or an awaitable of them
+Step = Callable[[], Sequence[FieldError | str] | Awaitable[Sequence[FieldError | str]]]
 
 
 def validate_forbidden_annotations(pod: Obj) -> list[FieldError]:
@@ -132,7 +138,7 @@ class PodValidatingHandler:
         except ObjectError as exc:
             return errored(400, str(exc))
         namespace = object_namespace(pod, request)
-        steps: list[tuple[str, Any]] = [
+        steps: list[tuple[str, Step]] = [
             ("ClusterReservation", lambda: validate_forbidden_annotations(pod)),
             (
                 "ClusterColocationProfile",
@@ -144,6 +150,13 @@ class PodValidatingHandler:
             ),
             (pod_check.NAME, lambda: pod_check.validate_pod_quota(self.ctx, pod, old, namespace)),
         ]
+        if self.ctx.enabled("EnableQuotaAdmission"):
+            steps.append(
+                (
+                    evaluate_quota.NAME,
+                    lambda: evaluate_quota.evaluate_quota(self.ctx, request, pod, old, namespace),
+                )
+            )
         if self.ctx.enabled("ValidatePodDeviceResource"):
             steps.append((device_resource.NAME, lambda: device_resource.validate_device_resources(pod)))
         if self.ctx.enabled("EnablePodEnhancedValidator"):
@@ -156,6 +169,8 @@ class PodValidatingHandler:
         for plugin, run in steps:
             with self._step(request, plugin) as step:
                 problems = run()
+                if inspect.isawaitable(problems):
+                    problems = await problems
                 if problems:
                     step.reject()
                     return errored(400, aggregate(problems))

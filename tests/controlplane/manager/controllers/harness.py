@@ -22,7 +22,13 @@ ROOT = Path(__file__).resolve().parents[4]
 Obj = dict[str, Any]
 
 _WITH_STATUS = {"Node": res.NODES, "NodeMetric": res.NODE_METRICS, "Pod": res.PODS}
-_RESOURCES = {**_WITH_STATUS, "ConfigMap": res.CONFIG_MAPS, "NodeSLO": res.NODE_SLOS}
+_RESOURCES = {
+    **_WITH_STATUS,
+    "ConfigMap": res.CONFIG_MAPS,
+    "NodeSLO": res.NODE_SLOS,
+    "ElasticQuota": res.ELASTIC_QUOTAS,
+    "ElasticQuotaProfile": res.ELASTIC_QUOTA_PROFILES,
+}
 
 
 async def started_fake() -> FakeApiServer:

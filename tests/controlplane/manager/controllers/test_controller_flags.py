@@ -7,6 +7,8 @@ import pytest
 from controlplane.manager.__main__ import build_parser
 from controlplane.manager.options import OptionsError, enabled_controllers, options_from_args
 
+ALL = ("nodemetric", "noderesource", "nodeslo", "quotaprofile")
+
 
 def parse(argv: list[str]):
     return options_from_args(build_parser().parse_args(argv))
@@ -15,16 +17,13 @@ def parse(argv: list[str]):
 @pytest.mark.parametrize(
     ("spec", "enabled"),
     [
-        pytest.param(
-            "nodemetric,noderesource,nodeslo", ("nodemetric", "noderesource", "nodeslo"), id="default"
-        ),
-        pytest.param("*", ("nodemetric", "noderesource", "nodeslo"), id="star"),
-        pytest.param("*,-noderesource", ("nodemetric", "nodeslo"), id="all-but-one"),
+        pytest.param("nodemetric,noderesource,nodeslo,quotaprofile", (*ALL,), id="default"),
+        pytest.param("*", ALL, id="star"),
+        pytest.param("*,-noderesource", ("nodemetric", "nodeslo", "quotaprofile"), id="all-but-one"),
+        pytest.param("quotaprofile", ("quotaprofile",), id="quotaprofile"),
         pytest.param("noderesource", ("noderesource",), id="one"),
         pytest.param("noderesource,-noderesource", ("noderesource",), id="first-mention-wins"),
-        pytest.param(
-            "-colocationprofile,*", ("nodemetric", "noderesource", "nodeslo"), id="unimplemented-left-out"
-        ),
+        pytest.param("-colocationprofile,*", ALL, id="unimplemented-left-out"),
         pytest.param("", (), id="none"),
     ],
 )
@@ -35,7 +34,9 @@ def test_controllers_follow_upstreams_rule(spec, enabled):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        pytest.param("quotaprofile", "quotaprofile is not implemented in this release", id="unimplemented"),
+        pytest.param(
+            "colocationprofile", "colocationprofile is not implemented in this release", id="unimplemented"
+        ),
         pytest.param("nodes", "unknown controller 'nodes'", id="unknown"),
     ],
 )
@@ -46,7 +47,7 @@ def test_controllers_that_cannot_run_are_refused(spec, message):
 
 def test_defaults_are_upstreams():
     options = parse([])
-    assert options.controllers == ("nodemetric", "noderesource", "nodeslo")
+    assert options.controllers == ALL
     assert options.leader_election is True
     assert (options.leader_election_namespace, options.leader_election_id) == (
         "koordinator-system",
