@@ -14,7 +14,9 @@ only when the bytes say exactly that:
 * the array is followed by ``}]},"spec":`` -- end of its last entry, of the array, of the
   metadata, then the object's ``spec`` key;
 * no ``}],"`` comes before that: an array ending before another key would mean
-  managedFields is not the last field of the metadata (another encoder), so nothing is cut.
+  managedFields is not the last field of the metadata (another encoder), so nothing is cut;
+* no ``}]},"`` comes before it either: the metadata would end there and another key than
+  ``spec`` follow it (an object whose ``status`` an encoder wrote before its ``spec``).
 
 Both sequences hold ``,"``, which no JSON string contains (a quote inside a string is
 escaped), so they can only be structure; and the entries of managedFields hold no
@@ -30,6 +32,7 @@ __all__ = ["strip_managed_fields"]
 _KEY = b'"managedFields":['
 _END = b'}]},"spec":'
 _ANOTHER_KEY = b'}],"'
+_ARRAY_AND_MAP_END = b'}]},"'
 
 
 def strip_managed_fields(data: bytes) -> bytes:
@@ -45,6 +48,9 @@ def strip_managed_fields(data: bytes) -> bytes:
         end = data.find(_END, start, limit)
         if (
             end >= 0
+            # the array's end is the first end of an array closing a map before another key:
+            # anything earlier (metadata followed by ``status``) means it is not followed by spec
+            and data.find(_ARRAY_AND_MAP_END, start, end + len(_ARRAY_AND_MAP_END)) == end
             and data[start - 1 : start] == b","
             and data.find(_ANOTHER_KEY, start, end) < 0
             and data[start + len(_KEY) : start + len(_KEY) + 1] == b"{"

@@ -91,6 +91,15 @@ def test_a_list_of_built_in_objects_decodes_as_without_managed_fields(objects):
         pytest.param(
             {"metadata": {"name": "a", "managedFields": [{"manager": "m"}]}, "data": {}}, id="no-spec"
         ),
+        pytest.param(
+            {
+                "metadata": {"name": "n", "managedFields": [{"manager": "m"}]},
+                # status before spec, ending in an array: its end must not pass for the metadata's
+                "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready"}]},
+                "spec": {},
+            },
+            id="status-before-spec",
+        ),
     ],
 )
 def test_objects_whose_encoding_does_not_say_where_they_end_are_left_whole(obj):
