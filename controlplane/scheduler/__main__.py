@@ -153,8 +153,11 @@ def _serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = component_parser(
         PROG,
-        "Koordinator's scheduler with kube-scheduler's default plug-ins; `simulate` places pods "
-        "offline with the same framework. Not built in this release: Koordinator's own plug-ins.",
+        "Koordinator's scheduler: kube-scheduler's default plug-ins and LoadAwareScheduling, "
+        "ElasticQuota, Coscheduling, NodeResourcesFitPlus, ScarceResourceAvoidance and SchedulingHint "
+        "(Koordinator's profile ships as controlplane/scheduler/profiles/koord-scheduler.yaml); "
+        "`simulate` places pods offline with the same framework. Not built in this release: "
+        "Reservation, NodeNUMAResource, DeviceShare.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )
