@@ -41,7 +41,7 @@ import textwrap
 import time
 
 from benchmarks.harness import Result, cpu_seconds
-from controlplane.scheduler.config import parse
+from controlplane.scheduler.config import SchedulerConfig, parse
 from controlplane.scheduler.scheduler import Scheduler
 from koordinator.cli import run_loop
 from koordinator.kube.client import ApiClient
@@ -99,11 +99,15 @@ SERVER = textwrap.dedent(
 WORKLOADS = ("basic", "unschedulable", "preemption")
 
 
-async def _schedule(url: str, pods: int) -> tuple[float, float]:
+async def schedule(url: str, pods: int, config: SchedulerConfig | None = None) -> tuple[float, float]:
+    """Run a scheduler (``config``; default: kube-scheduler's default profile) against the
+    fake at ``url`` until ``pods`` bindings were answered: (wall seconds, CPU seconds)."""
     async with ApiClient(ClusterConfig(server=url), qps=5000.0, burst=5000, fast_unary=True) as client:
         factory = InformerFactory(client)
         # as the process runs it: a Scheduled Event per pod, as kube-scheduler writes one
-        scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
+        scheduler = Scheduler(
+            client, config or parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1
+        )
         scheduler.attach(factory)
         factory.start()
         await factory.wait_for_sync()
@@ -134,7 +138,7 @@ def _run_one(workload: str, nodes: int, pods: int) -> tuple[float, float]:
         url = server.stdout.readline().strip()
         if not url.startswith("http"):
             raise RuntimeError("the fake apiserver did not start")
-        return run_loop(_schedule(url, pods))
+        return run_loop(schedule(url, pods))
     finally:
         assert server.stdin is not None
         server.stdin.close()

@@ -166,6 +166,14 @@ class Quantity:
         self._nanos = nanos
         self._format = Format(fmt)
 
+    @classmethod
+    def _of(cls, nanos: int, fmt: Format) -> Quantity:
+        """A quantity from values already checked (arithmetic on quantities): no validation."""
+        quantity = object.__new__(cls)
+        quantity._nanos = nanos
+        quantity._format = fmt
+        return quantity
+
     # ---- construction ---------------------------------------------------------------------
     @classmethod
     def parse(cls, text: str) -> Quantity:
@@ -252,14 +260,14 @@ class Quantity:
     # ---- arithmetic (results keep the left operand's format unless it is zero) ------------
     def add(self, other: Quantity) -> Quantity:
         fmt = other._format if self._nanos == 0 else self._format
-        return Quantity(self._nanos + other._nanos, fmt)
+        return Quantity._of(self._nanos + other._nanos, fmt)
 
     def sub(self, other: Quantity) -> Quantity:
         fmt = other._format if self._nanos == 0 else self._format
-        return Quantity(self._nanos - other._nanos, fmt)
+        return Quantity._of(self._nanos - other._nanos, fmt)
 
     def neg(self) -> Quantity:
-        return Quantity(-self._nanos, self._format)
+        return Quantity._of(-self._nanos, self._format)
 
     def mul(self, factor: int) -> Quantity:
         """``Quantity.Mul(int64)``."""

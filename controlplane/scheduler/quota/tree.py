@@ -279,7 +279,15 @@ class QuotaTree:
         spec = self._specs.get(quota)
         if old is None or spec is None:
             return False
-        new = _Entry(pod, mask(pod.request, spec.max), old.assigned if assigned is None else assigned)
+        request = mask(pod.request, spec.max)
+        now_assigned = old.assigned if assigned is None else assigned
+        if request == old.request and pod.non_preemptible == old.pod.non_preemptible:
+            # the same figures (a bound confirmation, a status change): the sums and the
+            # runtime stand; only the used moves if the pod was assumed or forgotten
+            old.pod = pod
+            self.set_assigned(quota, pod.key, now_assigned)
+            return True
+        new = _Entry(pod, request, now_assigned)
         self._apply(quota, old, -1)
         entries[pod.key] = new
         self._apply(quota, new, 1)

@@ -7,6 +7,7 @@ configuration upstream refuses raises :class:`ArgsError` naming the field.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,7 +95,7 @@ class LoadAwareArgs:
     allow_customize_estimation: bool = False
     aggregated: Aggregated | None = None
 
-    @property
+    @functools.cached_property
     def resources(self) -> tuple[str, ...]:
         """The resources estimated and compared: CPU and memory first, then the others by name."""
         names = {

@@ -22,7 +22,13 @@ from controlplane.scheduler.kernel.twin import Extra
 from controlplane.scheduler.plugins.interface import CycleState, final_row_scores
 from controlplane.scheduler.plugins.loadaware.args import NAME, LoadAwareArgs, load_aware_args
 from controlplane.scheduler.plugins.loadaware.estimate import Estimate, estimate_pod
-from controlplane.scheduler.plugins.loadaware.usage import PROD, NodeLoad, node_load
+from controlplane.scheduler.plugins.loadaware.usage import (
+    PROD,
+    FilterProfile,
+    NodeLoad,
+    node_load,
+    node_parts,
+)
 from controlplane.scheduler.podinfo import PodInfo
 
 #: (estimate, prod pod) -> row arrays kept at once; past it the least recently used goes
@@ -60,6 +66,9 @@ class LoadAwareScheduling:
         self._expiries: list[tuple[float, str, float]] = []
         #: pod key -> when it was first seen placed (its assume time until PodScheduled says)
         self._first_seen: dict[str, float] = {}
+        self._estimates: dict[str, tuple[PodInfo, Estimate]] = {}
+        #: node -> (the NodeInfo they came from, its allocatable and filter profile)
+        self._parts: dict[str, tuple[NodeInfo, tuple[Estimate, FilterProfile]]] = {}
         self._masks: dict[Key, bytearray] = {}
         self._scores: dict[Key, array[int]] = {}
 
@@ -103,6 +112,7 @@ class LoadAwareScheduling:
             info = cluster.nodes.get(name)
             if info is None:
                 self._loads.pop(name, None)
+                self._parts.pop(name, None)
                 continue
             load = self._load(cluster, info, now)
             self._loads[name] = load
@@ -112,6 +122,8 @@ class LoadAwareScheduling:
                 scores[load.row] = load.score(estimate, prod, self.args, self.weights)
         if len(self._first_seen) > 2 * len(cluster.placed) + 1024:
             self._first_seen = {k: t for k, t in self._first_seen.items() if k in cluster.placed}
+        if len(self._estimates) > 2 * len(cluster.placed) + 1024:
+            self._estimates = {k: e for k, e in self._estimates.items() if k in cluster.placed}
 
     def _load(self, cluster: Cluster, info: NodeInfo, now: float) -> NodeLoad:
         record = cluster.node_metrics.get(info.name)
@@ -127,7 +139,19 @@ class LoadAwareScheduling:
                 self._expiries,
                 (record.update_time + self.args.node_metric_expiration_s, info.name, record.update_time),
             )
-        return node_load(info, record, pods, self._first_seen, self.args, now)
+        parts = self._parts.get(info.name)
+        if parts is None or parts[0] is not info:
+            parts = self._parts[info.name] = (info, node_parts(info, self.args))
+        return node_load(info, record, pods, self._first_seen, self.args, now, self._estimate, parts[1])
+
+    def _estimate(self, pod: PodInfo) -> Estimate:
+        """The pod's estimate, computed once per pod record."""
+        kept = self._estimates.get(pod.key)
+        if kept is not None and kept[0] is pod:
+            return kept[1]
+        estimate = estimate_pod(pod, self.args)
+        self._estimates[pod.key] = (pod, estimate)
+        return estimate
 
     def load_of(self, cluster: Cluster, node: str) -> NodeLoad | None:
         self.refresh(cluster)
@@ -136,7 +160,7 @@ class LoadAwareScheduling:
     # --- per estimate ----------------------------------------------------------------------
 
     def _key(self, pod: PodInfo) -> Key:
-        return estimate_pod(pod, self.args), pod.priority_class == PROD
+        return self._estimate(pod), pod.priority_class == PROD
 
     @staticmethod
     def _make_room(store: dict[Key, Any]) -> None:

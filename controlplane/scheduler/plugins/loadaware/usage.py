@@ -17,8 +17,9 @@ still passes.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from controlplane.scheduler.cluster import NodeInfo
@@ -217,6 +218,9 @@ def _sum(resources: tuple[str, ...], usages: Iterable[Usage]) -> list[int]:
     return out
 
 
+Estimator = Callable[[PodInfo], Estimate]
+
+
 def existing_usage(
     args: LoadAwareArgs,
     record: NodeMetricRecord,
@@ -227,6 +231,7 @@ def existing_usage(
     usage: Usage | None,
     all_estimated: bool = False,
     include_sys: bool = False,
+    estimate_of: Estimator | None = None,
 ) -> Estimate:
     """Upstream's ``GetEstimatedUsed`` without the incoming pod: the still-estimated pods at
     the larger of estimate and reported usage, plus the node's usage less theirs (``usage``:
@@ -254,7 +259,7 @@ def existing_usage(
         if not still:
             continue
         estimated_keys.add(pod.key)
-        estimate = estimate_pod(pod, args)
+        estimate = estimate_of(pod) if estimate_of is not None else estimate_pod(pod, args)
         for i, name in enumerate(resources):
             value = estimate[i]
             if reported and name in reported:
@@ -284,15 +289,27 @@ def node_load(
     first_seen: Mapping[str, float],
     args: LoadAwareArgs,
     now: float,
+    estimate_of: Estimator | None = None,
+    parts: tuple[Estimate, FilterProfile] | None = None,
 ) -> NodeLoad:
-    """The node's load from its object, its NodeMetric and the pods placed on it."""
+    """The node's load from its object, its NodeMetric and the pods placed on it (``parts``:
+    the node's allocatable and filter profile when the caller kept them)."""
     resources = args.resources
-    alloc = node_allocatable(node, resources)
+    alloc, profile = parts if parts is not None else node_parts(node, args)
     if record is None:
         return NodeLoad(node.row, alloc)
     expired = record.update_time is None or now - record.update_time >= args.node_metric_expiration_s
-    profile = filter_profile(node, args)
+    usage_of = functools.partial(existing_usage, args, record, pods, first_seen, estimate_of=estimate_of)
     limits = prod_limits = None
+    #: (usage source, all estimated) -> the non-prod existing usage computed from it
+    computed: dict[tuple[int, bool], Estimate] = {}
+
+    def non_prod(usage: Usage | None, all_estimated: bool = False) -> Estimate:
+        key = (id(usage), all_estimated)
+        if key not in computed:
+            computed[key] = usage_of(prod=False, usage=usage, all_estimated=all_estimated)
+        return computed[key]
+
     if record.node_usage is not None:
         if profile.aggregated is not None:
             thresholds, aggregated = profile.aggregated.usage_thresholds, True
@@ -304,12 +321,9 @@ def node_load(
         else:
             thresholds, aggregated, usage = profile.usage_thresholds, False, record.node_usage
         if thresholds:
-            used = existing_usage(args, record, pods, first_seen, prod=False, usage=usage)
-            limits = Limits(_headrooms(resources, thresholds, alloc, used), aggregated)
+            limits = Limits(_headrooms(resources, thresholds, alloc, non_prod(usage)), aggregated)
     if profile.prod_usage_thresholds:
-        used = existing_usage(
-            args, record, pods, first_seen, prod=True, usage=None, include_sys=args.prod_usage_include_sys
-        )
+        used = usage_of(prod=True, usage=None, include_sys=args.prod_usage_include_sys)
         prod_limits = Limits(_headrooms(resources, profile.prod_usage_thresholds, alloc, used), False)
     scoring = args.aggregated if args.aggregated is not None and args.aggregated.scores else None
     if scoring is not None:
@@ -319,22 +333,18 @@ def node_load(
         missing = score_usage is None
     else:
         score_usage, missing = record.node_usage, False
-    score_used = existing_usage(
-        args, record, pods, first_seen, prod=False, usage=score_usage, all_estimated=missing
-    )
+    score_used = non_prod(score_usage, missing)
     prod_score_used = None
     if args.score_according_prod_usage:
-        prod_score_used = existing_usage(
-            args,
-            record,
-            pods,
-            first_seen,
-            prod=True,
-            usage=None,
-            all_estimated=missing,
-            include_sys=args.prod_usage_include_sys,
+        prod_score_used = usage_of(
+            prod=True, usage=None, all_estimated=missing, include_sys=args.prod_usage_include_sys
         )
     return NodeLoad(node.row, alloc, True, expired, limits, prod_limits, score_used, prod_score_used)
+
+
+def node_parts(node: NodeInfo, args: LoadAwareArgs) -> tuple[Estimate, FilterProfile]:
+    """What of the load comes from the Node object alone: its allocatable and thresholds."""
+    return node_allocatable(node, args.resources), filter_profile(node, args)
 
 
 def _headrooms(
