@@ -1,0 +1,417 @@
+"""envtest tier: Koordinator's colocation loop on a real kube-apiserver and etcd.
+
+koord-scheduler runs in-process with Koordinator's shipped profile
+(:data:`controlplane.scheduler.profiles.KOORDINATOR`: LoadAwareScheduling, ElasticQuota,
+Coscheduling) and, for the colocation loop, koord-manager's noderesource controller as well:
+
+* the controller turns NodeMetrics (written as the koordlet writes them) into
+  ``kubernetes.io/batch-cpu``/``batch-memory`` on the Nodes, and a BE pod asking for them is
+  bound to the cool node, never to the hot one (LoadAwareScheduling's usage threshold);
+* a pod over its ElasticQuota's runtime in a three-level tree is refused with upstream's
+  "Insufficient quotas" message and bound once another tenant's pod is deleted;
+* a gang of four with room for three binds none, then all four once a node with room joins.
+
+The module runs its own etcd and kube-apiserver: the noderesource controller acts on every
+node of the cluster, and the quota tree's root spans all of them. Each test still labels its
+nodes and selects them in its pods, and names its quotas apart. No kubelet runs: the tests
+write node status, remove the ``node.kubernetes.io/not-ready`` taint (as the node lifecycle
+controller would) and delete pods with ``gracePeriodSeconds=0``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.manager.controllers.metrics import SLOControllerMetrics
+from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
+from controlplane.reactor import ReactorMetrics
+from controlplane.scheduler.config import load
+from controlplane.scheduler.profiles import KOORDINATOR
+from controlplane.scheduler.scheduler import Scheduler
+from koordinator.api.extension.priority import PRIORITY_CLASS_OBJECTS
+from koordinator.api.quantity import Quantity
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.errors import AlreadyExistsError
+from koordinator.kube.events import EventRecorder
+from koordinator.kube.informer.factory import InformerFactory
+from koordinator.kube.timeutil import format_time
+from tests.controlplane.manager.controllers.objects import GI, config_map, node_metric, pod_metric
+from tests.envtest import Envtest, apply_crds, create_namespace
+from tests.polling import eventually_awaited
+from testsupport.envtest import ControlPlane, ControlPlaneError
+
+ROOT = Path(__file__).resolve().parents[3]
+CRDS = [
+    ROOT / "crds" / name
+    for name in (
+        "slo.koordinator.sh_nodemetrics.yaml",
+        "slo.koordinator.sh_nodeslos.yaml",
+        "scheduling.sigs.k8s.io_elasticquotas.yaml",
+        "scheduling.sigs.k8s.io_podgroups.yaml",
+    )
+]
+SYSTEM = "koordinator-system"
+SCHEDULER = "koord-scheduler"
+BATCH_CPU = "kubernetes.io/batch-cpu"
+BATCH_MEMORY = "kubernetes.io/batch-memory"
+Q = "quota.scheduling.koordinator.sh"
+GANG = "gang.scheduling.koordinator.sh"
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def envtest_koord(envtest_bin: Path) -> Iterator[Envtest]:
+    """A control plane of this module's own."""
+    try:
+        plane = ControlPlane(envtest_bin).start()
+    except ControlPlaneError as exc:
+        pytest.fail(f"envtest control plane did not start: {exc}")
+    try:
+        yield Envtest(plane)
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+async def cluster(envtest_koord: Envtest) -> AsyncIterator[tuple[ApiClient, str, str]]:
+    """An admin client with the CRDs installed, a fresh namespace and a tag for the test's nodes."""
+    async with envtest_koord.client() as client:
+        await apply_crds(client, CRDS)
+        await create_namespace(client, SYSTEM)  # ElasticQuota's quotaGroupNamespace
+        for name, (value, policy) in PRIORITY_CLASS_OBJECTS.items():
+            body = {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "preemptionPolicy": policy,
+            }
+            with contextlib.suppress(AlreadyExistsError):
+                await client.create(res.PRIORITY_CLASSES, body)
+        namespace = f"t-{uuid.uuid4().hex[:10]}"
+        await create_namespace(client, namespace)
+        yield client, namespace, uuid.uuid4().hex[:6]
+
+
+# ---- the apiserver's objects, written as their owners write them ---------------------------------
+
+
+async def add_node(
+    client: ApiClient, name: str, tag: str, cpu: str, memory: str, allocatable: tuple[str, str] | None = None
+) -> None:
+    """A Node whose status the kubelet wrote, without the not-ready taint."""
+    alloc_cpu, alloc_memory = allocatable or (cpu, memory)
+    status = {
+        "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+        "allocatable": {"cpu": alloc_cpu, "memory": alloc_memory, "pods": "110"},
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "test-tag": tag}},
+    }
+    created = await client.create(res.NODES, body)
+    created["status"] = status
+    created = await client.replace_status(res.NODES, created)
+    created["spec"]["taints"] = []
+    await client.replace(res.NODES, created)
+
+
+async def add_node_metric(client: ApiClient, metric: Obj) -> None:
+    """As the koordlet reports: create the NodeMetric, then write its status."""
+    created = await client.create(res.NODE_METRICS, {k: v for k, v in metric.items() if k != "status"})
+    created["status"] = metric["status"]
+    await client.replace_status(res.NODE_METRICS, created)
+
+
+def pod(
+    name: str,
+    namespace: str,
+    tag: str,
+    requests: dict[str, str],
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    priority_class: str = "",
+    node_name: str = "",
+) -> Obj:
+    spec: Obj = {
+        "schedulerName": SCHEDULER,
+        "nodeSelector": {"test-tag": tag},  # this test's nodes only
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": requests}}],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if node_name:
+        spec["nodeName"] = node_name
+    meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+# ---- the components, in-process ------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def koord_scheduler(client: ApiClient) -> AsyncIterator[Scheduler]:
+    """koord-scheduler with the shipped Koordinator profile, its informers synced."""
+    factory = InformerFactory(client, freeze_after_sync=False)
+    scheduler = Scheduler(client, load(str(KOORDINATOR)), recorder=EventRecorder(client, SCHEDULER))
+    scheduler.attach(factory)
+    factory.start()
+    task: asyncio.Task[None] | None = None
+    try:
+        async with asyncio.timeout(30):
+            await factory.wait_for_sync()
+        task = asyncio.create_task(scheduler.run())
+        yield scheduler
+    finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await factory.stop()
+        await scheduler.drain()
+
+
+@contextlib.asynccontextmanager
+async def noderesource_controller(client: ApiClient) -> AsyncIterator[ControllerSet]:
+    """koord-manager's slo-controller with only its noderesource controller."""
+    metrics = SLOControllerMetrics()
+    controllers = ControllerSet(
+        client,
+        ControllerSettings(controllers=("noderesource",)),
+        metrics=metrics,
+        reactor_metrics=ReactorMetrics(metrics.registry),
+    )
+    task = asyncio.create_task(controllers.run())
+    try:
+        async with asyncio.timeout(30):
+            await controllers.started.wait()
+        yield controllers
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+# ---- reading back ------------------------------------------------------------------------------
+
+
+async def node_of(client: ApiClient, namespace: str, name: str) -> str | None:
+    found = await client.get(res.PODS, name, namespace)
+    node: str | None = found["spec"].get("nodeName")
+    return node
+
+
+async def events(client: ApiClient, namespace: str, reason: str, pod_name: str) -> list[Obj]:
+    listed = await client.list(res.EVENTS, namespace)
+    return [e for e in listed["items"] if e["reason"] == reason and e["involvedObject"]["name"] == pod_name]
+
+
+def batch_of(node: Obj) -> tuple[int, int] | None:
+    allocatable = node["status"].get("allocatable") or {}
+    if BATCH_CPU not in allocatable:
+        return None
+    return Quantity.parse(allocatable[BATCH_CPU]).value(), Quantity.parse(allocatable[BATCH_MEMORY]).value()
+
+
+# ---- 1. the colocation loop --------------------------------------------------------------------
+
+
+async def test_batch_resources_from_node_metrics_and_a_be_pod_bound_to_the_cool_node(cluster):
+    client, ns, tag = cluster
+    cool, hot = f"cool-{tag}", f"hot-{tag}"
+    await client.create(res.CONFIG_MAPS, config_map({"enable": True}))
+    # 16 cores and 64Gi each, of which the kubelet reserves 1 core and 4Gi
+    for name in (cool, hot):
+        await add_node(client, name, tag, "16", "64Gi", allocatable=("15", "60Gi"))
+    # a prod (LS) web server on the cool node, already running
+    web = pod(
+        "web",
+        ns,
+        tag,
+        {"cpu": "4", "memory": "8Gi"},
+        labels={"koordinator.sh/qosClass": "LS"},
+        node_name=cool,
+    )
+    web = await client.create(res.PODS, web)
+    web["status"] = {"phase": "Running"}
+    await client.replace_status(res.PODS, web)
+    now = format_time(time.time())
+    # cool: 4.5 of 15 allocatable cores used (30 %), 3 of them by the web server
+    await add_node_metric(
+        client,
+        node_metric(
+            cool,
+            update_time=now,
+            node_usage=("4500m", "12Gi"),
+            system_usage=("500m", "2Gi"),
+            pods=[pod_metric("web", "3", "9Gi", namespace=ns)],
+        ),
+    )
+    # hot: 12 of 15 cores used (80 %, above LoadAware's 65 %), by batch work that batch
+    # resources do not give back (the koordlet reports it as koord-batch)
+    await add_node_metric(
+        client,
+        node_metric(
+            hot,
+            update_time=now,
+            node_usage=("12", "20Gi"),
+            system_usage=("500m", "2Gi"),
+            pods=[pod_metric("spark-executor", "11500m", "18Gi", namespace=ns, priority="koord-batch")],
+        ),
+    )
+
+    async with noderesource_controller(client):
+
+        async def both_written() -> bool:
+            return all([batch_of(await client.get(res.NODES, n)) is not None for n in (cool, hot)])
+
+        await eventually_awaited(both_written, 30)
+        # the "usage" policy with the default thresholds (cpu 60 %, memory 65 % reclaimable):
+        # batch = capacity - capacity x (100 - threshold)/100 - max(systemUsed, kubelet reserved)
+        #         - sum(HP pods' usage)
+        # cool cpu:    16000 - 6400 - max(500, 1000) - web 3000              = 5600 milli-cores
+        # cool memory: 64Gi - 24051816857 (35 %) - max(2Gi, 4Gi) - web 9Gi
+        assert batch_of(await client.get(res.NODES, cool)) == (5600, 64 * GI - 24051816857 - 4 * GI - 9 * GI)
+        # hot: no HP pods (the batch executor's usage is not taken off): 16000 - 6400 - 1000
+        assert batch_of(await client.get(res.NODES, hot)) == (8600, 64 * GI - 24051816857 - 4 * GI)
+
+    be_labels = {"koordinator.sh/qosClass": "BE"}
+    batch_requests = {BATCH_CPU: "1000", BATCH_MEMORY: "1Gi"}
+    async with koord_scheduler(client):
+        await client.create(
+            res.PODS, pod("be-job", ns, tag, batch_requests, labels=be_labels, priority_class="koord-batch")
+        )
+        # Both nodes fit 1000 batch-cpu, and NodeResourcesFit (LeastAllocated over cpu, memory,
+        # batch-cpu, batch-memory) would rather pick the hot node, which has more of each free.
+        # (given the hot node's usage equal to the cool one's, the pod goes there). Only
+        # LoadAwareScheduling's Filter drops the hot node (cpu usage 12/15 = 80 % >
+        # usageThresholds.cpu 65 on a fresh NodeMetric), so the cool node is the only choice.
+        await eventually_awaited(lambda: _on(client, ns, "be-job", cool), 30)
+        # The same pod held to the hot node is refused, in LoadAwareScheduling's words.
+        pinned = pod("be-pinned", ns, tag, batch_requests, labels=be_labels, priority_class="koord-batch")
+        pinned["spec"]["nodeSelector"]["kubernetes.io/hostname"] = hot
+        await client.create(res.PODS, pinned)
+
+        async def refused() -> bool:
+            return bool(await events(client, ns, "FailedScheduling", "be-pinned"))
+
+        await eventually_awaited(refused, 30)
+        (failed,) = await events(client, ns, "FailedScheduling", "be-pinned")
+        assert re.match(
+            r"0/\d+ nodes are available: .*\b1 node\(s\) cpu usage exceed threshold\b", failed["message"]
+        )
+        assert await node_of(client, ns, "be-pinned") is None
+
+
+async def _on(client: ApiClient, namespace: str, pod_name: str, node: str) -> bool:
+    return await node_of(client, namespace, pod_name) == node
+
+
+# ---- 2. ElasticQuota ---------------------------------------------------------------------------
+
+
+def quota(
+    name: str, namespace: str, cpu_min: str, cpu_max: str, parent: str = "", is_parent: bool = False
+) -> Obj:
+    labels = {f"{Q}/is-parent": "true" if is_parent else "false"}
+    if parent:
+        labels[f"{Q}/parent"] = parent
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"min": {"cpu": cpu_min, "memory": "0"}, "max": {"cpu": cpu_max, "memory": "64Gi"}},
+    }
+
+
+async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenants_pod_is_deleted(cluster):
+    client, ns, tag = cluster
+    org, a, b = f"org-{tag}", f"a-{tag}", f"b-{tag}"
+    await add_node(client, f"quota-{tag}", tag, "4", "64Gi")
+    # koordinator's root (implicit) -> org (4 CPU) -> a, b (2 CPU guaranteed each, may borrow up to 4)
+    await client.create(res.ELASTIC_QUOTAS, quota(org, ns, "4", "4", is_parent=True))
+    await client.create(res.ELASTIC_QUOTAS, quota(a, ns, "2", "4", parent=org))
+    await client.create(res.ELASTIC_QUOTAS, quota(b, ns, "2", "4", parent=org))
+    quota_pod = {"cpu": "2"}
+    for name, tenant in (("a-1", a), ("b-1", b)):
+        await client.create(
+            res.PODS, pod(name, ns, tag, quota_pod, labels={f"{Q}/name": tenant}, node_name=f"quota-{tag}")
+        )
+    await client.create(res.PODS, pod("a-2", ns, tag, {"cpu": "1"}, labels={f"{Q}/name": a}))
+    async with koord_scheduler(client):
+        # a asks 3 (min 2) while b uses its 2 and org has 4: nothing is left to lend, a's runtime is 2
+        async def refused() -> bool:
+            return bool(await events(client, ns, "FailedScheduling", "a-2"))
+
+        await eventually_awaited(refused, 30)
+        failed = (await events(client, ns, "FailedScheduling", "a-2"))[0]
+        assert re.match(
+            r"0/\d+ nodes are available: "
+            + re.escape(
+                f"Insufficient quotas, quotaName: {a}, runtime: cpu:2,memory:0, used: cpu:2, "
+                "pod's request: cpu:1, exceedDimensions: [cpu]. "
+            ),
+            failed["message"],
+        ), failed["message"]
+        assert await node_of(client, ns, "a-2") is None
+        # b's pod ends (no kubelet to finish a graceful deletion): b's min goes to a
+        await client.delete(res.PODS, "b-1", ns, grace_period_seconds=0)
+        await eventually_awaited(lambda: _on(client, ns, "a-2", f"quota-{tag}"), 30)
+
+        async def used_written() -> bool:
+            status = (await client.get(res.ELASTIC_QUOTAS, a, ns)).get("status") or {}
+            return bool((status.get("used") or {}).get("cpu") == "3")
+
+        await eventually_awaited(used_written, 30)
+
+
+# ---- 3. Coscheduling ---------------------------------------------------------------------------
+
+
+async def test_a_gang_of_four_with_room_for_three_binds_none_then_all_once_a_node_joins(cluster):
+    client, ns, tag = cluster
+    await add_node(client, f"small-{tag}", tag, "3", "32Gi")
+    names = [f"w{i}" for i in range(4)]
+    gang = {f"{GANG}/name": "train", f"{GANG}/min-available": "4"}
+    async with koord_scheduler(client):
+        for name in names:
+            await client.create(res.PODS, pod(name, ns, tag, {"cpu": "1"}, annotations=gang))
+
+        # three fit and wait at Permit; the fourth fits nowhere, so the Strict gang (the
+        # default mode) rejects the three waiting members and none binds
+        rejected = re.compile(
+            re.escape(f'Gang "{ns}/train" gets rejected due to member Pod "')
+            + r'w\d" is unschedulable with reason "0/\d+ nodes are available: 1 Insufficient cpu, .*", '
+            + r"alreadyWaitForBound: 3"
+        )
+
+        async def gang_rejected() -> bool:
+            listed = (await client.list(res.EVENTS, ns))["items"]
+            return any(e["reason"] == "FailedScheduling" and rejected.fullmatch(e["message"]) for e in listed)
+
+        await eventually_awaited(gang_rejected, 30)
+        assert [await node_of(client, ns, n) for n in names] == [None] * 4
+        await add_node(client, f"more-{tag}", tag, "2", "32Gi")
+
+        async def all_bound() -> bool:
+            return all([await node_of(client, ns, n) for n in names])
+
+        await eventually_awaited(all_bound, 30)
+        scheduled = [e for n in names for e in await events(client, ns, "Scheduled", n)]
+        assert len({e["involvedObject"]["name"] for e in scheduled}) == 4
+        annotations = (await client.get(res.PODS, "w0", ns))["metadata"]["annotations"]
+        assert annotations["internal.scheduling.koordinator.sh/bind-gang-group-id"] == f"{ns}/train"
+        assert annotations["internal.scheduling.koordinator.sh/bind-gang-member-count"] == "4"
