@@ -4,7 +4,7 @@ framework, and say for each where it went and why (or why nowhere).
 Nodes come from ``--nodes``, the pods to place from ``--pods``, and other cluster objects
 from ``--objects`` (pods already bound there count on their nodes; PodDisruptionBudgets
 guide whom preemption would evict; NodeMetrics give LoadAwareScheduling the nodes' usage;
-PodGroups define gangs for Coscheduling;
+PodGroups define gangs for Coscheduling, ElasticQuotas the quota trees;
 PersistentVolumes, claims, StorageClasses and CSINodes feed the volume plug-ins). Each
 scheduled pod is assumed on its node before the next one is placed, as the live
 scheduler does, with the profile's Reserve and Permit plug-ins run on it (a pod a Permit
@@ -159,16 +159,20 @@ def simulate(
     waiting = _WaitingPods()
     for profile_framework in frameworks.values():
         profile_framework.bind_handle(Handle(waiting, lambda _: 0))
-        for obj in extra:
-            for plugin in profile_framework.plugins.values():
-                if obj.get("kind") == "PodGroup" and callable(getattr(plugin, "on_pod_group", None)):
-                    plugin.on_pod_group(obj)
     pending = []
-    for obj in _of_kind(_objects([pods_path]), "Pod", pods_path):
+    pod_objects = [_with_uid(obj) for obj in _of_kind(_objects([pods_path]), "Pod", pods_path)]
+    for obj in pod_objects:
         try:
-            pending.append(pod_info(_with_uid(obj)))
+            pending.append(pod_info(obj))
         except ValueError as err:
             raise SimulateError(f"pod {(obj.get('metadata') or {}).get('name')!r}: {err}") from None
+    # plug-ins that follow objects of their own (PodGroups, ElasticQuotas, every pod) get them
+    for profile_framework in frameworks.values():
+        for plugin in profile_framework.plugins.values():
+            take = getattr(plugin, "take_object", None)
+            if callable(take):
+                for obj in [*extra, *pod_objects]:
+                    take(obj)
     # the plug-ins that follow every pod (gangs) know the bound and the pending ones first
     for profile_framework in frameworks.values():
         for info in [*(p for _, _, p in cluster.placed.values()), *pending]:
@@ -206,6 +210,10 @@ def simulate(
                 "node": result.preemption.node,
                 "victims": [v.key for v in result.preemption.victims],
             }
+        for plugin in framework.plugins.values():  # the pod's quota, its gang ...
+            describe = getattr(plugin, "describe", None)
+            if callable(describe) and (described := describe(pod)) is not None:
+                entry[described[0]] = described[1]
         if waits and placed is not None:
             waiting.pods[pod.uid] = _Waiting(cluster, pod, entry, waits)
         results.append(entry)

@@ -121,6 +121,21 @@ class Coscheduling:
         self.pod_groups[gang_id] = pod_group
         self._changed(gang_id)
 
+    def take_object(self, obj: Obj) -> None:
+        """An object ``simulate`` was given: PodGroups define gangs."""
+        if obj.get("kind") == "PodGroup":
+            self.on_pod_group(obj)
+
+    def describe(self, pod: PodInfo) -> tuple[str, Any] | None:
+        """``simulate``'s report of the pod's gang (upstream's GangSummary)."""
+        if pod.gang is None:
+            return None
+        gang = self.cache.gang_of(pod.gang)
+        return (
+            "gang",
+            gang.summary() if gang is not None else {"name": pod.gang.gang_id, "hasGangInit": False},
+        )
+
     def on_pod_group_deleted(self, pod_group: Obj | Tombstone[Obj]) -> None:
         if isinstance(pod_group, Tombstone):
             namespace, _, name = pod_group.key.rpartition("/")

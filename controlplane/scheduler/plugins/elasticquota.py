@@ -46,6 +46,7 @@ from controlplane.scheduler.quota import (
 from controlplane.scheduler.quota.args import NAME as QUOTA_NAME
 from koordinator.api.features import FeatureGates
 from koordinator.api.quantity import Quantity
+from koordinator.api.resourcelist import to_json
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import AlreadyExistsError, KubeError, NotFoundError
@@ -114,6 +115,25 @@ class ElasticQuota:
         except ValueError as err:
             log.warning("pod %s ignored by ElasticQuota: %s", (obj.get("metadata") or {}).get("name"), err)
             return None
+
+    def take_object(self, obj: Obj) -> None:
+        """An object ``simulate`` was given: ElasticQuotas, and every pod (bound or pending)."""
+        if obj.get("kind") == "ElasticQuota":
+            self.on_quota(obj)
+        elif obj.get("kind") == "Pod":
+            self.on_pod_record(self._pod_record(obj))
+
+    def describe(self, pod: PodInfo) -> tuple[str, Any] | None:
+        """``simulate``'s report of the pod's quota: its name, runtime and used."""
+        record = self.pods.get(pod.key)
+        ref = self.forest.resolve(record) if record is not None else None
+        summary = self.forest.summary(ref.name) if ref is not None else None
+        if summary is None:
+            return None
+        return (
+            "quota",
+            {"name": summary.name, "runtime": to_json(summary.runtime), "used": to_json(summary.used)},
+        )
 
     def on_quota(self, quota: Obj) -> None:
         name = str((quota.get("metadata") or {}).get("name") or "")

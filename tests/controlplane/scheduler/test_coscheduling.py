@@ -172,6 +172,10 @@ def test_simulate_releases_a_complete_gang_and_rejects_a_strict_one_that_cannot_
     fits = write("p.yaml", [member(f"j{i}", "job", pod_group=True) for i in range(3)])
     results = simulate(parse(PROFILE), nodes, fits, [write("o.yaml", [pod_group])])
     assert [(r["node"], r["status"]) for r in results] == [("n", "Scheduled")] * 3
+    # each entry carries its gang as upstream summarizes it, when the member was placed
+    assert results[0]["gang"]["name"] == "default/job"
+    assert results[0]["gang"]["minRequiredNumber"] == 3
+    assert results[2]["gang"]["waitingForBindChildren"] == ["default/j0", "default/j1", "default/j2"]
     # four of min 4 on room for three: the fourth fits nowhere and its Strict gang goes
     too_many = write("q.yaml", [member(f"w{i}", "train", 4) for i in range(4)])
     results = simulate(parse(PROFILE), nodes, too_many)

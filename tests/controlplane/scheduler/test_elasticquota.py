@@ -136,3 +136,38 @@ async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenant_frees_ro
             )
             annotations = fake.get(res.ELASTIC_QUOTAS, "a", "default")["metadata"]["annotations"]
             assert f"{Q}/runtime" in annotations
+
+
+def test_simulate_reports_each_pods_quota_and_refuses_the_one_over_its_runtime(tmp_path: Path):
+    import yaml
+
+    from controlplane.scheduler.simulate import simulate
+
+    def write(name: str, objects: list[Obj]) -> str:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump_all(objects))
+        return str(path)
+
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n"},
+        "status": {"allocatable": {"cpu": "4", "memory": "64Gi", "pods": "110"}},
+    }
+    objects = [
+        quota("org", "4", "4", is_parent=True),
+        quota("a", "2", "4", parent="org"),
+        quota("b", "2", "4", parent="org"),
+        pod("b-1", "b", "2", node="n"),
+    ]
+    results = simulate(
+        parse(PROFILE),
+        write("n.yaml", [node]),
+        write("p.yaml", [pod("a-1", "a", "2"), pod("a-2", "a", "1")]),
+        [write("o.yaml", objects)],
+    )
+    # a asks 3 (min 2) while b uses its 2 of org's 4: a's runtime is its min
+    assert results[0]["node"] == "n"
+    assert results[1]["node"] is None
+    assert results[1]["status"].startswith("0/1 nodes are available: Insufficient quotas, quotaName: a, ")
+    assert results[1]["quota"] == {"name": "a", "runtime": {"cpu": "2", "memory": "0"}, "used": {"cpu": "2"}}
