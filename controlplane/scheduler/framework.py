@@ -79,6 +79,8 @@ class PreFiltered:
     #: the rows the PreFilter results leave (None: all), and the plug-ins that narrowed them
     rows: int | None = None
     narrowing: tuple[str, ...] = ()
+    #: the rejection may be lifted by preemption (see :class:`PreFilterResult`)
+    resolvable: bool = False
 
 
 def _suffix(notes: list[str], outcome: Outcome | None) -> str:
@@ -162,6 +164,8 @@ class Framework:
             for name in profile.points.get(POST_FILTER, ())
             if name in plugins and callable(getattr(plugins[name], "post_filter", None))
         ]
+        #: plug-ins limiting preemption's victims (ElasticQuota: the pod's own quota)
+        self.victim_rulers = [p for p in plugins.values() if callable(getattr(p, "victim_rules", None))]
         #: plug-ins told of every pod the scheduler's informer sees (gangs, quotas)
         self.pod_listeners = [p for p in plugins.values() if callable(getattr(p, "on_pod", None))]
         #: score plug-ins outside the kernel, with their weights
@@ -345,7 +349,7 @@ class Framework:
             if result is None:
                 continue
             if result.message is not None:
-                return PreFiltered(plugin.NAME, result.message)
+                return PreFiltered(plugin.NAME, result.message, resolvable=result.resolvable)
             if result.rows is not None:
                 rows = result.rows if rows is None else rows & result.rows
                 narrowing.append(plugin.NAME)
@@ -356,14 +360,18 @@ class Framework:
 
     def _rejected_everywhere(self, pod: PodInfo, vector: PodVector, pre: PreFiltered) -> ScheduleResult:
         """A PreFilter rejection: upstream's FitError carries its message instead of the
-        per-node histogram, and preemption cannot help on any node."""
+        per-node histogram; preemption helps on no node, unless the rejection is resolvable
+        (over a quota: evicting the quota's own pods may make room)."""
         message = f"0/{len(self.cluster.nodes)} nodes are available: {pre.message}."
         notes = self._post_filter_plugins(pod, message)
-        outcome = self._post_filter(pod, vector, bytes(self.cluster.table.count))
+        # an Unschedulable rejection leaves preemption every node the other filters allow
+        static = self.static_mask(self.masks(pod), pod) if pre.resolvable else bytes(self.cluster.table.count)
+        outcome = self._post_filter(pod, vector, static)
         message += _suffix(notes, outcome)
         plugins = frozenset({pre.plugin}) if pre.plugin else frozenset()
         clears = bool(outcome and outcome.clears_nomination)
-        return ScheduleResult(pod.key, None, message, {}, 0, 0, plugins, None, clears)
+        candidate = outcome.candidate if outcome is not None else None
+        return ScheduleResult(pod.key, None, message, {}, 0, 0, plugins, candidate, clears)
 
     def _post_filter_plugins(self, pod: PodInfo, fit_error: str) -> list[str]:
         """Run the PostFilter plug-ins before DefaultPreemption: what each adds to the text."""
@@ -374,7 +382,8 @@ class Framework:
         if not self.profile.preemption:
             return None
         started = time.perf_counter()
-        outcome = preempt(self.cluster, pod, vector, static, self.rng, self.eviction_checks)
+        rules = next((r for p in self.victim_rulers if (r := p.victim_rules(pod)) is not None), None)
+        outcome = preempt(self.cluster, pod, vector, static, self.rng, self.eviction_checks, rules)
         self._observe_point("PostFilter", "Success" if outcome.candidate else "Unschedulable", started)
         return outcome
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -102,6 +102,17 @@ class EvictionCheck(Protocol):
     ) -> str | None:
         """Why ``node`` fails once the placed pods ``removed`` are gone (None: it passes)."""
         ...
+
+
+@dataclass(frozen=True)
+class VictimRules:
+    """A plug-in's say in preemption (ElasticQuota's quota-scoped preemption): which of the
+    lower-priority pods may go at all, and whether the preemptor fits its own limits (its
+    quota) once a set of victims is gone, with the reason a node fails when it does not."""
+
+    eligible: Callable[[PodInfo], bool]
+    fits_without: Callable[[Collection[PodInfo]], bool]
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -211,7 +222,12 @@ class _Resources:
 
 
 def select_victims(
-    cluster: Cluster, node: str, pod: PodInfo, vector: PodVector, checks: Checks = Checks()
+    cluster: Cluster,
+    node: str,
+    pod: PodInfo,
+    vector: PodVector,
+    checks: Checks = Checks(),
+    rules: VictimRules | None = None,
 ) -> Candidate | list[str]:
     """The victims on ``node`` and their PDB violations, or why the node is no candidate
     (upstream's status for it: no lower-priority pod, or the filter's reasons when evicting
@@ -222,6 +238,7 @@ def select_victims(
             placed
             for key in cluster.on_node.get(node, ())
             if (placed := cluster.placed[key][2]).priority < pod.priority
+            and (rules is None or rules.eligible(placed))
         ),
         key=_more_important,
     )
@@ -233,19 +250,31 @@ def select_victims(
         else _Resources(cluster, node, vector)
     )
 
+    #: the pods taken off the node so far, by key (the rules' dry run)
+    taken: dict[str, PodInfo] = {}
+
+    def fits_limits() -> bool:
+        return rules is None or rules.fits_without(taken.values())
+
     def reprieved(victim: PodInfo) -> bool:
         state.give_back(victim)
-        if state.rejections():
+        del taken[victim.key]
+        if state.rejections() or not fits_limits():
             state.take(victim)
+            taken[victim.key] = victim
             return False
         return True
 
     try:
         for victim in lower:
             state.take(victim)
+            taken[victim.key] = victim
         rejections = state.rejections()
         if rejections:
             return rejections
+        if not fits_limits():
+            assert rules is not None
+            return [rules.reason]
         violating, others = split_by_pdb_violation(lower, cluster.pdbs)
         victims = [v for v in violating if not reprieved(v)]  # most important first
         pdb_violations = len(victims)
@@ -291,6 +320,7 @@ def preempt(
     static: bytes,
     rng: random.Random,
     checks: Checks = Checks(),
+    rules: VictimRules | None = None,
 ) -> Outcome:
     """A candidate for ``pod``, or the message saying why there is none. ``static`` is the
     mask of the filters eviction cannot change (1: the node passes them); ``checks`` the
@@ -316,7 +346,7 @@ def preempt(
     for j in range(len(rows)):
         node = cluster.by_row[rows[(offset + j) % len(rows)]]
         assert node is not None
-        found = select_victims(cluster, node.name, pod, vector, pod_checks)
+        found = select_victims(cluster, node.name, pod, vector, pod_checks, rules)
         if isinstance(found, Candidate) and not found.victims:
             # it fits as it is (a pod left meanwhile): upstream's error, not a candidate
             errors.append(f'expected at least one victim pod on node "{node.name}"')

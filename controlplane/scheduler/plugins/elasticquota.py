@@ -23,14 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster
+from controlplane.scheduler.plugins.defaultpreemption import VictimRules
 from controlplane.scheduler.plugins.interface import CycleState, Handle, PreFilterResult, QueueNotifier
 from controlplane.scheduler.podinfo import POD_FIELD_SELECTOR, PodInfo
 from controlplane.scheduler.queue import ClusterEvent
 from controlplane.scheduler.quota import (
+    Code,
     ElasticQuotaArgs,
     OveruseRevoker,
     QuotaForest,
@@ -38,6 +40,7 @@ from controlplane.scheduler.quota import (
     QuotaPod,
     QuotaSpecError,
     builtin_quotas,
+    can_preempt,
     elastic_quota_args,
     pre_filter,
     quota_pod,
@@ -59,6 +62,8 @@ NAME = QUOTA_NAME
 #: an ElasticQuota came, changed or went, or a quota's pod was deleted: room may have freed
 QUOTA_CHANGE = ClusterEvent("ElasticQuota", "*")
 STATUS_INTERVAL_S = 1.0
+#: why a node is no preemption candidate when evicting its quota's pods is not enough
+INSUFFICIENT_QUOTA = "Insufficient quotas"
 
 Obj = Mapping[str, Any]
 args = elastic_quota_args
@@ -218,7 +223,36 @@ class ElasticQuota:
             return None
         self.sync_total(cluster)
         check = pre_filter(self.forest, record, self.args)
-        return None if check.ok else PreFilterResult(message=check.message)
+        if check.ok:
+            return None
+        # over its quota: Unschedulable, so that preemption in the quota may make room
+        return PreFilterResult(message=check.message, resolvable=check.code == Code.UNSCHEDULABLE)
+
+    def victim_rules(self, pod: PodInfo) -> VictimRules | None:
+        """Quota-scoped preemption for a quota-managed pod: only pods of its own quota, of
+        lower priority and preemptible, may go (not the default quota's with
+        ``disableDefaultQuotaPreemption``), and the pod must fit its quota once they are gone."""
+        record = self.pods.get(pod.key)
+        if record is None:
+            return None
+        check = pre_filter(self.forest, record, self.args)
+        if check.state.skip:
+            return None
+        state = check.state
+
+        def eligible(victim: PodInfo) -> bool:
+            other = self.pods.get(victim.key)
+            return other is not None and can_preempt(self.forest, record, other)
+
+        def fits_without(victims: Collection[PodInfo]) -> bool:
+            dry = state.clone()
+            for victim in victims:
+                other = self.pods.get(victim.key)
+                if other is not None:
+                    dry.remove_pod(other)
+            return dry.fits(record)
+
+        return VictimRules(eligible, fits_without, INSUFFICIENT_QUOTA)
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> str | None:
         record = self.pods.get(pod.key)

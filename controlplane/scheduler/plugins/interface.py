@@ -145,10 +145,13 @@ class PodPatch:
 class PreFilterResult:
     """A PreFilter plug-in's outcome for a pod."""
 
-    #: the pod fits no node (UnschedulableAndUnresolvable), and why
+    #: the pod fits no node, and why
     message: str | None = None
     #: the rows left to the filters (None: every row), as a bit set
     rows: int | None = None
+    #: the rejection is upstream's Unschedulable (preemption may help: ElasticQuota's, by
+    #: evicting pods of the pod's own quota), not UnschedulableAndUnresolvable
+    resolvable: bool = False
 
 
 class PreFilterPlugin(Protocol):

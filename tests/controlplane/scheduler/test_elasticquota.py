@@ -21,7 +21,7 @@ Obj = dict[str, Any]
 CRDS = Path(__file__).resolve().parents[3] / "crds"
 Q = "quota.scheduling.koordinator.sh"
 
-PROFILE = {
+PROFILE: dict[str, Any] = {
     "apiVersion": "kubescheduler.config.k8s.io/v1",
     "kind": "KubeSchedulerConfiguration",
     "profiles": [
@@ -117,7 +117,7 @@ async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenant_frees_ro
             assert failed["message"] == (
                 "0/1 nodes are available: Insufficient quotas, quotaName: a, runtime: cpu:2,memory:0, "
                 "used: cpu:2, pod's request: cpu:1, exceedDimensions: [cpu]. "
-                "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.."
+                "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
             )
             assert node_of(fake, "a-2") is None
             # b's pod ends: b lends its min, a's runtime grows to its request (3)
@@ -171,3 +171,61 @@ def test_simulate_reports_each_pods_quota_and_refuses_the_one_over_its_runtime(t
     assert results[1]["node"] is None
     assert results[1]["status"].startswith("0/1 nodes are available: Insufficient quotas, quotaName: a, ")
     assert results[1]["quota"] == {"name": "a", "runtime": {"cpu": "2", "memory": "0"}, "used": {"cpu": "2"}}
+
+
+def test_a_pod_over_its_quota_preempts_only_lower_priority_pods_of_its_own_quota():
+    from controlplane.scheduler.cluster import Cluster
+    from controlplane.scheduler.framework import Framework
+    from controlplane.scheduler.plugins.elasticquota import ElasticQuota
+    from controlplane.scheduler.podinfo import pod_info
+
+    def prioritized(obj: Obj, priority: int) -> Obj:
+        obj["spec"]["priority"] = priority
+        obj["metadata"]["uid"] = obj["metadata"]["name"]
+        obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        return obj
+
+    profile = parse(
+        {
+            **PROFILE,
+            "profiles": [
+                {
+                    **PROFILE["profiles"][0],
+                    "plugins": {
+                        **PROFILE["profiles"][0]["plugins"],
+                        "postFilter": {"enabled": [{"name": "ElasticQuota"}]},
+                    },
+                }
+            ],
+        }
+    ).profiles[0]
+    cluster = Cluster()
+    cluster.set_node(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n"},
+            "status": {"allocatable": {"cpu": "4", "memory": "64Gi", "pods": "110"}},
+        }
+    )
+    framework = Framework(profile, cluster, seed=1)
+    plugin = framework.plugins["ElasticQuota"]
+    assert isinstance(plugin, ElasticQuota)
+    plugin.take_object(quota("a", "2", "2"))
+    plugin.take_object(quota("b", "2", "2"))
+    bound = [
+        prioritized(pod("a-low", "a", "2", node="n"), 1),
+        prioritized(pod("b-low", "b", "2", node="n"), 1),
+    ]
+    for obj in bound:
+        plugin.take_object(obj)
+        info = pod_info(obj)
+        cluster.place(info, "n")
+    urgent = prioritized(pod("a-urgent", "a", "2"), 100)
+    plugin.take_object(urgent)
+    result = framework.schedule(pod_info(urgent))
+    # a's runtime (2) is used by a-low: the node has no room either, and only a-low may go
+    assert result.node is None
+    assert result.message.startswith("0/1 nodes are available: Insufficient quotas, quotaName: a, ")
+    assert result.preemption is not None, result.message
+    assert [v.key for v in result.preemption.victims] == ["default/a-low"]
