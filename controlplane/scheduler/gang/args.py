@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.scheduler.plugins.args import ArgsError
+from controlplane.scheduler.plugins.args import ArgsError, boolean
 from koordinator.api.extension.gang import GANG_MATCH_POLICIES, MATCH_POLICY_ONCE_SATISFIED
 from koordinator.api.goparse import GoParseError, parse_duration_seconds
 
@@ -54,15 +54,6 @@ class CoschedulingArgs:
     enable_preemption: bool = False
     aware_network_topology: bool = False
     default_match_policy: str = MATCH_POLICY_ONCE_SATISFIED
-
-
-def _flag(raw: Mapping[str, Any], key: str, path: str) -> bool:
-    value = raw.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ArgsError(f"{path}.{key}: Invalid value: {value!r}: must be a boolean")
-    return value
 
 
 def _timeout(raw: Mapping[str, Any], path: str) -> float:
@@ -114,8 +105,8 @@ def coscheduling_args(raw: Mapping[str, Any] | None, path: str = NAME) -> Cosche
     return CoschedulingArgs(
         default_timeout_s=_timeout(raw, path),
         controller_workers=_workers(raw, path),
-        skip_check_schedule_cycle=_flag(raw, "skipCheckScheduleCycle", path),
-        enable_preemption=_flag(raw, "enablePreemption", path),
-        aware_network_topology=_flag(raw, "awareNetworkTopology", path),
+        skip_check_schedule_cycle=boolean(raw, "skipCheckScheduleCycle", path),
+        enable_preemption=boolean(raw, "enablePreemption", path),
+        aware_network_topology=boolean(raw, "awareNetworkTopology", path),
         default_match_policy=_match_policy(raw, path),
     )

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane.scheduler.plugins.args import ArgsError
+from controlplane.scheduler.plugins.args import ArgsError, boolean
 from koordinator.api.extension.constants import KOORDINATOR_SYSTEM_NAMESPACE
 from koordinator.api.goparse import GoParseError, parse_duration
 from koordinator.api.quantity import Format, Quantity
@@ -127,15 +127,6 @@ def _duration(raw: Mapping[str, Any], key: str, path: str, default: float, label
     return seconds
 
 
-def _bool(raw: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
-    value = raw.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ArgsError(f"{path}.{key}: must be true or false, got {value!r}")
-    return value
-
-
 def _resources(raw: Mapping[str, Any], key: str, path: str, default: ResourceList) -> ResourceList:
     value = raw.get(key)
     if value is None:
@@ -209,12 +200,12 @@ def elastic_quota_args(raw: Mapping[str, Any] | None, path: str = NAME) -> Elast
         default_quota_group_max=_resources(raw, "defaultQuotaGroupMax", path, DEFAULT_QUOTA_GROUP_MAX),
         system_quota_group_max=_resources(raw, "systemQuotaGroupMax", path, SYSTEM_QUOTA_GROUP_MAX),
         quota_group_namespace=namespace or KOORDINATOR_SYSTEM_NAMESPACE,
-        monitor_all_quotas=_bool(raw, "monitorAllQuotas", path, False),
-        enable_check_parent_quota=_bool(raw, "enableCheckParentQuota", path, False),
-        enable_runtime_quota=_bool(raw, "enableRuntimeQuota", path, True),
-        enable_min_quota_scale=_bool(raw, "enableMinQuotaScale", path, True),
-        disable_default_quota_preemption=_bool(raw, "disableDefaultQuotaPreemption", path, True),
-        enable_queue_hint=_bool(raw, "enableQueueHint", path, False),
+        monitor_all_quotas=boolean(raw, "monitorAllQuotas", path, False),
+        enable_check_parent_quota=boolean(raw, "enableCheckParentQuota", path, False),
+        enable_runtime_quota=boolean(raw, "enableRuntimeQuota", path, True),
+        enable_min_quota_scale=boolean(raw, "enableMinQuotaScale", path, True),
+        disable_default_quota_preemption=boolean(raw, "disableDefaultQuotaPreemption", path, True),
+        enable_queue_hint=boolean(raw, "enableQueueHint", path, False),
         quota_snapshot_update_interval=interval,
         hook_plugins=_hook_plugins(raw, path),
     )

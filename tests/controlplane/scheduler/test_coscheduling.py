@@ -4,15 +4,12 @@ PodGroup status written by the controller; bind-gang annotations on the bound po
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
 from controlplane.scheduler.config import parse
-from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
-from koordinator.kube.informer.factory import InformerFactory
+from tests.controlplane.scheduler.live import running
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -66,23 +63,6 @@ def member(name: str, gang: str, min_available: int | None = None, *, pod_group:
     }
 
 
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, parse(PROFILE), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
-
-
 def bound(fake: FakeApiServer, *names: str) -> list[str | None]:
     return [(fake.get(res.PODS, n, "default").get("spec") or {}).get("nodeName") for n in names]
 
@@ -94,7 +74,7 @@ async def test_a_gang_of_four_with_room_for_three_binds_none_then_all_once_room_
         names = [f"w{i}" for i in range(4)]
         for name in names:
             fake.create(res.PODS, member(name, "train", 4))
-        async with running(fake) as scheduler:
+        async with running(fake, parse(PROFILE)) as scheduler:
             # three fit and wait at Permit (the fourth, fitting nowhere, rejects its Strict
             # gang's waiting members each time it is tried); none binds
             await eventually(
@@ -117,7 +97,7 @@ async def test_members_wait_in_the_queue_until_the_gang_has_its_minimum():
         fake.register_crd(CRDS / "scheduling.sigs.k8s.io_podgroups.yaml")
         fake.create(res.NODES, node("big", "8"))
         fake.create(res.PODS, member("a", "pair", 2))
-        async with running(fake) as scheduler:
+        async with running(fake, parse(PROFILE)) as scheduler:
             await eventually(lambda: scheduler.queue.pending()["gated"] == 1)
             assert bound(fake, "a") == [None]
             fake.create(res.PODS, member("b", "pair", 2))
@@ -139,7 +119,7 @@ async def test_a_pod_group_gang_binds_and_the_controller_writes_its_status():
         )
         for name in ("p0", "p1"):
             fake.create(res.PODS, member(name, "job", pod_group=True))
-        async with running(fake):
+        async with running(fake, parse(PROFILE)):
             await eventually(lambda: all(bound(fake, "p0", "p1")))
             await eventually(
                 lambda: (

@@ -4,16 +4,12 @@ built-in quotas are created and the quotas' status written."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
 from controlplane.scheduler.config import parse
-from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
-from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
+from tests.controlplane.scheduler.live import running
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -63,23 +59,6 @@ def pod(name: str, tenant: str, cpu: str, node: str = "") -> Obj:
     }
 
 
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, parse(PROFILE), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
-
-
 def node_of(fake: FakeApiServer, name: str) -> str | None:
     return (fake.get(res.PODS, name, "default").get("spec") or {}).get("nodeName")
 
@@ -103,7 +82,7 @@ async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenant_frees_ro
         fake.create(res.PODS, pod("a-1", "a", "2", node="n"))
         fake.create(res.PODS, pod("b-1", "b", "2", node="n"))
         fake.create(res.PODS, pod("a-2", "a", "1"))
-        async with running(fake) as scheduler:
+        async with running(fake, parse(PROFILE)) as scheduler:
             # a asks 3 (min 2), b uses its 2: nothing is left to lend, a's runtime stays 2
             await eventually(
                 lambda: any(

@@ -25,7 +25,7 @@ from controlplane.scheduler.plugins.imagelocality import (
 )
 from controlplane.scheduler.podinfo import pod_info
 from koordinator.kube import resources as res
-from tests.controlplane.scheduler.test_scheduler import running
+from tests.controlplane.scheduler.live import running
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 

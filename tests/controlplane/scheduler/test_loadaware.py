@@ -4,8 +4,6 @@ and through the live scheduler against the fake apiserver."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import random
 import time
 from collections.abc import Sequence
@@ -24,10 +22,9 @@ from controlplane.scheduler.plugins.loadaware.estimate import estimate_pod
 from controlplane.scheduler.plugins.loadaware.plugin import LoadAwareScheduling
 from controlplane.scheduler.plugins.loadaware.usage import headroom, load_score
 from controlplane.scheduler.podinfo import pod_info
-from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
-from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.timeutil import format_time
+from tests.controlplane.scheduler.live import running
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -342,23 +339,6 @@ def test_defaults_follow_upstream():
     assert dict(load_aware_args({"dominantResourceWeight": 1}).resource_weights) == {}
 
 
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, config({"filterExpiredNodeMetrics": False}), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
-
-
 def node_of(fake: FakeApiServer, name: str) -> str | None:
     return (fake.get(res.PODS, name, "default").get("spec") or {}).get("nodeName")
 
@@ -375,7 +355,7 @@ async def test_the_live_scheduler_avoids_the_hot_node_and_retries_when_it_cools(
             subresource="status",
         )
         fake.create(res.PODS, pod("p"))
-        async with running(fake) as scheduler:
+        async with running(fake, config({"filterExpiredNodeMetrics": False})) as scheduler:
             await eventually(lambda: scheduler.queue.pending()["unschedulable"] == 1)
             assert node_of(fake, "p") is None
             # the koordlet reports the node cooler: the NodeMetric event moves the pod

@@ -30,7 +30,8 @@ from controlplane.scheduler.plugins.podtopologyspread import (
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.kube import resources as res
 from tests.controlplane.scheduler.agreement import assert_fast_paths_agree, verdicts
-from tests.controlplane.scheduler.test_scheduler import node_of, running
+from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.test_scheduler import node_of
 from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer

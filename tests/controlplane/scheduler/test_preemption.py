@@ -17,7 +17,8 @@ from controlplane.scheduler.pdbs import PDBRecord, pdb_record, split_by_pdb_viol
 from controlplane.scheduler.plugins.defaultpreemption import Candidate, select_victims
 from controlplane.scheduler.podinfo import pod_info
 from koordinator.kube import resources as res
-from tests.controlplane.scheduler.test_scheduler import node_of, running
+from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.test_scheduler import node_of
 from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer

@@ -3,16 +3,13 @@ the PodScheduled condition, and an unschedulable pod placed once a fitting node 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Any
 
 from controlplane.scheduler.config import parse
 from controlplane.scheduler.podinfo import pod_info
 from controlplane.scheduler.scheduler import Scheduler
 from koordinator.kube import resources as res
-from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
+from tests.controlplane.scheduler.live import running
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -38,23 +35,6 @@ def pod(name: str, cpu: str, scheduler: str = "koord-scheduler") -> Obj:
             "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
         },
     }
-
-
-@contextlib.asynccontextmanager
-async def running(fake: FakeApiServer):
-    client = fake.client()
-    factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, parse(None), recorder=EventRecorder(client, "koord-scheduler"), seed=1)
-    scheduler.attach(factory)
-    factory.start()
-    task = asyncio.create_task(scheduler.run())
-    try:
-        yield scheduler
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await factory.stop()
-        await client.close()
 
 
 def node_of(fake: FakeApiServer, name: str) -> str | None:

@@ -33,7 +33,8 @@ from controlplane.scheduler.volumes import (
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ConflictError
-from tests.controlplane.scheduler.test_scheduler import node_of, running
+from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.test_scheduler import node_of
 from tests.controlplane.scheduler.test_simulate import run
 from tests.polling import eventually, eventually_awaited
 from testsupport.fake import FakeApiServer

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane.scheduler.plugins.args import ArgsError
+from controlplane.scheduler.plugins.args import ArgsError, boolean
 from koordinator.api.extension.scheduling import AGGREGATION_TYPES
 from koordinator.api.goparse import GoParseError, parse_duration_seconds
 
@@ -106,15 +106,6 @@ class LoadAwareArgs:
             *(self.aggregated.usage_thresholds if self.aggregated else {}),
         }
         return tuple(sorted(names, key=lambda n: (n not in ("cpu", "memory"), n != "cpu", n)))
-
-
-def _bool(raw: Mapping[str, Any], key: str, default: bool, path: str) -> bool:
-    value = raw.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ArgsError(f"{path}.{key}: must be true or false, got {value!r}")
-    return value
 
 
 def _int(value: Any, where: str) -> int:
@@ -241,20 +232,18 @@ def load_aware_args(raw: Mapping[str, Any] | None, path: str = NAME) -> LoadAwar
         **_per_resource(raw.get("estimatedScalingFactors"), f"{path}.estimatedScalingFactors", 1, 100),
     }
     return LoadAwareArgs(
-        filter_expired_node_metrics=_bool(raw, "filterExpiredNodeMetrics", True, path),
+        filter_expired_node_metrics=boolean(raw, "filterExpiredNodeMetrics", path, True),
         node_metric_expiration_s=expiration,
-        enable_schedule_when_node_metrics_expired=_bool(
-            raw, "enableScheduleWhenNodeMetricsExpired", False, path
-        ),
+        enable_schedule_when_node_metrics_expired=boolean(raw, "enableScheduleWhenNodeMetricsExpired", path),
         resource_weights=weights,
         dominant_resource_weight=dominant,
         usage_thresholds=thresholds,
         prod_usage_thresholds=prod,
-        prod_usage_include_sys=_bool(raw, "prodUsageIncludeSys", False, path),
-        score_according_prod_usage=_bool(raw, "scoreAccordingProdUsage", False, path),
+        prod_usage_include_sys=boolean(raw, "prodUsageIncludeSys", path, False),
+        score_according_prod_usage=boolean(raw, "scoreAccordingProdUsage", path, False),
         estimated_scaling_factors=factors,
         estimated_seconds_after_pod_scheduled=_seconds(raw, "estimatedSecondsAfterPodScheduled", path),
         estimated_seconds_after_initialized=_seconds(raw, "estimatedSecondsAfterInitialized", path),
-        allow_customize_estimation=_bool(raw, "allowCustomizeEstimation", False, path),
+        allow_customize_estimation=boolean(raw, "allowCustomizeEstimation", path, False),
         aggregated=_aggregated(raw.get("aggregated"), f"{path}.aggregated"),
     )

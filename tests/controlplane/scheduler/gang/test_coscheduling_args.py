@@ -69,7 +69,7 @@ def test_every_field_is_read():
         ),
         pytest.param(
             {"enablePreemption": "yes"},
-            "Coscheduling.enablePreemption: Invalid value: 'yes': must be a boolean",
+            "Coscheduling.enablePreemption: Invalid value: 'yes': must be true or false",
             id="flag-not-a-boolean",
         ),
         pytest.param(

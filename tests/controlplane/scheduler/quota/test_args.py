@@ -104,7 +104,9 @@ def test_empty_resource_lists_fall_back_to_the_defaults():
             {"systemQuotaGroupMax": {"cpu": "lots"}}, "ElasticQuota.systemQuotaGroupMax.cpu", id="bad-q"
         ),
         pytest.param(
-            {"monitorAllQuotas": "yes"}, "ElasticQuota.monitorAllQuotas: must be true or false", id="bool"
+            {"monitorAllQuotas": "yes"},
+            "ElasticQuota.monitorAllQuotas: Invalid value: 'yes': must be true or false",
+            id="bool",
         ),
         pytest.param({"enableQuota": True}, "unknown field(s) ['enableQuota']", id="unknown"),
         pytest.param(
