@@ -64,7 +64,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,16 +262,24 @@ def _log_tail(path: Path, lines: int = 30) -> str:
     return ""
 
 
-def koord_argv(plane: ControlPlane) -> list[str]:
+def koord_argv(plane: ControlPlane, config: Path | None = None) -> list[str]:
+    """koord-scheduler's command line: its default profile, or ``--config`` (whose
+    clientConnection then names the kubeconfig, QPS and burst, as upstream's does)."""
+    if config is not None:
+        connection = [f"--config={config}"]
+    else:
+        connection = [
+            f"--kubeconfig={plane.kubeconfig}",
+            f"--kube-api-qps={CLIENT_QPS}",
+            f"--kube-api-burst={CLIENT_QPS}",
+        ]
     return [
         sys.executable,
         "-m",
         "controlplane.scheduler",
-        f"--kubeconfig={plane.kubeconfig}",
+        *connection,
         "--leader-elect=false",
         "--secure-port=0",
-        f"--kube-api-qps={CLIENT_QPS}",
-        f"--kube-api-burst={CLIENT_QPS}",
     ]
 
 
@@ -292,18 +300,18 @@ def upstream_argv(plane: ControlPlane, binary: Path) -> list[str]:
     return [str(binary), f"--config={config}", "--secure-port=0"]
 
 
-async def _populate(client: ApiClient, nodes: int, pods: int, scheduler_name: str) -> float:
-    await client.ensure_namespace(NAMESPACE)
+async def create_all(client: ApiClient, resource: res.Resource, bodies: Iterable[dict[str, Any]]) -> None:
+    """Create every object, ``CREATE_CONCURRENCY`` requests at a time."""
     limit = asyncio.Semaphore(CREATE_CONCURRENCY)
 
-    async def create(resource: res.Resource, body: dict[str, Any]) -> None:
+    async def create(body: dict[str, Any]) -> None:
         async with limit:
             await client.create(resource, body)
 
-    start = time.perf_counter()
-    await asyncio.gather(*(create(res.NODES, make_node(i)) for i in range(nodes)))
-    await asyncio.gather(*(create(res.PODS, make_pod(i, scheduler_name)) for i in range(pods)))
-    created_s = time.perf_counter() - start
+    await asyncio.gather(*(create(body) for body in bodies))
+
+
+async def check_untainted(client: ApiClient) -> None:
     tainted = [
         n["metadata"]["name"]
         for n in (await client.list_all(res.NODES, strip_managed_fields=True))["items"]
@@ -311,6 +319,15 @@ async def _populate(client: ApiClient, nodes: int, pods: int, scheduler_name: st
     ]
     if tainted:
         raise RuntimeError(f"{len(tainted)} nodes carry taints (first: {tainted[0]})")
+
+
+async def _populate(client: ApiClient, nodes: int, pods: int, scheduler_name: str) -> float:
+    await client.ensure_namespace(NAMESPACE)
+    start = time.perf_counter()
+    await create_all(client, res.NODES, (make_node(i) for i in range(nodes)))
+    await create_all(client, res.PODS, (make_pod(i, scheduler_name) for i in range(pods)))
+    created_s = time.perf_counter() - start
+    await check_untainted(client)
     return created_s
 
 
@@ -410,19 +427,25 @@ def _throughput_samples(times: list[float]) -> list[int]:
     return counts[:-1] if len(counts) > 1 else counts
 
 
-async def _measure(
+async def measure(
     plane: ControlPlane,
     scheduler: str,
     argv: Sequence[str],
     nodes: int,
     pods: int,
     timeout_s: float,
+    populate: Callable[[ApiClient], Awaitable[float]] | None = None,
 ) -> RunFigures:
+    """One scheduler's run on ``plane``: ``populate`` (default: the SchedulingBasic workload)
+    creates the objects and answers the seconds it took; then the scheduler starts."""
     figures = RunFigures(scheduler, pods)
     apiserver_pid = plane.apiserver.pid if plane.apiserver is not None else 0
     etcd_pid = _etcd_pid(plane.workdir)
     async with ApiClient(load_config(str(plane.kubeconfig)), qps=CLIENT_QPS, burst=CLIENT_QPS) as client:
-        figures.create_s = await _populate(client, nodes, pods, scheduler)
+        if populate is None:
+            figures.create_s = await _populate(client, nodes, pods, scheduler)
+        else:
+            figures.create_s = await populate(client)
         listed = await client.list(res.PODS, NAMESPACE, limit=1)
         await asyncio.to_thread(_settle, apiserver_pid)
         writes_before = await _apiserver_writes(client)
@@ -484,7 +507,7 @@ def run_once(
 ) -> RunFigures:
     with ControlPlane(envtest, apiserver_args=APISERVER_ARGS) as plane:
         argv = koord_argv(plane) if scheduler == KOORD else upstream_argv(plane, upstream or Path())
-        return asyncio.run(_measure(plane, scheduler, argv, nodes, pods, timeout_s))
+        return asyncio.run(measure(plane, scheduler, argv, nodes, pods, timeout_s))
 
 
 # --- the benchmark ---------------------------------------------------------------------------
@@ -496,7 +519,7 @@ def _koord_plugins() -> dict[str, object]:
     return {"filter": list(profile.filters), "score": dict(profile.scores), "postFilter": profile.preemption}
 
 
-def _summary(runs: list[RunFigures]) -> dict[str, float]:
+def summary(runs: list[RunFigures]) -> dict[str, float]:
     return {
         "pods_per_s": median([r.pods_per_s for r in runs]),
         "start_to_bound_s": median([r.start_to_bound_s for r in runs]),
@@ -508,7 +531,7 @@ def _summary(runs: list[RunFigures]) -> dict[str, float]:
     }
 
 
-def _run_params(runs: list[RunFigures]) -> list[dict[str, object]]:
+def run_params(runs: list[RunFigures]) -> list[dict[str, object]]:
     return [
         {
             "pods_per_s": round(r.pods_per_s, 1),
@@ -564,8 +587,8 @@ def run(quick: bool) -> Result:
         for scheduler in order if i % 2 == 0 else reversed(order):
             runs[scheduler].append(run_once(envtest, scheduler, upstream, nodes, pods, timeout_s))
 
-    ours = _summary(runs[KOORD])
-    params["koord_runs"] = _run_params(runs[KOORD])
+    ours = summary(runs[KOORD])
+    params["koord_runs"] = run_params(runs[KOORD])
     results = {
         "pods_per_s": round(ours["pods_per_s"], 1),
         "e2e_start_to_bound_s": round(ours["start_to_bound_s"], 2),
@@ -582,8 +605,8 @@ def run(quick: bool) -> Result:
         f"{ours['rss_mib']:.0f} MiB)"
     )
     if runs[UPSTREAM]:
-        theirs = _summary(runs[UPSTREAM])
-        params["upstream_runs"] = _run_params(runs[UPSTREAM])
+        theirs = summary(runs[UPSTREAM])
+        params["upstream_runs"] = run_params(runs[UPSTREAM])
         results.update(
             {
                 "upstream_pods_per_s": round(theirs["pods_per_s"], 1),

@@ -1,21 +1,43 @@
-"""S2 (in-process part): koord-scheduler with Koordinator's profile
+"""S2: koord-scheduler with Koordinator's profile
 (``controlplane/scheduler/profiles/koord-scheduler.yaml``: LoadAwareScheduling, ElasticQuota,
 Coscheduling on top of kube-scheduler's plug-ins), beside S1's SchedulingBasic measured in
-the same run.
+the same run, in process and end to end.
 
-Nodes of 4 CPU, 32 Gi and 110 pods at 1000 and 5000 nodes, each with a fresh NodeMetric
-(usage between 10% and 50% of its CPU, pod usages of the pods bound there); a 3-level
-quota tree (the root, an ``org`` parent, three teams sharing it); 5000 pending pods of
-100m / 500 Mi (500 in quick mode), each labelled with a team's quota, one in ten a member
-of a gang of 10 (``min-available`` 10, annotations). The fake apiserver serves real JSON
-over loopback HTTP from its own process, as in S1; the scheduler runs in this process with
-its real informers (NodeMetrics, ElasticQuotas, PodGroups included), queue, framework and
-asynchronous binding.
+The workload (its objects built by ``benchmarks/_koord_e2e.py`` for both halves): nodes of
+4 CPU, 32 Gi and 110 pods, each with a fresh NodeMetric (created, then its status written:
+usage between 10% and 50% of its CPU); a 3-level quota tree (the root, an ``org`` parent,
+three teams sharing it); pending pods of 100m / 500 Mi, each labelled with a team's quota
+round-robin, one block of 10 in every 100 a gang (``min-available`` 10, annotations).
 
-Figures, per node count: ``nodes_<N>_pods_per_s`` (pods bound per second from the informers
-being synced to the last binding answered, gang members included), ``nodes_<N>_cpu_per_pod_ms``,
+**In process**: 1000 and 5000 nodes, 5000 pods (500 in quick mode). The fake apiserver
+serves real JSON over loopback HTTP from its own process, as in S1; the scheduler runs in
+this process with its real informers (NodeMetrics, ElasticQuotas, PodGroups included),
+queue, framework and asynchronous binding. Figures, per node count:
+``nodes_<N>_pods_per_s`` (pods bound per second from the informers being synced to the
+last binding answered, gang members included), ``nodes_<N>_cpu_per_pod_ms``,
 ``basic_nodes_<N>_pods_per_s`` (S1's SchedulingBasic, same run) and
-``nodes_<N>_vs_basic_ratio``; ``rss_mib``: this process's peak resident memory.
+``nodes_<N>_vs_basic_ratio``; ``rss_mib``: this process's peak resident memory over this half.
+
+**End to end** (``_koord_e2e.run_e2e``, ``scheduler_e2e``'s machinery): 1000 nodes and 5000
+pods (100 and 200 in quick mode) on a fresh envtest etcd + kube-apiserver v1.34.4 per run,
+with the NodeMetric, ElasticQuota and PodGroup CRDs and the ``koordinator-system`` namespace;
+``python -m controlplane.scheduler --config`` (the profile, its clientConnection at QPS and
+burst 5000, leader election off) as a process of its own. Beside it, on its own fresh
+control plane, S1's end-to-end workload with koord-scheduler's default profile. 3 runs of
+each, alternating (1 in quick mode), medians:
+
+* ``e2e_pods_per_s``: pods bound per second from the first binding seen (a watch) to the
+  last; ``e2e_basic_pods_per_s`` the same for SchedulingBasic; ``e2e_vs_basic_ratio``;
+* ``e2e_cpu_per_pod_ms`` / ``e2e_basic_cpu_per_pod_ms``: the scheduler process's CPU over
+  that span, per pod (``e2e_cpu_per_pod_vs_basic_ratio``);
+* ``e2e_rss_mib`` / ``e2e_basic_rss_mib``: the scheduler process's peak resident set;
+* ``e2e_apiserver_cpu_s`` / ``e2e_basic_apiserver_cpu_s``, ``e2e_etcd_cpu_s``: the apiserver's
+  and etcd's CPU over the span; ``e2e_start_to_bound_s``: process start to last binding;
+  ``e2e_scheduled_events_count``: ``Scheduled`` Events found.
+
+Each run's figures are in ``params`` (``e2e_koord_runs``, ``e2e_basic_runs``). Without the
+envtest binaries the in-process figures are still reported and ``params["e2e_skipped"]``
+says why the end-to-end ones are missing.
 """
 
 from __future__ import annotations
@@ -24,7 +46,6 @@ import resource
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 from benchmarks import scheduler_basic
 from benchmarks.harness import Result
@@ -34,62 +55,35 @@ from koordinator.cli import run_loop
 
 NAME = "scheduler_koord"
 TARGET_PODS_PER_S = 2500.0
-GANG_SIZE = 10
-TEAMS = ("team-a", "team-b", "team-c")
 
 SERVER = textwrap.dedent(
     """
     import asyncio, sys, time
-    from pathlib import Path
+    from benchmarks import _koord_e2e as workload
     from koordinator.cli import run_loop
     from koordinator.heap import freeze_startup_heap
     from koordinator.kube import resources as res
     from koordinator.kube.timeutil import format_time
     from testsupport.fake import FakeApiServer
 
-    nodes, pods, gang_size = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    teams, crds = sys.argv[4].split(","), Path(sys.argv[5])
-    Q = "quota.scheduling.koordinator.sh"
-
-    def quota(name, parent, is_parent, cpu):
-        labels = {f"{Q}/is-parent": "true" if is_parent else "false"}
-        if parent:
-            labels[f"{Q}/parent"] = parent
-        return {"metadata": {"name": name, "namespace": "default", "labels": labels},
-                "spec": {"min": {"cpu": cpu, "memory": "0"}, "max": {"cpu": "100000", "memory": "1000Ti"}}}
+    nodes, pods = int(sys.argv[1]), int(sys.argv[2])
 
     async def main():
         fake = FakeApiServer(track_managed_fields=False, history_limit=8 * pods + 4 * nodes + 100)
-        for crd in ("slo.koordinator.sh_nodemetrics.yaml", "scheduling.sigs.k8s.io_elasticquotas.yaml",
-                    "scheduling.sigs.k8s.io_podgroups.yaml"):
-            fake.register_crd(crds / crd)
-        fake.create(res.NAMESPACES, {"metadata": {"name": "koordinator-system"}})
+        for crd in workload.CRDS:
+            fake.register_crd(crd)
+        fake.create(res.NAMESPACES, {"metadata": {"name": workload.SYSTEM_NAMESPACE}})
         now = format_time(time.time())
         for i in range(nodes):
-            name = f"node-{i}"
-            fake.create(res.NODES, {"metadata": {"name": name}, "status": {
-                "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
-                "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"}}})
-            fake.create(res.NODE_METRICS, {"metadata": {"name": name}})
-            metric = fake.get(res.NODE_METRICS, name)
-            metric["status"] = {"updateTime": now, "nodeMetric": {"nodeUsage": {"resources": {
-                "cpu": f"{400 + (i * 37) % 1600}m", "memory": f"{4 + i % 8}Gi"}}}, "podsMetric": []}
+            fake.create(res.NODES, workload.node(i))
+            fake.create(res.NODE_METRICS, workload.node_metric(i))
+            metric = fake.get(res.NODE_METRICS, f"node-{i}")
+            metric["status"] = workload.node_metric_status(i, now)
             fake.update(res.NODE_METRICS, metric, subresource="status")
-        fake.create(res.ELASTIC_QUOTAS, quota("org", "", True, str(4 * nodes)))
-        for team in teams:
-            fake.create(res.ELASTIC_QUOTAS, quota(team, "org", False, str(4 * nodes // len(teams))))
+        for quota in workload.quotas(nodes, "default"):
+            fake.create(res.ELASTIC_QUOTAS, quota)
         for i in range(pods):
-            team = teams[i % len(teams)]
-            meta = {"name": f"pod-{i}", "namespace": "default", "labels": {f"{Q}/name": team}}
-            if (i // gang_size) % 10 == 0:  # one block of gang_size pods in ten: a gang
-                meta["annotations"] = {
-                    "gang.scheduling.koordinator.sh/name": f"gang-{i // gang_size}",
-                    "gang.scheduling.koordinator.sh/min-available": str(gang_size),
-                }
-            container = {"name": "c", "image": "pause",
-                         "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
-            fake.create(res.PODS, {"metadata": meta,
-                                   "spec": {"schedulerName": "koord-scheduler", "containers": [container]}})
+            fake.create(res.PODS, workload.pod(i, "default"))
         freeze_startup_heap(rarer_full_collections=True)
         await fake.start()
         print(fake.url, flush=True)
@@ -102,9 +96,8 @@ SERVER = textwrap.dedent(
 
 
 def _run_koord(nodes: int, pods: int) -> tuple[float, float]:
-    crds = Path(__file__).resolve().parents[1] / "crds"
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(nodes), str(pods), str(GANG_SIZE), ",".join(TEAMS), str(crds)],
+        [sys.executable, "-c", SERVER, str(nodes), str(pods)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -141,21 +134,32 @@ def run(quick: bool) -> Result:
             f"{nodes} nodes: {rate:.0f} pods/s ({cpu_s * 1000 / pods:.2f} ms CPU/pod), "
             f"SchedulingBasic {basic:.0f} pods/s"
         )
+    # before the end-to-end half, whose API objects and watch live in this process too
     results["rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    # imported only now: its envtest machinery must not add to the in-process figure's memory
+    from benchmarks._koord_e2e import GANG_SIZE, TEAMS, run_e2e
+
+    e2e = run_e2e(quick)
+    results.update(e2e.results)
+    ratios.update(e2e.ratios)
+    params: dict[str, object] = {
+        "profile": "Koordinator's (controlplane/scheduler/profiles/koord-scheduler.yaml)",
+        "pods": pods,
+        "gang_pods": f"1 in 10, gangs of {GANG_SIZE}",
+        "quota_tree": f"root > org > {', '.join(TEAMS)}",
+        "node": "4 CPU, 32Gi, 110 pods, a fresh NodeMetric each",
+        "pod": "100m, 500Mi",
+        "api": "fake apiserver over loopback HTTP, own process",
+        "quick": quick,
+        **e2e.params,
+    }
+    if e2e.skipped is not None:
+        params["e2e_skipped"] = e2e.skipped
     return Result(
         name=NAME,
-        params={
-            "profile": "Koordinator's (controlplane/scheduler/profiles/koord-scheduler.yaml)",
-            "pods": pods,
-            "gang_pods": f"1 in 10, gangs of {GANG_SIZE}",
-            "quota_tree": f"root > org > {', '.join(TEAMS)}",
-            "node": "4 CPU, 32Gi, 110 pods, a fresh NodeMetric each",
-            "pod": "100m, 500Mi",
-            "api": "fake apiserver over loopback HTTP, own process",
-            "quick": quick,
-        },
+        params=params,
         results=results,
         ratios=ratios,
-        headline=f"scheduler_koord: {'; '.join(headline)}; peak RSS {results['rss_mib']} MiB "
-        f"(S2 target: {TARGET_PODS_PER_S:.0f} pods/s in process)",
+        headline=f"scheduler_koord: {'; '.join(headline)}; peak RSS {results['rss_mib']} MiB; "
+        f"{e2e.headline} (S2 target: {TARGET_PODS_PER_S:.0f} pods/s in process)",
     )
