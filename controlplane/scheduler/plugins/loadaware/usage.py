@@ -221,6 +221,25 @@ def _sum(resources: tuple[str, ...], usages: Iterable[Usage]) -> list[int]:
 Estimator = Callable[[PodInfo], Estimate]
 
 
+def still_estimated(
+    pod: PodInfo,
+    record: NodeMetricRecord,
+    reported: bool,
+    first_seen: Mapping[str, float],
+    args: LoadAwareArgs,
+) -> bool:
+    """Whether the report does not cover the pod yet (upstream's assign cache): it has no
+    usage there, was scheduled after the report or within one report interval before it,
+    or its estimation deadline is past the report."""
+    updated = record.update_time or 0.0
+    assumed = first_seen.get(pod.key, 0.0)
+    since = scheduled_time(pod) or assumed
+    if not reported or since > updated or (since < updated and updated - since < record.report_interval_s):
+        return True
+    deadline = estimated_deadline(pod, args, assumed)
+    return deadline is not None and deadline > updated
+
+
 def existing_usage(
     args: LoadAwareArgs,
     record: NodeMetricRecord,
@@ -239,24 +258,13 @@ def existing_usage(
     reported usage (and the system's with ``prodUsageIncludeSys``). ``all_estimated``: every
     pod is estimated (scores over an aggregation the NodeMetric lacks)."""
     resources = args.resources
-    updated = record.update_time or 0.0
     considered = [pod for pod in pods if not prod or pod.priority_class == PROD]
     metrics = {pod.key: record.pods[pod.key].usage for pod in considered if pod.key in record.pods}
     estimated = [0] * len(resources)
     estimated_keys: set[str] = set()
     for pod in considered:
         reported = metrics.get(pod.key)
-        assumed = first_seen.get(pod.key, 0.0)
-        since = scheduled_time(pod) or assumed
-        deadline = estimated_deadline(pod, args, assumed)
-        still = (
-            not reported
-            or since > updated
-            or (since < updated and updated - since < record.report_interval_s)
-            or all_estimated
-            or (deadline is not None and deadline > updated)
-        )
-        if not still:
+        if not (all_estimated or still_estimated(pod, record, bool(reported), first_seen, args)):
             continue
         estimated_keys.add(pod.key)
         estimate = estimate_of(pod) if estimate_of is not None else estimate_pod(pod, args)
