@@ -121,9 +121,15 @@ def run(quick: bool) -> Result:
     results: dict[str, float] = {}
     ratios: dict[str, float] = {}
     headline = []
+    repeats = 1 if quick else 3
     for nodes in (1000, 5000):
-        wall_s, cpu_s = _run_koord(nodes, pods)
-        basic_wall_s, _ = scheduler_basic._run_one("basic", nodes, pods)
+        # medians of three runs each, the two profiles alternating (the machine is noisy)
+        koord_runs, basic_runs = [], []
+        for _ in range(repeats):
+            koord_runs.append(_run_koord(nodes, pods))
+            basic_runs.append(scheduler_basic._run_one("basic", nodes, pods))
+        wall_s, cpu_s = sorted(koord_runs)[repeats // 2]
+        basic_wall_s, _ = sorted(basic_runs)[repeats // 2]
         rate, basic = pods / wall_s, pods / basic_wall_s
         results[f"nodes_{nodes}_pods_per_s"] = round(rate, 1)
         results[f"nodes_{nodes}_cpu_per_pod_ms"] = round(cpu_s * 1000 / pods, 3)
