@@ -53,6 +53,9 @@ class NodeInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
+#: told of a change on a node (see :meth:`Cluster.subscribe`): node, pod, sign
+Listener = Callable[[str | None, PodInfo | None, int], None]
+
 #: one entry of ``status.images``: its names and ``sizeBytes``
 NodeImage = tuple[tuple[str, ...], int]
 
@@ -158,16 +161,17 @@ class Cluster:
         self.node_metrics: dict[str, NodeMetricRecord] = {}
         #: told the node whose metric, placed pods or object changed; None when nodes came
         #: or went (rows were assigned or freed)
-        self._listeners: list[Callable[[str | None], None]] = []
+        self._listeners: list[Listener] = []
 
-    def subscribe(self, listener: Callable[[str | None], None]) -> None:
+    def subscribe(self, listener: Listener) -> None:
         """Call ``listener`` on every change of a node's NodeMetric, placed pods or object
-        (with the node's name) and whenever nodes are added or removed (with None)."""
+        (with the node's name) and whenever nodes are added or removed (with None). For a
+        pod placed on or taken off the node, it also gets the pod and +1 or -1."""
         self._listeners.append(listener)
 
-    def _changed(self, node: str | None) -> None:
+    def _changed(self, node: str | None, pod: PodInfo | None = None, sign: int = 0) -> None:
         for listener in self._listeners:
-            listener(node)
+            listener(node, pod, sign)
 
     def set_node_metric(self, record: NodeMetricRecord) -> None:
         self.node_metrics[record.node] = record
@@ -357,7 +361,7 @@ class Cluster:
         if info is not None:
             self.account(info.row, vector, pod.host_ports, 1)
         if self._listeners:
-            self._changed(node)
+            self._changed(node, pod, 1)
 
     def unplace(self, key: str) -> None:
         """Forget a placed pod (deleted, or an assumed pod whose binding failed)."""
@@ -378,7 +382,7 @@ class Cluster:
         if info is not None:
             self.account(info.row, vector, placed.host_ports, -1)
         if self._listeners:
-            self._changed(node)
+            self._changed(node, placed, -1)
 
     def account(self, row: int, vector: PodVector, ports: tuple[HostPort, ...], sign: int) -> None:
         """Add (``sign=1``) or remove a pod's requests and host ports on a row."""

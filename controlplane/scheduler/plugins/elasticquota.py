@@ -184,7 +184,7 @@ class ElasticQuota:
             self._allocatable = {name: info.allocatable for name, info in cluster.nodes.items()}
             self._total_stale = True
 
-    def _node_changed(self, node: str | None) -> None:
+    def _node_changed(self, node: str | None, pod: PodInfo | None = None, sign: int = 0) -> None:
         cluster = self._cluster
         if cluster is None:
             return

@@ -363,3 +363,24 @@ async def test_the_live_scheduler_avoids_the_hot_node_and_retries_when_it_cools(
             cooled["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = "500m"
             fake.update(res.NODE_METRICS, cooled, subresource="status")
             await eventually(lambda: node_of(fake, "p") == "hot")
+
+
+def test_pods_placed_and_confirmed_shift_the_load_exactly_as_a_recomputation():
+    fw = framework([node("n")], [metric("n", "1", "1Gi")])
+    plugin = next(f for f in fw.filters if isinstance(f, LoadAwareScheduling))
+    fw.schedule(pod_info(pod("warm-up")))  # the loads and a mask exist
+    for i in range(3):
+        assumed = pod_info(pod(f"p{i}", "500m", "1Gi"))
+        fw.cluster.place(assumed, "n")
+        # its binding confirmed: the same pod, bound, with its PodScheduled time
+        confirmed = pod(f"p{i}", "500m", "1Gi", node_name="n")
+        confirmed["status"] = {
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(NOW)}]
+        }
+        fw.cluster.place(pod_info(confirmed), "n")
+    fw.cluster.unplace("default/p1")
+    shifted = plugin.load_of(fw.cluster, "n")
+    plugin._changed("n")  # recompute from the node's pods
+    recomputed = plugin.load_of(fw.cluster, "n")
+    assert shifted == recomputed
+    assert recomputed is not None and recomputed.score_used == (1000 + 2 * 425, GI + 2 * 751619277)

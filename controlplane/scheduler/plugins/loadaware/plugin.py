@@ -28,6 +28,7 @@ from controlplane.scheduler.plugins.loadaware.usage import (
     NodeLoad,
     node_load,
     node_parts,
+    still_estimated,
 )
 from controlplane.scheduler.podinfo import PodInfo
 
@@ -69,6 +70,11 @@ class LoadAwareScheduling:
         self._estimates: dict[str, tuple[PodInfo, Estimate]] = {}
         #: node -> (the NodeInfo they came from, its allocatable and filter profile)
         self._parts: dict[str, tuple[NodeInfo, tuple[Estimate, FilterProfile]]] = {}
+        #: node -> the estimates of the pods placed on (or taken off) it since the last
+        #: refresh, summed for every class and for the prod ones
+        self._moved: dict[str, tuple[list[int], list[int]]] = {}
+        #: node -> the keys of the pods its current load counts
+        self._included: dict[str, set[str]] = {}
         self._masks: dict[Key, bytearray] = {}
         self._scores: dict[Key, array[int]] = {}
 
@@ -83,13 +89,50 @@ class LoadAwareScheduling:
         self._dirty = set(cluster.nodes)
         self._resized = True
 
-    def _changed(self, node: str | None) -> None:
+    def _changed(self, node: str | None, pod: PodInfo | None = None, sign: int = 0) -> None:
         if node is None:
             self._resized = True
             self._dirty.update(self._cluster.nodes if self._cluster is not None else ())
             self._dirty.update(self._loads)
-        else:
+        elif pod is None or node in self._dirty or not self._shift(node, pod, sign):
             self._dirty.add(node)
+
+    def _shift(self, node: str, pod: PodInfo, sign: int) -> bool:
+        """Account a pod placed on (or taken off) a node whose load is current, without
+        recomputing it: possible when the report has no usage for the pod and it is still
+        estimated (a pod just assumed, or its binding confirmed), so that it only adds its
+        estimate. False when the node's load must be recomputed instead."""
+        cluster, included = self._cluster, self._included.get(node)
+        if cluster is None or node not in self._loads or included is None or pod.reservation:
+            return False
+        if (pod.key in included) != (sign < 0):
+            return False
+        record = cluster.node_metrics.get(node)
+        if record is not None:
+            self._first_seen.setdefault(pod.key, self.clock())
+            if pod.key in record.pods or not still_estimated(pod, record, False, self._first_seen, self.args):
+                return False
+            # summed per node and applied at the next refresh: a binding's confirmation
+            # (taken off, placed again) cancels out
+            moved = self._moved.get(node)
+            if moved is None:
+                width = len(self.args.resources)
+                moved = self._moved[node] = ([0] * width, [0] * width)
+            for i, value in enumerate(self._estimate(pod)):
+                moved[0][i] += sign * value
+                if pod.priority_class == PROD:
+                    moved[1][i] += sign * value
+        if sign > 0:
+            included.add(pod.key)
+        else:
+            included.discard(pod.key)
+        return True
+
+    def _update_row(self, load: NodeLoad) -> None:
+        for (estimate, prod), mask in self._masks.items():
+            mask[load.row] = load.passes(estimate, prod, self.args)
+        for (estimate, prod), scores in self._scores.items():
+            scores[load.row] = load.score(estimate, prod, self.args, self.weights)
 
     def refresh(self, cluster: Cluster) -> None:
         """Recompute the loads of the nodes that changed or whose report expired, and their
@@ -101,6 +144,13 @@ class LoadAwareScheduling:
             record = cluster.node_metrics.get(node)
             if record is not None and record.update_time == updated:
                 self._dirty.add(node)
+        moved, self._moved = self._moved, {}
+        for name, (delta, prod_delta) in moved.items():
+            load = self._loads.get(name)
+            if name in self._dirty or load is None or not (any(delta) or any(prod_delta)):
+                continue
+            load = self._loads[name] = load.shifted(tuple(delta), tuple(prod_delta))
+            self._update_row(load)
         if not self._dirty:
             return
         if self._resized:
@@ -113,13 +163,11 @@ class LoadAwareScheduling:
             if info is None:
                 self._loads.pop(name, None)
                 self._parts.pop(name, None)
+                self._included.pop(name, None)
                 continue
             load = self._load(cluster, info, now)
             self._loads[name] = load
-            for (estimate, prod), mask in self._masks.items():
-                mask[load.row] = load.passes(estimate, prod, self.args)
-            for (estimate, prod), scores in self._scores.items():
-                scores[load.row] = load.score(estimate, prod, self.args, self.weights)
+            self._update_row(load)
         if len(self._first_seen) > 2 * len(cluster.placed) + 1024:
             self._first_seen = {k: t for k, t in self._first_seen.items() if k in cluster.placed}
         if len(self._estimates) > 2 * len(cluster.placed) + 1024:
@@ -134,6 +182,7 @@ class LoadAwareScheduling:
                 continue  # reserve pods hold room; they use nothing
             pods.append(pod)
             self._first_seen.setdefault(key, now)
+        self._included[info.name] = {pod.key for pod in pods}
         if record is not None and record.update_time is not None:
             heapq.heappush(
                 self._expiries,
@@ -241,13 +290,13 @@ class LoadAwareScheduling:
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> str | None:
         """The pod is assumed on ``node`` (the cluster already counts it there): it is
         estimated from now until its PodScheduled time is known (upstream's assign cache)."""
-        self._first_seen[pod.key] = self.clock()
-        self._dirty.add(node)
+        self._first_seen.setdefault(pod.key, self.clock())
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """The pod will not bind there; the cluster takes it off the node, which the load
+        follows."""
         self._first_seen.pop(pod.key, None)
-        self._dirty.add(node)
 
     # --- score ---------------------------------------------------------------------------
 

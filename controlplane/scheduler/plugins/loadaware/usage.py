@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controlplane.scheduler.cluster import NodeInfo
 from controlplane.scheduler.kernel.twin import MAX_NODE_SCORE, go_round
@@ -199,6 +199,31 @@ class NodeLoad:
             if estimate[i] > room:
                 return usage_reason(args.resources[i], limits.aggregated)
         return None
+
+    def shifted(self, delta: Estimate, prod_delta: Estimate) -> NodeLoad:
+        """The load with still-estimated pods that the report has no usage for added (or,
+        negative, taken off): their estimates summed (``delta``; ``prod_delta`` for the prod
+        ones) move what each class counts, and nothing else."""
+
+        def used(values: Estimate | None, moved: Estimate) -> Estimate | None:
+            if values is None:
+                return None
+            return tuple(v + d for v, d in zip(values, moved, strict=True))
+
+        def room(limits: Limits | None, moved: Estimate) -> Limits | None:
+            if limits is None:
+                return None
+            return Limits(
+                tuple(r - d for r, d in zip(limits.headroom, moved, strict=True)), limits.aggregated
+            )
+
+        return replace(
+            self,
+            limits=room(self.limits, delta),
+            prod_limits=room(self.prod_limits, prod_delta),
+            score_used=used(self.score_used, delta),
+            prod_score_used=used(self.prod_score_used, prod_delta),
+        )
 
     def score(
         self, estimate: Estimate, prod: bool, args: LoadAwareArgs, weights: Iterable[tuple[int, int]]
