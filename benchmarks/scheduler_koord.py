@@ -111,6 +111,7 @@ def _run_koord(nodes: int, pods: int) -> tuple[float, float]:
         config.leader_election = {}
         return run_loop(scheduler_basic.schedule(url, pods, config))
     finally:
+        scheduler_basic.release_heap()
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=60)
