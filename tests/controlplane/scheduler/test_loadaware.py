@@ -383,4 +383,5 @@ def test_pods_placed_and_confirmed_shift_the_load_exactly_as_a_recomputation():
     plugin._changed("n")  # recompute from the node's pods
     recomputed = plugin.load_of(fw.cluster, "n")
     assert shifted == recomputed
-    assert recomputed is not None and recomputed.score_used == (1000 + 2 * 425, GI + 2 * 751619277)
+    assert recomputed is not None
+    assert recomputed.score_used == (1000 + 2 * 425, GI + 2 * 751619277)
