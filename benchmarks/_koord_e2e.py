@@ -54,19 +54,8 @@ ESTABLISH_TIMEOUT_S = 60.0
 
 
 def node(i: int) -> dict[str, Any]:
-    resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": f"node-{i}"},
-        "spec": {},
-        "status": {
-            "allocatable": resources,
-            "capacity": resources,
-            "conditions": [{"status": "True", "type": "Ready"}],
-            "phase": "Running",
-        },
-    }
+    """S1's node, named as its NodeMetric."""
+    return e2e.make_node(i, f"node-{i}")
 
 
 def node_metric(i: int) -> dict[str, Any]:

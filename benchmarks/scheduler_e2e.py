@@ -103,12 +103,13 @@ class SkipError(RuntimeError):
 # --- workload (scheduler_perf's templates) ---------------------------------------------
 
 
-def make_node(i: int) -> dict[str, Any]:
+def make_node(i: int, name: str = "") -> dict[str, Any]:
+    """scheduler_perf's node (``name``: another than its ``scheduler-perf-NNNNN``)."""
     resources = {"pods": "110", "cpu": "4", "memory": "32Gi"}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": f"scheduler-perf-{i:05d}"},
+        "metadata": {"name": name or f"scheduler-perf-{i:05d}"},
         "spec": {},
         "status": {
             "capacity": resources,

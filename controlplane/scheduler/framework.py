@@ -120,15 +120,10 @@ class Framework:
             else percentage
         )
         plugins: dict[str, Any] = {}
+        names = (*profile.filters, *profile.scores, *(n for point in profile.points.values() for n in point))
         #: every plug-in the profile enables, at any point
-        self.enabled = frozenset(
-            (*profile.filters, *profile.scores, *(n for names in profile.points.values() for n in names))
-        )
-        for name in (
-            *profile.filters,
-            *profile.scores,
-            *(n for names in profile.points.values() for n in names),
-        ):
+        self.enabled = frozenset(names)
+        for name in names:
             factory = REGISTRY[name].factory
             if factory is not None and name not in plugins:
                 plugins[name] = factory(profile.args.get(name))

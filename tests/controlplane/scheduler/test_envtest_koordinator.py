@@ -31,9 +31,6 @@ from typing import Any
 
 import pytest
 
-from controlplane.manager.controllers.metrics import SLOControllerMetrics
-from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
-from controlplane.reactor import ReactorMetrics
 from controlplane.scheduler.config import load
 from controlplane.scheduler.profiles import KOORDINATOR
 from controlplane.scheduler.scheduler import Scheduler
@@ -45,6 +42,7 @@ from koordinator.kube.errors import AlreadyExistsError
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.timeutil import format_time
+from tests.controlplane.manager.controllers.harness import controller_set
 from tests.controlplane.manager.controllers.objects import GI, config_map, node_metric, pod_metric
 from tests.envtest import Envtest, apply_crds, create_namespace
 from tests.polling import eventually_awaited
@@ -184,27 +182,6 @@ async def koord_scheduler(client: ApiClient) -> AsyncIterator[Scheduler]:
         await scheduler.drain()
 
 
-@contextlib.asynccontextmanager
-async def noderesource_controller(client: ApiClient) -> AsyncIterator[ControllerSet]:
-    """koord-manager's slo-controller with only its noderesource controller."""
-    metrics = SLOControllerMetrics()
-    controllers = ControllerSet(
-        client,
-        ControllerSettings(controllers=("noderesource",)),
-        metrics=metrics,
-        reactor_metrics=ReactorMetrics(metrics.registry),
-    )
-    task = asyncio.create_task(controllers.run())
-    try:
-        async with asyncio.timeout(30):
-            await controllers.started.wait()
-        yield controllers
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 # ---- reading back ------------------------------------------------------------------------------
 
 
@@ -273,7 +250,7 @@ async def test_batch_resources_from_node_metrics_and_a_be_pod_bound_to_the_cool_
         ),
     )
 
-    async with noderesource_controller(client):
+    async with controller_set(client, ("noderesource",)):
 
         async def both_written() -> bool:
             return all([batch_of(await client.get(res.NODES, n)) is not None for n in (cool, hot)])

@@ -112,3 +112,25 @@ async def running(
                 await harness.stop()
     finally:
         await fake.stop()
+
+
+@contextlib.asynccontextmanager
+async def controller_set(client: ApiClient, controllers: Sequence[str]) -> AsyncIterator[ControllerSet]:
+    """koord-manager's slo-controller with ``controllers``, on a real apiserver's ``client``
+    (the system clock), started, until the block ends."""
+    metrics = SLOControllerMetrics()
+    running_set = ControllerSet(
+        client,
+        ControllerSettings(controllers=tuple(controllers)),
+        metrics=metrics,
+        reactor_metrics=ReactorMetrics(metrics.registry),
+    )
+    task = asyncio.create_task(running_set.run())
+    try:
+        async with asyncio.timeout(60):
+            await running_set.started.wait()
+        yield running_set
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

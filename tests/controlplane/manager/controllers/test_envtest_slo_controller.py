@@ -24,20 +24,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane.manager.controllers.metrics import SLOControllerMetrics
-from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
-from controlplane.reactor import ReactorMetrics
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import AlreadyExistsError, NotFoundError
 from koordinator.kube.timeutil import format_time
+from tests.controlplane.manager.controllers.harness import controller_set
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod, pod_metric
 from tests.envtest import Envtest, apply_crds
 from testsupport.envtest import ControlPlane, ControlPlaneError
@@ -100,26 +98,6 @@ def batch_of(node_obj: dict[str, Any]) -> tuple[int, int] | None:
     return Quantity.parse(allocatable[BATCH_CPU]).value(), Quantity.parse(allocatable[BATCH_MEMORY]).value()
 
 
-@contextlib.asynccontextmanager
-async def controllers(client: ApiClient) -> AsyncIterator[ControllerSet]:
-    metrics = SLOControllerMetrics()
-    controller_set = ControllerSet(
-        client,
-        ControllerSettings(controllers=("nodemetric", "noderesource", "nodeslo")),
-        metrics=metrics,
-        reactor_metrics=ReactorMetrics(metrics.registry),
-    )
-    task = asyncio.create_task(controller_set.run())
-    try:
-        async with asyncio.timeout(60):
-            await controller_set.started.wait()
-        yield controller_set
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def test_batch_resources_degrade_and_configmap_changes_on_a_real_apiserver(envtest_slo):
     client = await prepared(envtest_slo)
     try:
@@ -160,7 +138,7 @@ async def test_batch_resources_degrade_and_configmap_changes_on_a_real_apiserver
             client, res.NODE_METRICS, node_metric("node-c", update_time=format_time(now - 45))
         )
 
-        async with controllers(client):
+        async with controller_set(client, ("nodemetric", "noderesource", "nodeslo")):
 
             async def written() -> bool:
                 nodes = [await client.get(res.NODES, n) for n in ("node-a", "node-b", "node-c")]
