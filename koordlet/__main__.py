@@ -128,6 +128,13 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "use the kubelet's read-only HTTP port",
     ),
     ("--kubelet-read-only-port", "kubelet_read_only_port", int, 10255, "the kubelet's read-only port"),
+    (
+        "--cgroup-kube-dir",
+        "cgroup_kube_dir",
+        str,
+        "",
+        "the kubepods cgroup directory under each controller (default: detected from the tree and kubelet)",
+    ),
     ("--node-topology-sync-interval", "node_topology_sync_interval", duration_flag, 3.0, "NRT report period"),
     ("--enable-node-metric-report", "enable_node_metric_report", bool_flag, True, "write NodeMetric status"),
     (
@@ -248,6 +255,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         kubelet_sync_timeout=args.kubelet_sync_timeout,
         kubelet_insecure_tls=args.kubelet_insecure_tls,
         kubelet_read_only_port=args.kubelet_read_only_port,
+        cgroup_kube_dir=args.cgroup_kube_dir,
         node_topology_sync_interval=args.node_topology_sync_interval,
         enable_node_metric_report=args.enable_node_metric_report,
         collectors=collectors,

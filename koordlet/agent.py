@@ -107,6 +107,8 @@ class AgentConfig:
     kubelet_sync_timeout: float = 3.0
     kubelet_insecure_tls: bool = False
     kubelet_read_only_port: int = 10255
+    #: the kubepods cgroup directory (``--cgroup-kube-dir``); empty: detected
+    cgroup_kube_dir: str = ""
     node_topology_sync_interval: float = 3.0
     enable_node_metric_report: bool = True
     collectors: CollectorConfig = field(default_factory=CollectorConfig)
@@ -129,10 +131,18 @@ def service_account_token() -> FileToken | None:
 class KubeletPodsSource:
     """The kubelet's /pods, once the Node (its address and port) is known."""
 
-    def __init__(self, config: AgentConfig, states: StatesInformer | None, metrics: KoordletMetrics) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        states: StatesInformer | None,
+        metrics: KoordletMetrics,
+        credentials: ClusterConfig | None = None,
+    ) -> None:
         self.config = config
         self.states = states
         self.metrics = metrics
+        #: the apiserver credentials, which the kubelet is shown too (upstream's rest config)
+        self.credentials = credentials
         self.client: KubeletClient | None = None
 
     async def get_pods(self) -> list[dict[str, Any]]:
@@ -146,9 +156,17 @@ class KubeletPodsSource:
                 read_only_port=self.config.kubelet_read_only_port,
                 insecure=self.config.kubelet_insecure_tls,
             )
-            token = service_account_token()
+            creds = self.credentials
+            token = creds.token if creds is not None and creds.token is not None else service_account_token()
+            cert = (
+                (creds.client_cert_file, creds.client_key_file) if creds and creds.client_cert_file else None
+            )
             self.client = KubeletClient(
-                endpoint, token, timeout=self.config.kubelet_sync_timeout, metrics=self.metrics
+                endpoint,
+                token,
+                client_cert=cert,
+                timeout=self.config.kubelet_sync_timeout,
+                metrics=self.metrics,
             )
         return await self.client.get_pods()
 
@@ -166,7 +184,7 @@ class Agent:
         self.metrics_endpoint = MetricsEndpoint(lambda: render_async(self.registry), config.scrape_limits)
         self.cache = MetricCache(config.metric_retention_seconds, config.metric_max_bytes)
         self.kv = KVStore()
-        self.cgroups = CgroupFS.detect(config.paths)
+        self.cgroups = CgroupFS.detect(config.paths, config.cgroup_kube_dir)
         self.client = client
         self.states: StatesInformer | None = None
         #: Events of the koordlet (cluster mode): evictions, refused and deleted NodeSLOs
@@ -227,7 +245,7 @@ class Agent:
                 qps=self.config.kube_api_qps,
                 burst=self.config.kube_api_burst,
             )
-        self._pods_source = KubeletPodsSource(self.config, None, self.metrics)
+        self._pods_source = KubeletPodsSource(self.config, None, self.metrics, self.client.config)
         self.recorder = EventRecorder(self.client, "koordlet", self.config.node_name)
         states = StatesInformer(
             self.config.node_name,

@@ -1,7 +1,8 @@
 """Test tiers and shared fixtures.
 
 Tiers are pytest markers: unit (unmarked), ``host`` (root, this machine's real cgroups),
-``envtest`` (real kube-apiserver + etcd), ``gpu`` and ``perf``. ``KOORD_REQUIRE_TIERS``
+``envtest`` (real kube-apiserver + etcd), ``node`` (a real kubelet, containerd and runc
+node with its control plane), ``gpu`` and ``perf``. ``KOORD_REQUIRE_TIERS``
 (set by ``.ci/run``) names tiers that must really run: a skipped test of a required
 tier is reported as a failure, and a required tier with no tests fails collection, so a
 missing install step cannot hide behind a skip.
@@ -14,9 +15,9 @@ from collections.abc import Generator
 
 import pytest
 
-pytest_plugins = ["tests.envtest"]
+pytest_plugins = ["tests.envtest", "tests.nodetier"]
 
-TIERS = ("host", "envtest", "gpu", "perf")
+TIERS = ("host", "envtest", "node", "gpu", "perf")
 
 
 def required_tiers() -> set[str]:

@@ -1,7 +1,8 @@
 """The kubelet client: ``GET /pods`` (and ``/configz``) on the node's own kubelet.
 
-Upstream talks to ``https://<node address>:<kubelet port>/pods/`` with the service-account
-token and without verifying the kubelet's serving certificate (it is usually self-signed),
+Upstream talks to ``https://<node address>:<kubelet port>/pods/`` with the credentials it
+has for the apiserver (the service-account token in a pod; a kubeconfig's token or client
+certificate) and without verifying the kubelet's serving certificate (it is usually self-signed),
 or to the read-only port over plain HTTP with ``--kubelet-insecure-tls``. The address is
 the node's address of ``--kubelet-preferred-address-type`` (InternalIP), the port the
 node's ``status.daemonEndpoints.kubeletEndpoint.Port``. Each request has a 3 s timeout
@@ -60,11 +61,14 @@ class KubeletClient:
         endpoint: KubeletEndpoint,
         token: TokenSource | None = None,
         *,
+        client_cert: tuple[str, str | None] | None = None,
         timeout: float = 3.0,
         metrics: KoordletMetrics | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.token = token
+        #: (certificate file, key file) shown to the kubelet's x509 authentication
+        self.client_cert = client_cert
         self.timeout = timeout
         self.metrics = metrics
         self._session: aiohttp.ClientSession | None = None
@@ -75,6 +79,8 @@ class KubeletClient:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # upstream: the kubelet's serving cert is not verified
+        if self.client_cert is not None:
+            context.load_cert_chain(*self.client_cert)
         return context
 
     async def _get(self, path: str) -> Any:

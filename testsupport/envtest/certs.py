@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,8 +86,9 @@ def _builder(
     )
 
 
-def generate_credentials(directory: Path) -> Credentials:
-    """Write a CA, serving and admin certificates and service-account keys into ``directory``."""
+def generate_credentials(directory: Path, extra_serving_ips: Sequence[str] = ()) -> Credentials:
+    """Write a CA, serving and admin certificates and service-account keys into ``directory``;
+    the serving certificate is valid for ``extra_serving_ips`` too."""
     directory.mkdir(parents=True, exist_ok=True)
     creds = Credentials(
         ca_cert=directory / "ca.crt",
@@ -124,7 +126,7 @@ def generate_credentials(directory: Path) -> Credentials:
 
     serving_key = _key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_NAMES]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in (*SERVING_IPS, *extra_serving_ips)]
     serving = (
         _builder(_name("kube-apiserver"), ca_name, serving_key)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -134,14 +136,7 @@ def generate_credentials(directory: Path) -> Credentials:
     _write_key(creds.serving_key, serving_key)
     _write_cert(creds.serving_cert, serving)
 
-    admin_key = _key()
-    admin = (
-        _builder(_name(ADMIN_USER, "system:masters"), ca_name, admin_key)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    _write_key(creds.admin_key, admin_key)
-    _write_cert(creds.admin_cert, admin)
+    _client(ca_cert, ca_key, ADMIN_USER, "system:masters", creds.admin_cert, creds.admin_key)
 
     sa_key = _key()
     _write_key(creds.sa_private_key, sa_key)
@@ -151,3 +146,33 @@ def generate_credentials(directory: Path) -> Credentials:
         )
     )
     return creds
+
+
+def _client(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    user: str,
+    group: str | None,
+    cert_path: Path,
+    key_path: Path,
+) -> None:
+    key = _key()
+    cert = (
+        _builder(_name(user, group), ca_cert.subject, key)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(key_path, key)
+    _write_cert(cert_path, cert)
+
+
+def client_certificate(creds: Credentials, user: str, group: str | None, stem: Path) -> tuple[Path, Path]:
+    """A client certificate for ``user`` (CN) in ``group`` (O), signed by the control plane's
+    CA: written to ``<stem>.crt`` and ``<stem>.key``, whose paths are returned."""
+    ca_key = serialization.load_pem_private_key(creds.ca_key.read_bytes(), None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{creds.ca_key}: not an EC private key")
+    ca_cert = x509.load_pem_x509_certificate(creds.ca_cert.read_bytes())
+    cert_path, key_path = stem.with_suffix(".crt"), stem.with_suffix(".key")
+    _client(ca_cert, ca_key, user, group, cert_path, key_path)
+    return cert_path, key_path

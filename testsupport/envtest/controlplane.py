@@ -168,9 +168,17 @@ class ApiServerProcess:
     """One kube-apiserver; several may share one etcd."""
 
     def __init__(
-        self, binary: Path, workdir: Path, creds: Credentials, etcd_url: str, extra_args: Sequence[str] = ()
+        self,
+        binary: Path,
+        workdir: Path,
+        creds: Credentials,
+        etcd_url: str,
+        extra_args: Sequence[str] = (),
+        *,
+        port: int = 0,
+        disabled_admission_plugins: Sequence[str] = DISABLED_ADMISSION_PLUGINS,
     ) -> None:
-        self.port = free_port()
+        self.port = port or free_port()
         self.creds = creds
         self.url = f"https://127.0.0.1:{self.port}"
         argv = [
@@ -188,7 +196,7 @@ class ApiServerProcess:
             f"--service-account-signing-key-file={creds.sa_private_key}",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--authorization-mode=RBAC",
-            f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
+            f"--disable-admission-plugins={','.join(disabled_admission_plugins)}",
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
@@ -255,12 +263,19 @@ class ControlPlane:
         binaries: str | os.PathLike[str] | None = None,
         workdir: Path | None = None,
         apiserver_args: Sequence[str] = (),
+        *,
+        port: int = 0,
+        disabled_admission_plugins: Sequence[str] = DISABLED_ADMISSION_PLUGINS,
+        extra_serving_ips: Sequence[str] = (),
     ) -> None:
         self.bin = find_binaries(binaries)
+        #: the main apiserver's port (0: a free one); further apiservers always take a free one
+        self.port = port
+        self.disabled_admission_plugins = tuple(disabled_admission_plugins)
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="koord-envtest-"))
         self.apiserver_args = list(apiserver_args)
-        self.creds = generate_credentials(self.workdir / "pki")
+        self.creds = generate_credentials(self.workdir / "pki", extra_serving_ips)
         self.etcd_url = ""
         self._etcd: _Process | None = None
         self.apiserver: ApiServerProcess | None = None
@@ -305,7 +320,7 @@ class ControlPlane:
     def start(self) -> ControlPlane:
         try:
             self._start_etcd()
-            self.apiserver = self.new_apiserver()
+            self.apiserver = self.new_apiserver(port=self.port)
             self.apiserver.start()
             self._write_kubeconfig()
         except BaseException:
@@ -313,10 +328,16 @@ class ControlPlane:
             raise
         return self
 
-    def new_apiserver(self) -> ApiServerProcess:
+    def new_apiserver(self, port: int = 0) -> ApiServerProcess:
         """A further kube-apiserver on the same etcd (not started)."""
         return ApiServerProcess(
-            self.bin / "kube-apiserver", self.workdir, self.creds, self.etcd_url, self.apiserver_args
+            self.bin / "kube-apiserver",
+            self.workdir,
+            self.creds,
+            self.etcd_url,
+            self.apiserver_args,
+            port=port,
+            disabled_admission_plugins=self.disabled_admission_plugins,
         )
 
     def start_extra_apiserver(self) -> ApiServerProcess:
@@ -335,6 +356,12 @@ class ControlPlane:
             self._etcd = None
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def pids(self) -> set[int]:
+        """The process ids of the running etcd and apiservers."""
+        running = [self._etcd.proc if self._etcd is not None else None]
+        running += [s._process.proc for s in [*self._extra, *([self.apiserver] if self.apiserver else [])]]
+        return {proc.pid for proc in running if proc is not None and proc.poll() is None}
 
     def __enter__(self) -> ControlPlane:
         return self.start()

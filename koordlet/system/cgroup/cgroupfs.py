@@ -42,8 +42,11 @@ class CgroupFS:
             self.__dict__["kubepods"] = (layout, "given")
 
     @classmethod
-    def detect(cls, paths: HostPaths) -> CgroupFS:
-        return cls(paths, 2 if detect_mode(paths) is CgroupMode.V2 else 1)
+    def detect(cls, paths: HostPaths, kube_dir: str = "") -> CgroupFS:
+        """The host's cgroup version; the kubepods layout from ``kube_dir`` when given
+        (``--cgroup-kube-dir``), else detected on first use."""
+        layout = KubepodsLayout.from_kube_dir(kube_dir) if kube_dir.strip("/") else None
+        return cls(paths, 2 if detect_mode(paths) is CgroupMode.V2 else 1, layout=layout)
 
     # --- paths ---------------------------------------------------------------------------
 

@@ -81,6 +81,16 @@ class KubepodsLayout:
         slices = _expand_slice(f"{prefix}-kubepods")
         return cls(driver, "/".join(slices))
 
+    @classmethod
+    def from_kube_dir(cls, kube_dir: str) -> KubepodsLayout:
+        """``--cgroup-kube-dir``: the kubepods directory relative to a controller root; a
+        ``.slice`` name means the systemd driver."""
+        root = kube_dir.strip("/")
+        if not root:
+            raise ValueError("the kubepods cgroup directory is empty")
+        driver = CgroupDriver.SYSTEMD if root.endswith(".slice") else CgroupDriver.CGROUPFS
+        return cls(driver, root)
+
     @property
     def _slice_base(self) -> str:
         return Path(self.root).name.removesuffix(".slice")

@@ -1,0 +1,175 @@
+"""The koordlet on a real node: a host process beside a real kubelet, containerd and runc.
+
+One koordlet runs for the module, on the node's network with the admin client
+certificate (which it also shows the kubelet's x509 authentication on 10250). The pods are
+busybox pods bound to the node; everything asserted is what the kubelet, the kernel's
+cgroup files or the apiserver hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordinator.api.quantity import Quantity
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.errors import NotFoundError
+from tests.envtest import apply_crds
+from tests.koordlet.clusterenv import KOORDLET_CRDS
+from tests.nodetier import busybox_pod, delete_pods, node_config, wait_running
+from testsupport.nodetier import Node
+
+CGROUP = Path("/sys/fs/cgroup")
+BURN = "while :; do :; done"
+SLEEP = "exec sleep 3600"
+QOS = "koordinator.sh/qosClass"
+PRIORITY = "koordinator.sh/priority-class"
+
+
+def _cgroup(node: Node, subsystem: str, *parts: str) -> Path:
+    return CGROUP.joinpath(subsystem, node.cgroup_root.strip("/"), "kubepods", *(p for p in parts if p))
+
+
+def read(path: Path) -> str:
+    return path.read_text().strip()
+
+
+async def _setup(node: Node) -> None:
+    async with ApiClient(node_config(node)) as client:
+        await apply_crds(client, KOORDLET_CRDS)
+        await client.create(
+            res.NODE_SLOS,
+            {
+                "apiVersion": "slo.koordinator.sh/v1alpha1",
+                "kind": "NodeSLO",
+                "metadata": {"name": "koord-node"},
+                "spec": {
+                    "resourceUsedThresholdWithBE": {
+                        "enable": True,
+                        "cpuSuppressThresholdPercent": 65,
+                        "cpuSuppressPolicy": "cfsQuota",
+                    },
+                    "resourceQOSStrategy": {
+                        "beClass": {"cpuQOS": {"enable": True, "groupIdentity": -1, "schedIdle": 1}},
+                    },
+                },
+            },
+        )
+        await client.create(
+            res.NODE_METRICS,
+            {
+                "apiVersion": "slo.koordinator.sh/v1alpha1",
+                "kind": "NodeMetric",
+                "metadata": {"name": "koord-node"},
+                "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 2, "aggregateDurationSeconds": 10}},
+            },
+        )
+        # what koord-manager's noderesource controller would publish: the kubelet admits
+        # a pod asking for batch resources only when the node has them
+        node_obj = await client.get(res.NODES, "koord-node")
+        for field in ("capacity", "allocatable"):
+            node_obj["status"][field]["kubernetes.io/batch-cpu"] = "1000"
+            node_obj["status"][field]["kubernetes.io/batch-memory"] = "2Gi"
+        await client.replace_status(res.NODES, node_obj)
+
+
+@pytest.fixture(scope="module")
+def koordlet(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A koordlet process on the node; yields its log."""
+    asyncio.run(_setup(node_cluster))
+    log = tmp_path_factory.mktemp("koordlet") / "koordlet.log"
+    argv = [
+        sys.executable, "-m", "koordlet",
+        "--kubeconfig", str(node_cluster.kubeconfig),
+        "--cgroup-kube-dir", f"{node_cluster.cgroup_root.strip('/')}/kubepods",
+        "--addr", "127.0.0.1:9316",
+        "--collect-res-used-interval", "1s",
+        "--kubelet-sync-interval", "1s",
+        "--runtime-hooks-reconcile-interval", "1s",
+        "--cpu-suppress-interval-seconds", "1",
+        "--feature-gates", "BEMemoryEvict=true",
+    ]  # fmt: skip
+    proc = node_cluster.popen(
+        argv, log, env={"NODE_NAME": "koord-node", "agent_mode": "hostMode", "PATH": "/usr/bin:/bin"}
+    )
+    try:
+        yield log
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+async def pods(node_client: ApiClient) -> AsyncIterator[list[str]]:
+    """The names of the pods a test creates (in ``default``), deleted afterwards."""
+    names: list[str] = []
+    yield names
+    await delete_pods(node_client, "default", names)
+
+
+async def _create(client: ApiClient, names: list[str], pod: dict[str, Any]) -> None:
+    names.append(pod["metadata"]["name"])
+    await client.create(res.PODS, pod)
+
+
+def log_tail(log: Path, lines: int = 30) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+
+
+async def until(check: Any, within: float, what: str, log: Path) -> Any:
+    """Poll ``check`` (sync or async) until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + within
+    last: Any = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = check()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(0.5)
+    tail = await asyncio.to_thread(log_tail, log)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})\n--- koordlet log tail ---\n{tail}")
+
+
+async def test_nodemetric_shows_real_pods_and_real_usage(
+    node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
+) -> None:
+    cpu_mem = {"cpu": "500m", "memory": "64Mi"}
+    await _create(node_client, pods, busybox_pod("gu", SLEEP, requests=cpu_mem, limits=cpu_mem))
+    await _create(
+        node_client, pods, busybox_pod("bu", BURN, requests={"cpu": "100m"}, limits={"cpu": "400m"})
+    )
+    await _create(node_client, pods, busybox_pod("be", SLEEP))
+    running = {p["metadata"]["name"]: p for p in await wait_running(node_client, "default", pods)}
+    assert {n: p["status"]["qosClass"] for n, p in running.items()} == {
+        "gu": "Guaranteed",
+        "bu": "Burstable",
+        "be": "BestEffort",
+    }
+
+    async def metrics() -> dict[str, Any] | None:
+        try:
+            status = (await node_client.get(res.NODE_METRICS, "koord-node")).get("status") or {}
+        except NotFoundError:
+            return None
+        by_name = {m["name"]: m for m in status.get("podsMetric") or []}
+        if not {"gu", "bu", "be"} <= set(by_name):
+            return None
+        cpu = Quantity.parse(by_name["bu"]["podUsage"]["resources"]["cpu"]).milli_value()
+        return by_name if cpu >= 250 else None
+
+    by_name = await until(metrics, 60, "the burning pod's usage in NodeMetric", koordlet)
+    burner = Quantity.parse(by_name["bu"]["podUsage"]["resources"]["cpu"]).milli_value()
+    assert burner <= 450, burner  # its CFS quota caps it at 400m
+    for name in ("gu", "be"):
+        assert Quantity.parse(by_name[name]["podUsage"]["resources"]["cpu"]).milli_value() < 100
+    # the pod cgroups the koordlet read are the kubelet's, under the node's cgroup root
+    for name, qos_dir in (("gu", ""), ("bu", "burstable"), ("be", "besteffort")):
+        uid = running[name]["metadata"]["uid"]
+        assert _cgroup(node_cluster, "cpuacct", qos_dir, f"pod{uid}").is_dir()
