@@ -1,6 +1,8 @@
 # The README's commands. Each target installs what it needs into .venv first.
 #   make run    install, print the node probe, then run the standalone koordlet (127.0.0.1:9316)
 #   make test   install test dependencies, provision every test tier, run the whole suite
+#   make cluster       start a local single-node Kubernetes (real kubelet, containerd, runc)
+#                      and print the KUBECONFIG to use; make cluster-down stops it
 #   make audit  check the pinned dependencies (requirements/) against PyPI's yanked and vulnerability flags
 #   make bench  run the benchmark harness (JSON results in benchmarks/out/; webhook_admission builds
 #               its load generator, vegeta, with hack/vegeta.sh; scheduler_e2e builds upstream's
@@ -15,7 +17,7 @@ LOCK   := requirements/constraints.txt
 BUILD_LOCK := requirements/build-constraints.txt
 NATIVE := $(shell find native -type f \( -name '*.pyx' -o -name '*.py' -o -name '*.c' -o -name '*.h' \) -not -name '_*.c' 2>/dev/null)
 
-.PHONY: run test bench lint crds install audit clean
+.PHONY: run test bench lint crds install audit clean cluster cluster-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +36,17 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@bin="$$(bash hack/envtest.sh)" || { echo "make test: hack/envtest.sh failed; the envtest tier will be skipped" >&2; bin=; }; \
+	node="$$(bash hack/node-tier.sh)" || { echo "make test: hack/node-tier.sh failed; the node tier will be skipped" >&2; node=; }; \
 	vegeta="$$(bash hack/vegeta.sh)" || { echo "make test: hack/vegeta.sh failed; the webhook_admission smoke run will fail" >&2; vegeta=; }; \
-	KOORD_ENVTEST_BIN="$$bin" KOORD_VEGETA="$$vegeta" $(PY) -m pytest $(PYTEST_ARGS)
+	KOORD_ENVTEST_BIN="$$bin" KOORD_NODETIER_BIN="$$node" KOORD_VEGETA="$$vegeta" $(PY) -m pytest $(PYTEST_ARGS)
+
+# the node tier's cluster, for users (docs/cluster.md); needs root
+cluster: $(STAMP)
+	@KOORD_ENVTEST_BIN="$$(bash hack/envtest.sh)" KOORD_NODETIER_BIN="$$(bash hack/node-tier.sh)" \
+	$(PY) -m testsupport.nodetier up
+
+cluster-down: $(STAMP)
+	@$(PY) -m testsupport.nodetier down
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

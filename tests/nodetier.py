@@ -122,17 +122,21 @@ def busybox_pod(
 async def wait_running(
     client: ApiClient, namespace: str, names: Sequence[str], within: float = 60
 ) -> list[dict[str, Any]]:
-    """The pods, once every one of them is Running with its containers started."""
-    async with asyncio.timeout(within):
-        while True:
-            pods = [await client.get(res.PODS, name, namespace) for name in names]
-            if all(
-                p.get("status", {}).get("phase") == "Running"
-                and all(c.get("started") for c in p["status"].get("containerStatuses") or [{}])
-                for p in pods
-            ):
-                return pods
-            await asyncio.sleep(0.2)
+    """The pods, once every one of them is Running with its containers started; an
+    AssertionError with their statuses when that takes longer than ``within`` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        pods = [await client.get(res.PODS, name, namespace) for name in names]
+        if all(
+            p.get("status", {}).get("phase") == "Running"
+            and all(c.get("started") for c in p["status"].get("containerStatuses") or [{}])
+            for p in pods
+        ):
+            return pods
+        if asyncio.get_running_loop().time() > deadline:
+            statuses = {p["metadata"]["name"]: p.get("status") for p in pods}
+            raise AssertionError(f"pods not Running after {within:.0f}s: {statuses}")
+        await asyncio.sleep(0.2)
 
 
 async def delete_pods(client: ApiClient, namespace: str, names: Sequence[str], within: float = 60) -> None:

@@ -27,7 +27,7 @@ NODE_AGENT_APART = "node agent and control plane are independent"
 SHARED_LIBRARY = "the shared library imports neither the node agent nor the control plane"
 API_APART = "the API vocabulary does not import the Kubernetes client"
 KUBERNETES_LOADER = "the kubernetes package is imported only by the kubeconfig loader"
-TEST_SUPPORT = "the fake apiserver and envtest serve tests only"
+TEST_SUPPORT = "the fake apiserver, envtest and the node tier serve tests only"
 KOORDLET_LAYERS = "koordlet layers"
 HOST_LAYER = "the host layer stays free of Kubernetes and HTTP code"
 CONTROL_PLANE_LAYERS = "control-plane layers"
@@ -201,6 +201,9 @@ def test_a_copy_of_the_tree_keeps_every_contract(tree: Path) -> None:
             add_import("koordinator.kube.client", "testsupport.fake"),
             TEST_SUPPORT,
             id="shared-library-imports-fake",
+        ),
+        pytest.param(
+            add_import("koordlet.agent", "testsupport.nodetier"), TEST_SUPPORT, id="koordlet-imports-nodetier"
         ),
         pytest.param(
             add_import("controlplane.scheduler", "controlplane.manager"),

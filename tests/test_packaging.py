@@ -38,7 +38,7 @@ def test_no_extensions_builds_a_pure_wheel_without_a_compiler_and_the_koordlet_r
         names = archive.namelist()
         assert [n for n in names if n.endswith((".so", ".pyd", ".c"))] == []
         assert "koordlet/system/native.py" in names
-        # the fake apiserver and envtest serve tests only: they stay out of the wheel
+        # the fake apiserver, envtest and the node tier serve tests only: they stay out of the wheel
         assert (ROOT / "testsupport" / "fake" / "server.py").is_file()
         assert [n for n in names if n.startswith(("testsupport/", "tests/", "benchmarks/"))] == []
         moved = ("koordinator/kube/fake/", "koordinator/kube/envtest/")

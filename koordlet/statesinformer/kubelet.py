@@ -117,9 +117,11 @@ class KubeletClient:
             raise KubeletError(f"GET {path}: not JSON: {err}") from err
 
     async def get_pods(self) -> list[dict[str, Any]]:
-        """The kubelet's PodList items; KubeletError when the answer is not a PodList."""
+        """The kubelet's PodList items; KubeletError when the answer is not a PodList.
+
+        A kubelet without pods answers ``"items": null`` (Go's nil slice): no pods."""
         data = await self._get("/pods/")
-        if not isinstance(data, dict) or not isinstance(data.get("items", []), list):
+        if not isinstance(data, dict) or not isinstance(data.get("items") or [], list):
             raise KubeletError("GET /pods/: not a PodList")
         return [p for p in data.get("items") or [] if isinstance(p, dict)]
 

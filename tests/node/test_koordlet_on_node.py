@@ -53,7 +53,7 @@ async def _setup(node: Node) -> None:
                     "resourceUsedThresholdWithBE": {
                         "enable": True,
                         "cpuSuppressThresholdPercent": 65,
-                        "cpuSuppressPolicy": "cfsQuota",
+                        "cpuSuppressPolicy": "cpuset",
                     },
                     "resourceQOSStrategy": {
                         "beClass": {"cpuQOS": {"enable": True, "groupIdentity": -1, "schedIdle": 1}},
@@ -173,3 +173,155 @@ async def test_nodemetric_shows_real_pods_and_real_usage(
     for name, qos_dir in (("gu", ""), ("bu", "burstable"), ("be", "besteffort")):
         uid = running[name]["metadata"]["uid"]
         assert _cgroup(node_cluster, "cpuacct", qos_dir, f"pod{uid}").is_dir()
+
+
+async def test_runtime_hooks_reconcile_real_containers(
+    node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
+) -> None:
+    batch = {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"}
+    await _create(
+        node_client,
+        pods,
+        busybox_pod("batch", SLEEP, requests=batch, limits=batch, labels={QOS: "BE"}),
+    )
+    whole_cpu = {"cpu": "1", "memory": "64Mi"}
+    await _create(
+        node_client,
+        pods,
+        busybox_pod(
+            "lsr",
+            SLEEP,
+            requests=whole_cpu,
+            limits=whole_cpu,
+            labels={QOS: "LSR"},
+            annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "1"}'},
+        ),
+    )
+    running = {p["metadata"]["name"]: p for p in await wait_running(node_client, "default", pods)}
+    batch_pod, lsr_pod = running["batch"], running["lsr"]
+    assert batch_pod["status"]["qosClass"] == "BestEffort"
+    be_dir = ("besteffort", f"pod{batch_pod['metadata']['uid']}")
+    be_container = container_id(batch_pod)
+    lsr_container = container_id(lsr_pod)
+    lsr_cpuset = _cgroup(node_cluster, "cpuset", f"pod{lsr_pod['metadata']['uid']}", lsr_container)
+
+    def applied() -> dict[str, str] | None:
+        values = {
+            "pod cfs quota": read(_cgroup(node_cluster, "cpu", *be_dir, "cpu.cfs_quota_us")),
+            "container cfs quota": read(
+                _cgroup(node_cluster, "cpu", *be_dir, be_container, "cpu.cfs_quota_us")
+            ),
+            "container memory limit": read(
+                _cgroup(node_cluster, "memory", *be_dir, be_container, "memory.limit_in_bytes")
+            ),
+            "pod cpu.idle": read(_cgroup(node_cluster, "cpu", *be_dir, "cpu.idle")),
+            "lsr cpuset": read(lsr_cpuset / "cpuset.cpus"),
+        }
+        return values if values["lsr cpuset"] == "1" and values["pod cpu.idle"] == "1" else None
+
+    values = await until(applied, 30, "the hooks' cgroup values", koordlet)
+    assert values == {
+        "pod cfs quota": "50000",  # 500 milli batch-cpu at the 100 ms period
+        "container cfs quota": "50000",
+        "container memory limit": str(256 << 20),
+        "pod cpu.idle": "1",
+        "lsr cpuset": "1",
+    }
+
+
+def container_id(pod: dict[str, Any]) -> str:
+    [status] = pod["status"]["containerStatuses"]
+    return str(status["containerID"]).split("://", 1)[1]
+
+
+async def _patch_be_threshold(client: ApiClient, **fields: Any) -> None:
+    """Set (or, with None, drop) fields of the NodeSLO's resourceUsedThresholdWithBE."""
+    slo = await client.get(res.NODE_SLOS, "koord-node")
+    thresholds = slo["spec"]["resourceUsedThresholdWithBE"]
+    thresholds.update(fields)
+    for name in [n for n, v in fields.items() if v is None]:
+        del thresholds[name]
+    await client.replace(res.NODE_SLOS, slo)
+
+
+async def test_a_busy_ls_pod_shrinks_the_be_tier_quota(
+    node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
+) -> None:
+    be_quota = _cgroup(node_cluster, "cpu", "besteffort", "cpu.cfs_quota_us")
+    await _patch_be_threshold(node_client, cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=100)
+    try:
+        # a quiet node: the BE tier may use what the host does not (2 cores less system use),
+        # well over half a core once the earlier tests' pods are gone
+        before = int(
+            await until(
+                lambda: int(read(be_quota)) >= 60_000 and read(be_quota),
+                60,
+                "a BE quota over 60000",
+                koordlet,
+            )
+        )
+        await _create(
+            node_client,
+            pods,
+            busybox_pod("ls-busy", BURN, requests={"cpu": "100m"}, limits={"cpu": "1"}, labels={QOS: "LS"}),
+        )
+        await wait_running(node_client, "default", pods)
+        # the LS pod's core comes out of the BE tier's budget
+        after = await until(
+            lambda: 0 < int(read(be_quota)) <= before - 40_000 and int(read(be_quota)),
+            30,
+            f"the BE quota to shrink from {before}",
+            koordlet,
+        )
+        assert after <= before - 40_000
+    finally:
+        await _patch_be_threshold(node_client, cpuSuppressPolicy="cpuset", cpuSuppressThresholdPercent=65)
+
+
+def _meminfo() -> dict[str, int]:
+    fields = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        fields[name] = int(rest.split()[0]) * 1024
+    return fields
+
+
+async def test_a_be_pod_over_the_memory_threshold_is_evicted(
+    node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
+) -> None:
+    meminfo = _meminfo()
+    used_percent = 100 * (meminfo["MemTotal"] - meminfo["MemAvailable"]) / meminfo["MemTotal"]
+    hog = int(meminfo["MemTotal"] * 0.06)  # 6% of the machine, twice the headroom left
+    threshold = int(used_percent) + 3
+    await _create(
+        node_client, pods, busybox_pod("ls-steady", SLEEP, requests={"cpu": "50m"}, labels={QOS: "LS"})
+    )
+    # busybox tail keeps a line without newlines whole in memory
+    await _create(
+        node_client, pods, busybox_pod("be-hog", f"head -c {hog} /dev/zero | tail", labels={QOS: "BE"})
+    )
+    [_, hog_pod] = await wait_running(node_client, "default", pods)
+    await _patch_be_threshold(
+        node_client, memoryEvictThresholdPercent=threshold, memoryEvictLowerPercent=threshold - 2
+    )
+    try:
+
+        async def hog_gone() -> bool:
+            try:
+                current = await node_client.get(res.PODS, "be-hog", "default")
+            except NotFoundError:
+                return True
+            return bool(current["metadata"]["uid"] != hog_pod["metadata"]["uid"])
+
+        await until(hog_gone, 60, f"the BE pod evicted (threshold {threshold}%)", koordlet)
+        events = (await node_client.list(res.EVENTS, "default"))["items"]
+        evicted = [
+            e for e in events if e["reason"] == "EvictPodSuccess" and e["involvedObject"]["name"] == "be-hog"
+        ]
+        assert evicted, [e["reason"] for e in events]
+        assert "memory" in evicted[0]["message"].lower()
+        # the LS pod stays
+        ls_pod = await node_client.get(res.PODS, "ls-steady", "default")
+        assert ls_pod["status"]["phase"] == "Running"
+    finally:
+        await _patch_be_threshold(node_client, memoryEvictThresholdPercent=None, memoryEvictLowerPercent=None)

@@ -279,13 +279,30 @@ class Node:
 
     # --- stop ----------------------------------------------------------------------------
 
-    def stop(self) -> None:
+    def crash(self) -> None:
+        """SIGKILL the node's PID 1, as a crash would: its processes die with the pid
+        namespace, its empty cgroups and scratch directory stay for :func:`sweep`."""
+        self._release()
+        pid = self._node_pid()
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+        if self._unshare is not None:
+            self._unshare.wait(STOP_TIMEOUT_S)
+            self._unshare = None
+
+    def _release(self) -> None:
         for proc in self._host_procs:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         self._host_procs.clear()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def stop(self) -> None:
+        self._release()  # the node's PID 1 holds its own copy of the lock
         if self._unshare is not None:
             pid = self._node_pid()
             if pid:
@@ -297,9 +314,6 @@ class Node:
                 self._unshare.kill()  # --kill-child takes the node's PID 1 (and so all) along
                 self._unshare.wait()
             self._unshare = None
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
         if self.spec is not None:
             isolation.remove_cgroup_root(self.spec.cgroup_root)
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -4,6 +4,7 @@ garbage and empty answers; PLEG-triggered resyncs are rate-limited."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, Kube
 from koordlet.statesinformer.pods import PodsInformer
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
 from tests.fakes.pods import make_pod
+from testsupport.envtest.certs import ADMIN_USER, generate_credentials
 
 LAYOUT = KubepodsLayout.default(CgroupDriver.SYSTEMD)
 
@@ -134,6 +136,17 @@ async def test_kubelet_client_reads_pods(aiohttp_server_factory):
     await client.close()
 
 
+async def test_a_kubelet_without_pods_answers_null_items(aiohttp_server_factory):
+    """What a real kubelet sends when it runs no pod (found on the node tier)."""
+
+    async def handler(_request: web.Request) -> web.Response:
+        return web.Response(body=b'{"kind":"PodList","apiVersion":"v1","metadata":{},"items":null}')
+
+    client = KubeletClient(KubeletEndpoint(await aiohttp_server_factory(handler)))
+    assert await client.get_pods() == []
+    await client.close()
+
+
 async def test_unreachable_kubelet_is_a_kubelet_error():
     client = KubeletClient(KubeletEndpoint("http://127.0.0.1:9"), timeout=1)
     with pytest.raises(KubeletError):
@@ -186,3 +199,39 @@ async def test_trigger_wakes_the_loop():
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert len(source.answers) == 3  # two syncs: the first, then the triggered one
+
+
+async def test_kubelet_client_shows_its_client_certificate(tmp_path):
+    """A kubelet with x509 authentication (clientCAFile) admits the koordlet's certificate
+    and refuses the handshake without one."""
+    creds = generate_credentials(tmp_path / "pki")
+    pod = make_pod("web").build()
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        seen.append(dict(x[0] for x in peer["subject"])["commonName"] if peer else "")
+        return web.json_response({"kind": "PodList", "items": [pod]})
+
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(creds.ca_cert))
+    server_tls.verify_mode = ssl.CERT_REQUIRED
+    server_tls.load_cert_chain(str(creds.serving_cert), str(creds.serving_key))
+    app = web.Application()
+    app.router.add_get("/pods/", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_tls)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    endpoint = KubeletEndpoint(f"https://127.0.0.1:{port}")
+    try:
+        with_cert = KubeletClient(endpoint, client_cert=(str(creds.admin_cert), str(creds.admin_key)))
+        assert await with_cert.get_pods() == [pod]
+        await with_cert.close()
+        without = KubeletClient(endpoint)
+        with pytest.raises(KubeletError):
+            await without.get_pods()
+        await without.close()
+    finally:
+        await runner.cleanup()
+    assert seen == [ADMIN_USER]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from koordinator.api.kubeqos import KubeQOSClass
+from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.layout import (
     CgroupDriver,
     ContainerIDError,
@@ -143,3 +144,25 @@ def test_no_kubepods_and_no_kubelet_defaults_to_systemd(tmp_path):
     layout, how = detect_layout(host.paths, host.cgroups.controller_root("cpu"))
     assert layout == SYSTEMD
     assert how.startswith("default")
+
+
+@pytest.mark.parametrize(
+    ("kube_dir", "expected"),
+    [
+        ("kubepods/", CGROUPFS),
+        ("/koord-node-1/kubepods", KubepodsLayout(CgroupDriver.CGROUPFS, "koord-node-1/kubepods")),
+        ("kubepods.slice", SYSTEMD),
+        ("kubelet.slice/kubelet-kubepods.slice/", KIND),
+    ],
+)
+def test_cgroup_kube_dir_pins_the_layout(tmp_path, kube_dir, expected):
+    """``--cgroup-kube-dir`` wins over what the tree and the kubelet say."""
+    host = FakeHost(tmp_path, "v1", driver="systemd")
+    cgroups = CgroupFS.detect(host.paths, kube_dir)
+    assert cgroups.layout == expected
+    assert KubepodsLayout.from_kube_dir(kube_dir) == expected
+
+
+def test_an_empty_cgroup_kube_dir_is_refused():
+    with pytest.raises(ValueError, match="empty"):
+        KubepodsLayout.from_kube_dir("/")
