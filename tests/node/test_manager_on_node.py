@@ -20,6 +20,7 @@ import pytest
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import AlreadyExistsError, ApiError, NotFoundError
+from tests.controlplane.manager.builders import pod_webhook
 from tests.envtest import apply_crds
 from tests.nodetier import busybox_pod, delete_pods, wait_running
 from testsupport.nodetier import Node
@@ -31,36 +32,12 @@ NAMESPACE = "colocation"
 
 
 def mutating_configuration() -> dict[str, Any]:
+    selector = {"koordinator.sh/enable-colocation": "true"}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": MUTATING},
-        "webhooks": [
-            {
-                "name": "mpod-create.koordinator.sh",
-                "admissionReviewVersions": ["v1", "v1beta1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "timeoutSeconds": 10,
-                "clientConfig": {
-                    "service": {
-                        "name": "koordinator-webhook-service",
-                        "namespace": "koordinator-system",
-                        "path": "/mutate-pod",
-                        "port": 443,
-                    }
-                },
-                "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-                "rules": [
-                    {
-                        "operations": ["CREATE"],
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["pods"],
-                    }
-                ],
-            }
-        ],
+        "webhooks": [pod_webhook("mpod-create.koordinator.sh", "/mutate-pod", selector)],
     }
 
 

@@ -1,12 +1,18 @@
-"""The node fixture itself: a second node runs beside the session's, and a node whose PID 1
-is killed leaves only empty cgroups and its scratch directory, which :func:`sweep` removes.
+"""The node fixture itself: a second node runs beside the session's, a node whose PID 1 is
+killed leaves only empty cgroups and its scratch directory, which :func:`sweep` removes, and
+kube-proxy's rules live in the node's network namespace, not the host's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
@@ -57,3 +63,19 @@ def test_a_second_node_runs_beside_the_first_and_a_crash_is_swept(node_cluster: 
     # the session's node is untouched, and the host's sysctls never changed
     assert (hierarchies()[0] / node_cluster.cgroup_root.strip("/")).is_dir()
     assert _sysctls() == sysctls
+
+
+def test_kube_proxy_programs_the_kubernetes_service(node_cluster: Node) -> None:
+    """kube-proxy (nftables mode) runs in the node's network namespace only."""
+    if shutil.which("nft") is None:
+        pytest.skip("no nft: the node runs without kube-proxy")
+    argv = ["nsenter", f"--net={node_cluster.netns}", "nft", "list", "table", "ip", "kube-proxy"]
+    deadline = time.monotonic() + 30
+    while True:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if "10.96.0.1" in done.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert "10.96.0.1" in done.stdout, done.stderr
+    host = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=False)
+    assert "kube-proxy" not in host.stdout

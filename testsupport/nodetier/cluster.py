@@ -107,7 +107,8 @@ def sweep() -> list[str]:
     for node_id in sorted(ids):
         workdir = scratch_root() / f"{CGROUP_PREFIX}{node_id}"
         root = f"/{CGROUP_PREFIX}{node_id}"
-        if _locked(workdir / "lock") or isolation.busy(root):
+        being_made = workdir.exists() and not (workdir / "lock").exists()
+        if being_made or _locked(workdir / "lock") or isolation.busy(root):
             continue
         isolation.remove_cgroup_root(root, timeout=0)
         shutil.rmtree(workdir, ignore_errors=True)

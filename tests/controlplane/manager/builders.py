@@ -263,3 +263,33 @@ def apply(obj: Obj, response: Obj) -> Obj:
     """The object after the response's patch, applied with the ``jsonpatch`` library."""
     patched: Obj = jsonpatch.apply_patch(obj, patch_of(response))
     return patched
+
+
+def pod_webhook(name: str, path: str, namespace_labels: dict[str, str]) -> Obj:
+    """One webhook of a Mutating/ValidatingWebhookConfiguration sending the pods of the
+    namespaces with ``namespace_labels`` to koord-manager's Service (whose URL the manager
+    patches in with ``WEBHOOK_HOST``)."""
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1", "v1beta1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 10,
+        "clientConfig": {
+            "service": {
+                "name": "koordinator-webhook-service",
+                "namespace": "koordinator-system",
+                "path": path,
+                "port": 443,
+            }
+        },
+        "namespaceSelector": {"matchLabels": dict(namespace_labels)},
+        "rules": [
+            {
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+            }
+        ],
+    }

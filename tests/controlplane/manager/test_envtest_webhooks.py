@@ -26,38 +26,12 @@ from controlplane.manager.options import ManagerOptions
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import AlreadyExistsError, ApiError
+from tests.controlplane.manager.builders import pod_webhook
 from tests.envtest import Envtest, apply_crds
 from testsupport.envtest.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 SYSTEM_NAMESPACE = "koordinator-system"
-
-
-def webhook(name: str, path: str, test_id: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "admissionReviewVersions": ["v1", "v1beta1"],
-        "sideEffects": "None",
-        "failurePolicy": "Fail",
-        "timeoutSeconds": 10,
-        "clientConfig": {
-            "service": {
-                "name": "koordinator-webhook-service",
-                "namespace": SYSTEM_NAMESPACE,
-                "path": path,
-                "port": 443,
-            }
-        },
-        "namespaceSelector": {"matchLabels": {"koord-webhook-test": test_id}},
-        "rules": [
-            {
-                "operations": ["CREATE", "UPDATE"],
-                "apiGroups": [""],
-                "apiVersions": ["v1"],
-                "resources": ["pods"],
-            }
-        ],
-    }
 
 
 @dataclass
@@ -140,13 +114,14 @@ async def setup(envtest: Envtest, tmp_path: Path) -> AsyncIterator[Setup]:
             tmp_path / "certs",
             f"koord-webhook-certs-{test_id}",
         )
+        selector = {"koord-webhook-test": test_id}
         await client.create(
             res.MUTATING_WEBHOOK_CONFIGURATIONS,
             {
                 "apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": "MutatingWebhookConfiguration",
                 "metadata": {"name": state.mutating},
-                "webhooks": [webhook("mpod-create.koordinator.sh", "/mutate-pod", test_id)],
+                "webhooks": [pod_webhook("mpod-create.koordinator.sh", "/mutate-pod", selector)],
             },
         )
         await client.create(
@@ -155,7 +130,7 @@ async def setup(envtest: Envtest, tmp_path: Path) -> AsyncIterator[Setup]:
                 "apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": "ValidatingWebhookConfiguration",
                 "metadata": {"name": state.validating},
-                "webhooks": [webhook("vpod.koordinator.sh", "/validate-pod", test_id)],
+                "webhooks": [pod_webhook("vpod.koordinator.sh", "/validate-pod", selector)],
             },
         )
         await client.create(
