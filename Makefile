@@ -4,6 +4,7 @@
 #   make cluster       start a local single-node Kubernetes (real kubelet, containerd, runc)
 #                      and print the KUBECONFIG to use; make cluster-down stops it
 #   make audit  check the pinned dependencies (requirements/) against PyPI's yanked and vulnerability flags
+#   (make test also builds helm from its Go module, hack/helm.sh, for the chart tests)
 #   make bench  run the benchmark harness (JSON results in benchmarks/out/; webhook_admission builds
 #               its load generator, vegeta, with hack/vegeta.sh; scheduler_e2e builds upstream's
 #               kube-scheduler with hack/kube-scheduler.sh)
@@ -38,7 +39,9 @@ test: $(STAMP)
 	@bin="$$(bash hack/envtest.sh)" || { echo "make test: hack/envtest.sh failed; the envtest tier will be skipped" >&2; bin=; }; \
 	node="$$(bash hack/node-tier.sh)" || { echo "make test: hack/node-tier.sh failed; the node tier will be skipped" >&2; node=; }; \
 	vegeta="$$(bash hack/vegeta.sh)" || { echo "make test: hack/vegeta.sh failed; the webhook_admission smoke run will fail" >&2; vegeta=; }; \
-	KOORD_ENVTEST_BIN="$$bin" KOORD_NODETIER_BIN="$$node" KOORD_VEGETA="$$vegeta" $(PY) -m pytest $(PYTEST_ARGS)
+	helm="$$(bash hack/helm.sh)" || { echo "make test: hack/helm.sh failed; the chart tests will fail" >&2; helm=; }; \
+	KOORD_ENVTEST_BIN="$$bin" KOORD_NODETIER_BIN="$$node" KOORD_VEGETA="$$vegeta" KOORD_HELM_BIN="$$helm" \
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # the node tier's cluster, for users (docs/cluster.md); needs root
 cluster: $(STAMP)
@@ -55,7 +58,7 @@ audit: $(STAMP)
 	$(PY) hack/depaudit.py
 
 crds: $(STAMP)
-	$(PY) -m koordinator.api.crdgen --output-dir crds
+	$(PY) -m koordinator.api.crdgen --output-dir crds --output-dir charts/koordinator/files/crds
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -106,23 +106,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m koordinator.api.crdgen", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--output-dir", type=Path, required=True, help="directory for the CRD YAML files")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        action="append",
+        required=True,
+        help="directory for the CRD YAML files (repeatable: crds/ and the chart's copy)",
+    )
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 when the files are stale")
     args = parser.parse_args(argv)
-    output_dir: Path = args.output_dir
+    output_dirs: list[Path] = args.output_dir
     if args.check:
-        problems = _check(output_dir)
+        problems = [problem for output_dir in output_dirs for problem in _check(output_dir)]
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1 if problems else 0
-    output_dir.mkdir(parents=True, exist_ok=True)
     expected = render_all()
-    for path in sorted(output_dir.glob("*.yaml")):
-        if path.name not in expected:
-            path.unlink()
-    for name, text in sorted(expected.items()):
-        (output_dir / name).write_text(text, encoding="utf-8")
-    print(f"wrote {len(expected)} CRDs to {output_dir}")
+    for output_dir in output_dirs:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        for path in sorted(output_dir.glob("*.yaml")):
+            if path.name not in expected:
+                path.unlink()
+        for name, text in sorted(expected.items()):
+            (output_dir / name).write_text(text, encoding="utf-8")
+        print(f"wrote {len(expected)} CRDs to {output_dir}")
     return 0
 
 
