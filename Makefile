@@ -2,9 +2,12 @@
 #   make run    install, print the node probe, then run the standalone koordlet (127.0.0.1:9316)
 #   make test   install test dependencies, provision every test tier, run the whole suite
 #   make cluster       start a local single-node Kubernetes (real kubelet, containerd, runc)
-#                      and print the KUBECONFIG to use; make cluster-down stops it
+#                      and print the KUBECONFIG to use; make cluster-image loads the project's
+#                      image into it; make cluster-down stops it
 #   make audit  check the pinned dependencies (requirements/) against PyPI's yanked and vulnerability flags
-#   (make test also builds helm from its Go module, hack/helm.sh, for the chart tests)
+#   (make test also builds helm from its Go module, hack/helm.sh, and the image, hack/image.sh,
+#   for the chart tests)
+#   make image  build the container image (Dockerfile) with buildah; prints the archive's path
 #   make bench  run the benchmark harness (JSON results in benchmarks/out/; webhook_admission builds
 #               its load generator, vegeta, with hack/vegeta.sh; scheduler_e2e builds upstream's
 #               kube-scheduler with hack/kube-scheduler.sh)
@@ -18,7 +21,7 @@ LOCK   := requirements/constraints.txt
 BUILD_LOCK := requirements/build-constraints.txt
 NATIVE := $(shell find native -type f \( -name '*.pyx' -o -name '*.py' -o -name '*.c' -o -name '*.h' \) -not -name '_*.c' 2>/dev/null)
 
-.PHONY: run test bench lint crds install audit clean cluster cluster-down
+.PHONY: run test bench lint crds install audit clean cluster cluster-down cluster-image image
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +43,13 @@ test: $(STAMP)
 	node="$$(bash hack/node-tier.sh)" || { echo "make test: hack/node-tier.sh failed; the node tier will be skipped" >&2; node=; }; \
 	vegeta="$$(bash hack/vegeta.sh)" || { echo "make test: hack/vegeta.sh failed; the webhook_admission smoke run will fail" >&2; vegeta=; }; \
 	helm="$$(bash hack/helm.sh)" || { echo "make test: hack/helm.sh failed; the chart tests will fail" >&2; helm=; }; \
+	image="$$(bash hack/image.sh)" || { echo "make test: hack/image.sh failed; the chart install test will fail" >&2; image=; }; \
 	KOORD_ENVTEST_BIN="$$bin" KOORD_NODETIER_BIN="$$node" KOORD_VEGETA="$$vegeta" KOORD_HELM_BIN="$$helm" \
-	$(PY) -m pytest $(PYTEST_ARGS)
+	KOORD_IMAGE_ARCHIVE="$$image" $(PY) -m pytest $(PYTEST_ARGS)
+
+# the container image of every component (Dockerfile, built without a Docker daemon)
+image:
+	@bash hack/image.sh
 
 # the node tier's cluster, for users (docs/cluster.md); needs root
 cluster: $(STAMP)
@@ -50,6 +58,10 @@ cluster: $(STAMP)
 
 cluster-down: $(STAMP)
 	@$(PY) -m testsupport.nodetier down
+
+# the project's image in the cluster's containerd (for helm install charts/koordinator)
+cluster-image: $(STAMP)
+	@$(PY) -m testsupport.nodetier load "$$(bash hack/image.sh)"
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -15,7 +15,7 @@ from collections.abc import Generator
 
 import pytest
 
-pytest_plugins = ["tests.envtest", "tests.nodetier"]
+pytest_plugins = ["tests.envtest", "tests.nodetier", "tests.helm"]
 
 TIERS = ("host", "envtest", "node", "gpu", "perf")
 

@@ -26,7 +26,6 @@ from tests.envtest import Envtest, apply_crds
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "koordinator"
-HELM_SCRIPT = ROOT / "hack" / "helm.sh"
 
 #: the parameters of Koordinator's installation guide (v1.5), each with its default
 GUIDE_PARAMETERS = {
@@ -79,21 +78,6 @@ DIFFERENT_DEFAULTS = {
     "koordlet.image.tag": "",
 }
 CRDS = sorted(p.name.split("_", 1)[1].removesuffix(".yaml") for p in (ROOT / "crds").glob("*.yaml"))
-
-
-@pytest.fixture(scope="session")
-def helm() -> Path:
-    given = os.environ.get("KOORD_HELM_BIN")
-    if given is None:
-        done = subprocess.run(["bash", str(HELM_SCRIPT)], capture_output=True, text=True, check=False)
-        given = done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else ""
-    binary = Path(given) / "helm"
-    if not given or not os.access(binary, os.X_OK):
-        message = "helm unavailable: bash hack/helm.sh builds it from its Go module"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return binary
 
 
 def render(helm: Path, *sets: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -1,8 +1,9 @@
 """``make cluster`` / ``make cluster-down``: one local single-node cluster kept running.
 
-    python -m testsupport.nodetier up       start it (if not running) and print its KUBECONFIG
-    python -m testsupport.nodetier status   say whether it runs
-    python -m testsupport.nodetier down     stop it and remove what it left
+    python -m testsupport.nodetier up            start it (if not running) and print its KUBECONFIG
+    python -m testsupport.nodetier status        say whether it runs
+    python -m testsupport.nodetier load ARCHIVE  import an image archive (make image) into its containerd
+    python -m testsupport.nodetier down          stop it and remove what it left
 
 The running cluster is recorded in ``$TMPDIR/koordinator-cluster.json``.
 """
@@ -14,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -53,7 +55,20 @@ def up(name: str) -> int:
         except NodeTierError as exc:
             print(f"cluster: {exc}", file=sys.stderr)
             return 1
-        state = {"node": name, "pid": node.pid, "url": node.url, "kubeconfig": str(node.kubeconfig)}
+        assert node.spec is not None
+        state = {
+            "node": name,
+            "pid": node.pid,
+            "url": node.url,
+            "kubeconfig": str(node.kubeconfig),
+            "ctr": [
+                str(node.spec.bin / "ctr"),
+                "--address",
+                str(node.spec.containerd_socket),
+                "-n",
+                "k8s.io",
+            ],
+        }
         _state_file().write_text(json.dumps(state))
     _print_usage(state)
     return 0
@@ -76,6 +91,15 @@ def down(timeout: float = 60.0) -> int:
     return 0
 
 
+def load(archive: str) -> int:
+    state = _running()
+    if state is None:
+        print("no cluster is running (make cluster starts one)", file=sys.stderr)
+        return 1
+    done = subprocess.run([*state["ctr"], "images", "import", "--all-platforms", archive], check=False)
+    return done.returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m testsupport.nodetier", description=__doc__.split("\n")[0]
@@ -84,12 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("up", help="start the cluster and print its KUBECONFIG")
     start.add_argument("--name", default="koord-node", help="the Node's name")
     sub.add_parser("down", help="stop the cluster")
+    image = sub.add_parser("load", help="import an image archive into the node's containerd")
+    image.add_argument("archive", help="the archive make image printed")
     sub.add_parser("status", help="say whether the cluster runs")
     args = parser.parse_args(argv)
     if args.command == "up":
         return up(args.name)
     if args.command == "down":
         return down()
+    if args.command == "load":
+        return load(args.archive)
     state = _running()
     if state is None:
         print("no cluster is running")

@@ -278,6 +278,28 @@ class Node:
         self._host_procs.append(proc)
         return proc
 
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run a command to completion on the node's network (``curl`` a pod IP, ``nft``)."""
+        return subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+            preexec_fn=isolation.enter_netns(self.netns),
+        )
+
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive (docker or OCI) into the node's containerd."""
+        assert self.spec is not None
+        done = subprocess.run(
+            [str(self.spec.bin / "ctr"), "--address", str(self.spec.containerd_socket), "-n", "k8s.io",
+             "images", "import", "--all-platforms", str(archive)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise NodeTierError(f"ctr images import {archive}: {done.stderr.strip()[-1000:]}")
+
     # --- stop ----------------------------------------------------------------------------
 
     def crash(self) -> None:

@@ -1,5 +1,5 @@
 """The node's daemons and their configuration files: containerd (NRI on), the CNI network,
-the kubelet, kube-controller-manager and kube-proxy.
+the kubelet, kube-controller-manager, kube-scheduler and kube-proxy.
 
 Every path a daemon writes is in the node's scratch directory; what this machine lacks is
 worked around here, each with its reason:
@@ -203,6 +203,20 @@ def controller_manager_argv(spec: NodeSpec, creds: Credentials) -> list[str]:
         f"--cluster-signing-cert-file={creds.ca_cert}",
         f"--cluster-signing-key-file={creds.ca_key}",
         "--controllers=*",
+        "--v=1",
+    ]
+
+
+def scheduler_argv(spec: NodeSpec) -> list[str]:
+    """kube-scheduler as the node's default scheduler (Deployments, DaemonSets)."""
+    return [
+        str(spec.bin / "kube-scheduler"),
+        f"--kubeconfig={spec.admin_kubeconfig}",
+        f"--authentication-kubeconfig={spec.admin_kubeconfig}",
+        f"--authorization-kubeconfig={spec.admin_kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        "--secure-port=10259",
         "--v=1",
     ]
 

@@ -1,5 +1,5 @@
-"""PID 1 of one node: etcd, kube-apiserver, kube-controller-manager, containerd, the kubelet
-and kube-proxy, inside the node's own pid, mount and network namespaces.
+"""PID 1 of one node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+containerd, the kubelet and kube-proxy, inside the node's own pid, mount and network namespaces.
 
 Started by :class:`testsupport.nodetier.cluster.Node` as
 ``unshare --pid --fork --mount-proc --mount --net --propagation slave python -m
@@ -168,6 +168,7 @@ class NodeMain:
     def run_node(self) -> None:
         assert self.plane is not None
         self.start("kube-controller-manager", components.controller_manager_argv(self.spec, self.plane.creds))
+        self.start("kube-scheduler", components.scheduler_argv(self.spec))
         self.container_runtime()
         self.kubelet()
         if self.spec.kube_proxy:

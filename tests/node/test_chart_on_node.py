@@ -1,0 +1,224 @@
+"""charts/koordinator installed by the real helm on a node of its own, with the image that
+hack/image.sh built from the Dockerfile imported into the node's containerd.
+
+koord-manager, koord-scheduler and the koordlet run as pods under their own
+ServiceAccounts; the apiserver calls the webhooks through their Service; the colocation
+loop runs whole (the koordlet's NodeMetric, the manager's batch resources, a pod mutated into
+a batch pod whose cgroups carry its batch limits); an upgrade that changes the feature
+gates rolls the components; an uninstall leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordinator.api.quantity import Quantity
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.errors import ApiError, NotFoundError
+from tests.nodetier import busybox_pod, node_config, wait_running
+from tests.polling import eventually_awaited
+from testsupport.nodetier import Node
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "koordinator"
+NAMESPACE = "koordinator-system"
+CGROUP = Path("/sys/fs/cgroup")
+#: one replica each on one node; the colocation loop reports every 5 s
+INSTALL_VALUES = ["manager.replicas=1", "scheduler.replicas=1"]
+
+
+def helm_cmd(helm: Path, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(node.workdir), "KUBECONFIG": str(node.kubeconfig)}
+    return subprocess.run(
+        [str(helm), *args], capture_output=True, text=True, check=False, env=env, timeout=400
+    )
+
+
+@pytest.fixture(scope="module")
+def node_cluster_with_chart(helm: Path, image_archive: Path) -> Iterator[Node]:
+    """A node of its own (the chart owns its CRDs) with the release installed."""
+    node = Node("koord-node").start()
+    try:
+        node.import_image(image_archive)
+        sets = [arg for value in INSTALL_VALUES for arg in ("--set", value)]
+        done = helm_cmd(
+            helm, node, "install", "koordinator", str(CHART), *sets, "--wait", "--timeout", "240s"
+        )
+        assert done.returncode == 0, done.stderr + pod_report(node)
+        yield node
+    finally:
+        node.stop()
+
+
+def pod_report(node: Node) -> str:
+    """The release's pods and the tails of their logs, for a failure message."""
+    lines = []
+    for log in sorted((node.workdir / "pod-logs").glob(f"{NAMESPACE}_*/*/*.log")):
+        lines.append(f"--- {log.relative_to(node.workdir)}")
+        lines.extend(log.read_text(errors="replace").splitlines()[-15:])
+    return "\n".join(lines)
+
+
+async def _ready(client: ApiClient, kind: Any, name: str) -> bool:
+    obj = await client.get(kind, name, NAMESPACE)
+    status = obj.get("status") or {}
+    if kind is res.DAEMON_SETS:
+        return bool(status.get("numberReady")) and status.get("numberReady") == status.get(
+            "desiredNumberScheduled"
+        )
+    return bool(status.get("readyReplicas")) and status.get("updatedReplicas") == obj["spec"]["replicas"]
+
+
+async def test_the_components_run_under_their_own_service_accounts(node_cluster_with_chart: Node) -> None:
+    node = node_cluster_with_chart
+    async with ApiClient(node_config(node)) as client:
+        assert await _ready(client, res.DEPLOYMENTS, "koord-manager")
+        assert await _ready(client, res.DEPLOYMENTS, "koord-scheduler")
+        async with asyncio.timeout(60):
+            while not await _ready(client, res.DAEMON_SETS, "koordlet"):  # noqa: ASYNC110 - in the apiserver
+                await asyncio.sleep(0.5)
+        pods = (await client.list(res.PODS, NAMESPACE))["items"]
+        accounts = {p["metadata"]["labels"]["koord-app"]: p["spec"]["serviceAccountName"] for p in pods}
+        assert accounts == {
+            "koord-manager": "koord-manager",
+            "koord-scheduler": "koord-scheduler",
+            "koordlet": "koordlet",
+        }
+        # the manager made the node's NodeMetric and NodeSLO; the koordlet reports into it
+        await client.get(res.NODE_SLOS, "koord-node")
+
+        async def reported() -> bool:
+            status = (await client.get(res.NODE_METRICS, "koord-node")).get("status") or {}
+            return bool(status.get("nodeMetric"))
+
+        await eventually_awaited(reported, within=90, every=1)
+        [koordlet] = [p for p in pods if p["metadata"]["labels"]["koord-app"] == "koordlet"]
+    # the koordlet's /metrics through its pod IP (hostNetwork: the node's address)
+    url = f"http://{koordlet['status']['podIP']}:9316/metrics"
+    scrape = node.run(
+        ["python3", "-c", f"import urllib.request;print(urllib.request.urlopen({url!r}).read().decode())"]
+    )
+    assert scrape.returncode == 0, scrape.stderr
+    assert "koordlet_start_time" in scrape.stdout or "koordlet_" in scrape.stdout
+
+
+async def _enable_fast_colocation(client: ApiClient) -> None:
+    """Report every 5 s, so that batch resources appear within the test."""
+    config = await client.get(res.CONFIG_MAPS, "slo-controller-config", NAMESPACE)
+    colocation = json.loads(config["data"]["colocation-config"])
+    colocation.update({"metricReportIntervalSeconds": 5, "metricAggregateDurationSeconds": 10})
+    config["data"]["colocation-config"] = json.dumps(colocation)
+    await client.replace(res.CONFIG_MAPS, config)
+
+
+async def test_a_profiled_pod_becomes_a_batch_pod_with_batch_cgroups(node_cluster_with_chart: Node) -> None:
+    node = node_cluster_with_chart
+    async with ApiClient(node_config(node)) as client:
+        await _enable_fast_colocation(client)
+        # the manager publishes batch resources from the koordlet's NodeMetric
+        async with asyncio.timeout(120):
+            while True:
+                allocatable = (await client.get(res.NODES, "koord-node"))["status"]["allocatable"]
+                batch = allocatable.get("kubernetes.io/batch-cpu")
+                if batch and Quantity.parse(batch).value() >= 500:
+                    break
+                await asyncio.sleep(1)
+        await client.ensure_namespace("spark", {"koordinator.sh/enable-colocation": "true"})
+        await client.create(
+            res.CLUSTER_COLOCATION_PROFILES,
+            {
+                "apiVersion": "config.koordinator.sh/v1alpha1",
+                "kind": "ClusterColocationProfile",
+                "metadata": {"name": "spark"},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+                    "selector": {"matchLabels": {"app": "spark"}},
+                    "qosClass": "BE",
+                    "priorityClassName": "koord-batch",
+                    "koordinatorPriority": 1000,
+                },
+            },
+        )
+        cpu_mem = {"cpu": "500m", "memory": "128Mi"}
+        pod = busybox_pod("executor", "exec sleep 3600", namespace="spark", requests=cpu_mem, limits=cpu_mem,
+                          labels={"app": "spark"}, node_name=None)  # fmt: skip
+        async with asyncio.timeout(60):
+            while True:  # until the webhook answers through its Service
+                try:
+                    await client.create(res.PODS, pod)
+                    break
+                except ApiError as exc:
+                    if "koordinator.sh" not in str(exc):
+                        raise
+                    await asyncio.sleep(1)
+        [running] = await wait_running(client, "spark", ["executor"], within=90)
+    resources = running["spec"]["containers"][0]["resources"]
+    assert resources["limits"] == {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "128Mi"}
+    assert running["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+    # the koordlet (a pod) applied the batch limits to the pod's cgroups
+    pod_dir = (
+        CGROUP
+        / "cpu"
+        / node.cgroup_root.strip("/")
+        / "kubepods"
+        / "besteffort"
+        / f"pod{running['metadata']['uid']}"
+    )
+    async with asyncio.timeout(30):
+        while (pod_dir / "cpu.cfs_quota_us").read_text().strip() != "50000":  # noqa: ASYNC110
+            await asyncio.sleep(0.5)
+
+
+async def test_an_upgrade_rolls_the_gates_and_an_uninstall_leaves_nothing(
+    node_cluster_with_chart: Node, helm: Path
+) -> None:
+    node = node_cluster_with_chart
+    sets = [
+        arg
+        for value in [*INSTALL_VALUES, "featureGates=PodValidatingWebhook=false"]
+        for arg in ("--set", value)
+    ]
+    done = helm_cmd(helm, node, "upgrade", "koordinator", str(CHART), *sets, "--wait", "--timeout", "240s")
+    assert done.returncode == 0, done.stderr + pod_report(node)
+    async with ApiClient(node_config(node)) as client:
+        manager = await client.get(res.DEPLOYMENTS, "koord-manager", NAMESPACE)
+        assert (
+            "--feature-gates=PodValidatingWebhook=false"
+            in manager["spec"]["template"]["spec"]["containers"][0]["args"]
+        )
+        # the gate took effect: the new manager no longer serves /validate-pod
+        async with asyncio.timeout(60):
+            while True:
+                validating = await client.get(
+                    res.VALIDATING_WEBHOOK_CONFIGURATIONS, "koordinator-validating-webhook-configuration"
+                )
+                if "vpod.koordinator.sh" not in {w["name"] for w in validating.get("webhooks") or []}:
+                    break
+                await asyncio.sleep(1)
+        done = helm_cmd(helm, node, "uninstall", "koordinator", "--wait", "--timeout", "120s")
+        assert done.returncode == 0, done.stderr
+        async with asyncio.timeout(120):
+            while True:  # the namespace (and everything in it) goes
+                try:
+                    await client.get(res.NAMESPACES, NAMESPACE)
+                except NotFoundError:
+                    break
+                await asyncio.sleep(1)
+        left = []
+        for kind in (res.CLUSTER_ROLES, res.CLUSTER_ROLE_BINDINGS, res.PRIORITY_CLASSES,
+                     res.MUTATING_WEBHOOK_CONFIGURATIONS, res.VALIDATING_WEBHOOK_CONFIGURATIONS,
+                     res.CUSTOM_RESOURCE_DEFINITIONS):  # fmt: skip
+            for item in (await client.list(kind))["items"]:
+                name = item["metadata"]["name"]
+                if name.startswith("koord") or name.endswith("koordinator.sh") or "koordinator" in name:
+                    left.append(f"{item.get('kind', kind.kind)} {name}")
+        assert not left, left
