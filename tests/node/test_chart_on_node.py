@@ -4,8 +4,10 @@ hack/image.sh built from the Dockerfile imported into the node's containerd.
 koord-manager, koord-scheduler and the koordlet run as pods under their own
 ServiceAccounts; the apiserver calls the webhooks through their Service; the colocation
 loop runs whole (the koordlet's NodeMetric, the manager's batch resources, a pod mutated into
-a batch pod whose cgroups carry its batch limits); an upgrade that changes the feature
-gates rolls the components; an uninstall leaves nothing behind.
+a batch pod that koord-scheduler binds and whose cgroups carry its batch limits); an
+upgrade that changes the feature gates rolls the components; an uninstall leaves nothing
+behind; and the apiserver's audit log shows no refused request and every RBAC grant used
+or documented in :data:`NOT_EXERCISED`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
@@ -145,6 +148,7 @@ async def test_a_profiled_pod_becomes_a_batch_pod_with_batch_cgroups(node_cluste
                     "qosClass": "BE",
                     "priorityClassName": "koord-batch",
                     "koordinatorPriority": 1000,
+                    "schedulerName": "koord-scheduler",
                 },
             },
         )
@@ -164,6 +168,8 @@ async def test_a_profiled_pod_becomes_a_batch_pod_with_batch_cgroups(node_cluste
     resources = running["spec"]["containers"][0]["resources"]
     assert resources["limits"] == {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "128Mi"}
     assert running["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+    assert running["spec"]["schedulerName"] == "koord-scheduler"  # and it bound the pod
+    assert running["spec"]["nodeName"] == "koord-node"
     # the koordlet (a pod) applied the batch limits to the pod's cgroups
     pod_dir = (
         CGROUP
@@ -204,6 +210,12 @@ async def test_an_upgrade_rolls_the_gates_and_an_uninstall_leaves_nothing(
                 if "vpod.koordinator.sh" not in {w["name"] for w in validating.get("webhooks") or []}:
                     break
                 await asyncio.sleep(1)
+        rendered = helm_cmd(helm, node, "get", "manifest", "koordinator")
+        docs = [d for d in yaml.safe_load_all(rendered.stdout) if isinstance(d, dict)]
+        # what the components asked for while installed (an uninstall deletes their roles
+        # before them, so their last requests may be refused)
+        assert node.spec is not None
+        asked, refused = await asyncio.to_thread(used, node.spec.audit_log)
         done = helm_cmd(helm, node, "uninstall", "koordinator", "--wait", "--timeout", "120s")
         assert done.returncode == 0, done.stderr
         async with asyncio.timeout(120):
@@ -222,3 +234,110 @@ async def test_an_upgrade_rolls_the_gates_and_an_uninstall_leaves_nothing(
                 if name.startswith("koord") or name.endswith("koordinator.sh") or "koordinator" in name:
                     left.append(f"{item.get('kind', kind.kind)} {name}")
         assert not left, left
+    # every request of every component was allowed, and every grant was used or is
+    # documented below with the path that needs it
+    assert not refused, refused
+    grants = granted(docs)
+    unused = grants - asked
+    assert unused <= set(NOT_EXERCISED), sorted(unused - set(NOT_EXERCISED))
+    assert set(NOT_EXERCISED) <= grants, sorted(set(NOT_EXERCISED) - grants)
+
+
+Grant = tuple[str, str, str, str]  # (component, apiGroup, resource, verb)
+
+#: grants the run above does not exercise, with the path that needs each
+NOT_EXERCISED: dict[Grant, str] = {
+    ("koord-manager", "", "nodes", "get"): "a node read outside the informer",
+    ("koord-manager", "", "nodes", "patch"): "noderesource: the origin-extended-allocatable annotation",
+    ("koord-manager", "", "pods", "get"): "webhooks: a pod read while the informers are not synced",
+    ("koord-manager", "", "namespaces", "get"): "webhooks: a namespace the informer does not have yet",
+    (
+        "koord-manager",
+        "scheduling.k8s.io",
+        "priorityclasses",
+        "get",
+    ): "webhooks: a priority class the informer misses",
+    ("koord-manager", "", "events", "create"): "Warning Events on invalid slo-controller-config keys",
+    ("koord-manager", "", "events", "patch"): "a repeated Event counted up",
+    ("koord-manager", "", "secrets", "update"): "the webhook certificate rotated",
+    ("koord-manager", "", "configmaps", "delete"): "slo-controller-config-last-good with nothing good left",
+    ("koord-manager", "", "configmaps", "get"): "slo-controller-config-last-good re-read after a conflict",
+    ("koord-manager", "slo.koordinator.sh", "nodemetrics", "delete"): "a Node deleted",
+    ("koord-manager", "slo.koordinator.sh", "nodeslos", "delete"): "a Node deleted",
+    (
+        "koord-manager",
+        "slo.koordinator.sh",
+        "nodemetrics",
+        "patch",
+    ): "slo-controller-config's collect policy changed",
+    (
+        "koord-manager",
+        "slo.koordinator.sh",
+        "nodeslos",
+        "patch",
+    ): "slo-controller-config's strategies changed",
+    ("koord-manager", "scheduling.sigs.k8s.io", "elasticquotas", "get"): "quota admission re-reads a quota",
+    ("koord-manager", "scheduling.sigs.k8s.io", "elasticquotas", "create"): "quotaprofile: a profile's quota",
+    ("koord-manager", "scheduling.sigs.k8s.io", "elasticquotas", "update"): "quota admission, quotaprofile",
+    ("koord-manager", "quota.koordinator.sh", "elasticquotaprofiles", "patch"): "quotaprofile: the tree id",
+    ("koord-scheduler", "", "pods", "patch"): "PreBind patches (Coscheduling, ElasticQuota)",
+    (
+        "koord-scheduler",
+        "",
+        "pods/status",
+        "patch",
+    ): "PodScheduled=False on a pod that does not fit; nominations",
+    ("koord-scheduler", "", "pods", "delete"): "preemption victims",
+    ("koord-scheduler", "", "pods/eviction", "create"): "ElasticQuota's overuse revoke",
+    ("koord-scheduler", "", "events", "patch"): "a repeated Event counted up",
+    ("koord-scheduler", "scheduling.sigs.k8s.io", "elasticquotas", "create"): "the built-in quotas",
+    ("koord-scheduler", "scheduling.sigs.k8s.io", "elasticquotas", "patch"): "quota status written back",
+    ("koord-scheduler", "scheduling.sigs.k8s.io", "podgroups", "patch"): "PodGroup status written back",
+    (
+        "koordlet",
+        "",
+        "nodes/proxy",
+        "get",
+    ): "the kubelet's SubjectAccessReview for GET /pods (the kubelet asks, not the koordlet)",
+    ("koordlet", "", "pods/eviction", "create"): "memory and CPU evictions",
+    ("koordlet", "", "events", "create"): "eviction and NodeSLO Events",
+    ("koordlet", "", "events", "patch"): "a repeated Event counted up",
+    ("koordlet", "topology.node.k8s.io", "noderesourcetopologies", "update"): "the node's topology changed",
+}
+
+
+def granted(docs: list[dict[str, Any]]) -> set[Grant]:
+    """Every (ServiceAccount, group, resource, verb) the rendered roles grant."""
+    roles = {
+        (d["kind"], d["metadata"]["name"]): d.get("rules") or []
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role")
+    }
+    grants: set[Grant] = set()
+    for binding in (d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        rules = roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
+        for subject in binding["subjects"]:
+            for rule in rules:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            grants.add((subject["name"], group, resource, verb))
+    return grants
+
+
+def used(audit_log: Path) -> tuple[set[Grant], list[str]]:
+    """What each component asked the apiserver for (from the audit log), and its refusals."""
+    prefix = f"system:serviceaccount:{NAMESPACE}:"
+    asked: set[Grant] = set()
+    refused = []
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        user, ref = event["user"]["username"], event.get("objectRef")
+        if not user.startswith(prefix) or ref is None:
+            continue
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        grant = (user.removeprefix(prefix), ref.get("apiGroup", ""), resource, event["verb"])
+        asked.add(grant)
+        if event.get("responseStatus", {}).get("code") == 403:
+            refused.append(" ".join(grant))
+    return asked, refused

@@ -38,6 +38,17 @@ from testsupport.nodetier.relay import Relay
 from testsupport.nodetier.spec import NODE_IP, NodeSpec
 
 READY_TIMEOUT_S = 180.0
+#: what the apiserver audits: the requests of Koordinator's components as the chart installs
+#: them (their ServiceAccounts), so that a test can hold each RBAC grant against its use
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts:koordinator-system"]},
+        {"level": "None"},
+    ],
+}
 IMAGES = ("pause.tar", "busybox.tar")
 
 
@@ -109,6 +120,8 @@ class NodeMain:
 
     def control_plane(self) -> None:
         spec = self.spec
+        policy = spec.dir / "audit-policy.yaml"
+        policy.write_text(json.dumps(AUDIT_POLICY))
         self.plane = ControlPlane(
             Path(spec.envtest_bin),
             workdir=spec.dir / "cp",
@@ -118,6 +131,10 @@ class NodeMain:
                 f"--advertise-address={NODE_IP}",
                 "--bind-address=0.0.0.0",
                 "--enable-aggregator-routing=true",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={spec.audit_log}",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=1",
             ],
             disabled_admission_plugins=(),
             extra_serving_ips=(NODE_IP,),

@@ -79,6 +79,12 @@ class NodeSpec:
         return self.dir / "kubelet" / "root"
 
     @property
+    def audit_log(self) -> Path:
+        """The apiserver's audit log: every request of a ServiceAccount of
+        ``koordinator-system`` (the installed components), at the Metadata level."""
+        return self.dir / "logs" / "audit.log"
+
+    @property
     def ready_file(self) -> Path:
         """Written by the node once its kubelet is Ready: JSON with the node's facts."""
         return self.dir / "ready.json"
