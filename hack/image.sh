@@ -69,5 +69,7 @@ buildah "${STORAGE[@]}" build --isolation chroot --network host --layers=false "
 rm -f "$CACHE"/koordinator-*.tar.tmp
 buildah "${STORAGE[@]}" push "$IMAGE" "docker-archive:$OUT.tmp:$IMAGE" >&2
 mv "$OUT.tmp" "$OUT"
+# archives of earlier sources, unused for a day, go (another checkout may still read a newer one)
+find "$CACHE" -maxdepth 1 -name 'koordinator-*.tar' ! -name "$(basename "$OUT")" -mtime +0 -delete
 buildah "${STORAGE[@]}" rmi "$IMAGE" >/dev/null 2>&1 || true
 echo "$OUT"

@@ -119,6 +119,24 @@ def busybox_pod(
     }
 
 
+def batch_profile(name: str, app: str, **extra: str) -> dict[str, Any]:
+    """A ClusterColocationProfile turning the pods labelled ``app`` in namespaces labelled
+    ``koordinator.sh/enable-colocation=true`` into BE batch pods (``extra``: more spec)."""
+    return {
+        "apiVersion": "config.koordinator.sh/v1alpha1",
+        "kind": "ClusterColocationProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+            "selector": {"matchLabels": {"app": app}},
+            "qosClass": "BE",
+            "priorityClassName": "koord-batch",
+            "koordinatorPriority": 1000,
+            **extra,
+        },
+    }
+
+
 async def wait_running(
     client: ApiClient, namespace: str, names: Sequence[str], within: float = 60
 ) -> list[dict[str, Any]]:

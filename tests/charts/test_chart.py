@@ -179,28 +179,32 @@ def test_crd_switches(helm: Path) -> None:
     assert not by_kind(objects(helm, "crds.managed=false"), "CustomResourceDefinition")
 
 
-def test_feature_gates_reach_every_component(helm: Path) -> None:
+def test_each_component_takes_its_own_feature_gates(helm: Path) -> None:
     docs = objects(
         helm,
         "featureGates=PodMutatingWebhook=true\\,PodValidatingWebhook=false",
+        "scheduler.featureGates=ElasticQuotaEnableUpdateResourceKey=true",
         "koordlet.features=BEMemoryEvict=true",
     )
-    args = {
-        d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
-        for d in docs
-        if d["kind"] in ("Deployment", "DaemonSet")
-    }
-    gates = "--feature-gates=PodMutatingWebhook=true,PodValidatingWebhook=false"
-    assert gates in args["koord-manager"]
-    assert gates in args["koord-scheduler"]
-    assert f"{gates},BEMemoryEvict=true" in args["koordlet"]
-    assert not any(a.startswith("--feature-gates") for a in objects_args(helm)["koord-manager"])
+    args = container_args(docs)
+    assert "--feature-gates=PodMutatingWebhook=true,PodValidatingWebhook=false" in args["koord-manager"]
+    assert "--feature-gates=ElasticQuotaEnableUpdateResourceKey=true" in args["koord-scheduler"]
+    assert "--feature-gates=BEMemoryEvict=true" in args["koordlet"]
+    defaults = container_args(objects(helm))
+    assert not any(
+        a.startswith("--feature-gates") for a in defaults["koord-manager"] + defaults["koord-scheduler"]
+    )
+    # upstream's chart switches these koordlet gates on when koordlet.features is empty
+    assert (
+        "--feature-gates=BECPUEvict=true,BEMemoryEvict=true,CgroupReconcile=true,Accelerators=true"
+        in defaults["koordlet"]
+    )
 
 
-def objects_args(helm: Path) -> dict[str, list[str]]:
+def container_args(docs: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
     return {
         d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
-        for d in objects(helm)
+        for d in docs
         if d["kind"] in ("Deployment", "DaemonSet")
     }
 

@@ -27,7 +27,7 @@ from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ApiError, NotFoundError
-from tests.nodetier import busybox_pod, node_config, wait_running
+from tests.nodetier import batch_profile, busybox_pod, node_config, wait_running
 from tests.polling import eventually_awaited
 from testsupport.nodetier import Node
 
@@ -72,13 +72,16 @@ def pod_report(node: Node) -> str:
 
 
 async def _ready(client: ApiClient, kind: Any, name: str) -> bool:
+    """The workload's current generation rolled out and every pod of it Ready."""
     obj = await client.get(kind, name, NAMESPACE)
     status = obj.get("status") or {}
+    if status.get("observedGeneration") != obj["metadata"].get("generation"):
+        return False
     if kind is res.DAEMON_SETS:
-        return bool(status.get("numberReady")) and status.get("numberReady") == status.get(
-            "desiredNumberScheduled"
-        )
-    return bool(status.get("readyReplicas")) and status.get("updatedReplicas") == obj["spec"]["replicas"]
+        wanted = status.get("desiredNumberScheduled")
+        return bool(wanted) and status.get("numberReady") == wanted == status.get("updatedNumberScheduled")
+    wanted = obj["spec"]["replicas"]
+    return bool(status.get("readyReplicas") == wanted == status.get("updatedReplicas"))
 
 
 async def test_the_components_run_under_their_own_service_accounts(node_cluster_with_chart: Node) -> None:
@@ -136,22 +139,8 @@ async def test_a_profiled_pod_becomes_a_batch_pod_with_batch_cgroups(node_cluste
                     break
                 await asyncio.sleep(1)
         await client.ensure_namespace("spark", {"koordinator.sh/enable-colocation": "true"})
-        await client.create(
-            res.CLUSTER_COLOCATION_PROFILES,
-            {
-                "apiVersion": "config.koordinator.sh/v1alpha1",
-                "kind": "ClusterColocationProfile",
-                "metadata": {"name": "spark"},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-                    "selector": {"matchLabels": {"app": "spark"}},
-                    "qosClass": "BE",
-                    "priorityClassName": "koord-batch",
-                    "koordinatorPriority": 1000,
-                    "schedulerName": "koord-scheduler",
-                },
-            },
-        )
+        profile = batch_profile("spark", "spark", schedulerName="koord-scheduler")
+        await client.create(res.CLUSTER_COLOCATION_PROFILES, profile)
         cpu_mem = {"cpu": "500m", "memory": "128Mi"}
         pod = busybox_pod("executor", "exec sleep 3600", namespace="spark", requests=cpu_mem, limits=cpu_mem,
                           labels={"app": "spark"}, node_name=None)  # fmt: skip
@@ -188,14 +177,21 @@ async def test_an_upgrade_rolls_the_gates_and_an_uninstall_leaves_nothing(
     node_cluster_with_chart: Node, helm: Path
 ) -> None:
     node = node_cluster_with_chart
-    sets = [
-        arg
-        for value in [*INSTALL_VALUES, "featureGates=PodValidatingWebhook=false"]
-        for arg in ("--set", value)
-    ]
+    gates = ["featureGates=PodValidatingWebhook=false", "koordlet.features=BEMemoryEvict=true"]
+    sets = [arg for value in [*INSTALL_VALUES, *gates] for arg in ("--set", value)]
     done = helm_cmd(helm, node, "upgrade", "koordinator", str(CHART), *sets, "--wait", "--timeout", "240s")
     assert done.returncode == 0, done.stderr + pod_report(node)
     async with ApiClient(node_config(node)) as client:
+        # every component rolled and came back Ready (a DaemonSet of one node passes
+        # helm's --wait with its pod down, so the koordlet is checked here)
+        async with asyncio.timeout(120):
+            while not await _ready(client, res.DAEMON_SETS, "koordlet"):  # noqa: ASYNC110 - in the apiserver
+                await asyncio.sleep(0.5)
+        daemonset = await client.get(res.DAEMON_SETS, "koordlet", NAMESPACE)
+        assert (
+            "--feature-gates=BEMemoryEvict=true"
+            in daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
+        )
         manager = await client.get(res.DEPLOYMENTS, "koord-manager", NAMESPACE)
         assert (
             "--feature-gates=PodValidatingWebhook=false"

@@ -22,7 +22,7 @@ from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import AlreadyExistsError, ApiError, NotFoundError
 from tests.controlplane.manager.builders import pod_webhook
 from tests.envtest import apply_crds
-from tests.nodetier import busybox_pod, delete_pods, wait_running
+from tests.nodetier import batch_profile, busybox_pod, delete_pods, wait_running
 from testsupport.nodetier import Node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,21 +56,7 @@ async def _setup(client: ApiClient) -> None:
             },
         ),
         (res.MUTATING_WEBHOOK_CONFIGURATIONS, mutating_configuration()),
-        (
-            res.CLUSTER_COLOCATION_PROFILES,
-            {
-                "apiVersion": "config.koordinator.sh/v1alpha1",
-                "kind": "ClusterColocationProfile",
-                "metadata": {"name": "batch"},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
-                    "selector": {"matchLabels": {"app": "batch"}},
-                    "qosClass": "BE",
-                    "priorityClassName": "koord-batch",
-                    "koordinatorPriority": 1000,
-                },
-            },
-        ),
+        (res.CLUSTER_COLOCATION_PROFILES, batch_profile("batch", "batch")),
     ):
         with contextlib.suppress(AlreadyExistsError):
             await client.create(resource, body)

@@ -37,6 +37,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 60.0
 _PR_SET_PDEATHSIG = 1
+#: the node's PID 1 in fresh pid, mount and network namespaces, killed if unshare dies
+UNSHARE = (
+    "unshare",
+    "--pid",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+    "--mount",
+    "--net",
+    "--propagation",
+    "slave",
+)
 
 
 class NodeTierError(RuntimeError):
@@ -162,24 +174,7 @@ class Node:
             relay_fd=listener.fileno(),
             kube_proxy=shutil.which("nft") is not None,
         )
-        namespaces = [
-            "--pid",
-            "--fork",
-            "--kill-child",
-            "--mount-proc",
-            "--mount",
-            "--net",
-            "--propagation",
-            "slave",
-        ]
-        argv = [
-            "unshare",
-            *namespaces,
-            sys.executable,
-            "-m",
-            "testsupport.nodetier.node",
-            str(self.spec.save()),
-        ]
+        argv = [*UNSHARE, sys.executable, "-m", "testsupport.nodetier.node", str(self.spec.save())]
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),

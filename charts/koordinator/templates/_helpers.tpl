@@ -19,7 +19,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 
-{{/* The --feature-gates argument: the global gates, then the component's own. */}}
+{{/* The --feature-gates argument of a list of gate strings (empty ones left out). */}}
 {{- define "koordinator.featureGates" -}}
 {{- $gates := list -}}
 {{- range . -}}{{- if . -}}{{- $gates = append $gates . -}}{{- end -}}{{- end -}}
