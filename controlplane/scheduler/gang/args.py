@@ -21,9 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controlplane.scheduler.plugins.args import ArgsError, boolean
+from controlplane.scheduler.plugins.args import ArgsError, boolean, duration
 from koordinator.api.extension.gang import GANG_MATCH_POLICIES, MATCH_POLICY_ONCE_SATISFIED
-from koordinator.api.goparse import GoParseError, parse_duration_seconds
 
 __all__ = ["DEFAULT_TIMEOUT_S", "NAME", "CoschedulingArgs", "coscheduling_args"]
 
@@ -60,12 +59,7 @@ def _timeout(raw: Mapping[str, Any], path: str) -> float:
     value = raw.get("defaultTimeout")
     if value is None:
         return DEFAULT_TIMEOUT_S
-    if not isinstance(value, str):
-        raise ArgsError(f"{path}.defaultTimeout: Invalid value: {value!r}: must be a duration such as 600s")
-    try:
-        seconds = parse_duration_seconds(value)
-    except GoParseError as err:
-        raise ArgsError(f"{path}.defaultTimeout: Invalid value: {value!r}: {err}") from None
+    seconds = duration(value, f"{path}.defaultTimeout", "600s")
     if seconds < 0:
         # upstream's wording, field name included
         raise ArgsError(f"{path}: coeSchedulingArgs DefaultTimeoutSeconds invalid")

@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane.scheduler.plugins.args import ArgsError, boolean
+from controlplane.scheduler.plugins.args import ArgsError, boolean, duration
 from koordinator.api.extension.constants import KOORDINATOR_SYSTEM_NAMESPACE
-from koordinator.api.goparse import GoParseError, parse_duration
 from koordinator.api.quantity import Format, Quantity
 from koordinator.api.resourcelist import ResourceList, ResourceListError, parse
 
@@ -115,13 +114,7 @@ class ElasticQuotaArgs:
 def _duration(raw: Mapping[str, Any], key: str, path: str, default: float, label: str) -> float:
     if key not in raw or raw[key] is None:
         return default
-    value = raw[key]
-    if not isinstance(value, str):
-        raise ArgsError(f'{path}.{key}: must be a duration string such as "120s", got {value!r}')
-    try:
-        seconds = parse_duration(value) / 1_000_000_000
-    except GoParseError as err:
-        raise ArgsError(f"{path}.{key}: {err}") from None
+    seconds = duration(raw[key], f"{path}.{key}", "120s")
     if seconds < 0:
         raise ArgsError(f"{path}.{key}: elasticQuotaArgs error, {label} should be a positive value")
     return seconds

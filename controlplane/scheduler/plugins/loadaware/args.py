@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane.scheduler.plugins.args import ArgsError, boolean
+from controlplane.scheduler.plugins.args import ArgsError, boolean, duration
 from koordinator.api.extension.scheduling import AGGREGATION_TYPES
-from koordinator.api.goparse import GoParseError, parse_duration_seconds
 
 NAME = "LoadAwareScheduling"
 DEFAULT_EXPIRATION_S = 180
@@ -132,12 +131,7 @@ def _per_resource(raw: Any, where: str, low: int, high: int) -> dict[str, int]:
 def _duration(raw: Any, where: str) -> float:
     if raw is None or raw == "":
         return 0.0
-    if not isinstance(raw, str):
-        raise ArgsError(f"{where}: must be a duration such as 5m, got {raw!r}")
-    try:
-        seconds = parse_duration_seconds(raw)
-    except GoParseError as err:
-        raise ArgsError(f"{where}: {err}") from None
+    seconds = duration(raw, where, "5m")
     if seconds < 0:
         raise ArgsError(f"{where}: Invalid value: {raw!r}: must not be negative")
     return seconds

@@ -91,9 +91,15 @@ def test_empty_resource_lists_fall_back_to_the_defaults():
             id="negative-interval",
         ),
         pytest.param(
-            {"delayEvictTime": "2 minutes"}, "ElasticQuota.delayEvictTime: time: ", id="bad-duration"
+            {"delayEvictTime": "2 minutes"},
+            "ElasticQuota.delayEvictTime: Invalid value: '2 minutes': time: ",
+            id="bad-duration",
         ),
-        pytest.param({"delayEvictTime": 120}, "must be a duration string", id="number-duration"),
+        pytest.param(
+            {"delayEvictTime": 120},
+            "ElasticQuota.delayEvictTime: Invalid value: 120: must be a duration such as 120s",
+            id="number-duration",
+        ),
         pytest.param(
             {"defaultQuotaGroupMax": {"cpu": "-1"}},
             "ElasticQuota.defaultQuotaGroupMax: elasticQuotaArgs error, defaultQuotaGroupMax should be a "
