@@ -135,9 +135,13 @@ def release_heap() -> None:
     gc.collect()
 
 
-def _run_one(workload: str, nodes: int, pods: int) -> tuple[float, float]:
+def against_fake(
+    server_source: str, server_args: list[str], pods: int, config: SchedulerConfig | None = None
+) -> tuple[float, float]:
+    """Start the fake apiserver program ``server_source`` (it prints its URL, then serves
+    until its stdin closes) and :func:`schedule` its ``pods`` with ``config``."""
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, workload, str(nodes), str(pods)],
+        [sys.executable, "-c", server_source, *server_args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -147,12 +151,16 @@ def _run_one(workload: str, nodes: int, pods: int) -> tuple[float, float]:
         url = server.stdout.readline().strip()
         if not url.startswith("http"):
             raise RuntimeError("the fake apiserver did not start")
-        return run_loop(schedule(url, pods))
+        return run_loop(schedule(url, pods, config))
     finally:
         release_heap()
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=60)
+
+
+def _run_one(workload: str, nodes: int, pods: int) -> tuple[float, float]:
+    return against_fake(SERVER, [workload, str(nodes), str(pods)], pods)
 
 
 def run(quick: bool) -> Result:

@@ -43,15 +43,12 @@ says why the end-to-end ones are missing.
 from __future__ import annotations
 
 import resource
-import subprocess
-import sys
 import textwrap
 
 from benchmarks import scheduler_basic
 from benchmarks.harness import Result
 from controlplane.scheduler import config as schedconfig
 from controlplane.scheduler.profiles import KOORDINATOR
-from koordinator.cli import run_loop
 
 NAME = "scheduler_koord"
 TARGET_PODS_PER_S = 2500.0
@@ -96,25 +93,9 @@ SERVER = textwrap.dedent(
 
 
 def _run_koord(nodes: int, pods: int) -> tuple[float, float]:
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(nodes), str(pods)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise RuntimeError("the fake apiserver did not start")
-        config = schedconfig.load(str(KOORDINATOR))
-        config.leader_election = {}
-        return run_loop(scheduler_basic.schedule(url, pods, config))
-    finally:
-        scheduler_basic.release_heap()
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=60)
+    config = schedconfig.load(str(KOORDINATOR))
+    config.leader_election = {}
+    return scheduler_basic.against_fake(SERVER, [str(nodes), str(pods)], pods, config)
 
 
 def run(quick: bool) -> Result:

@@ -141,30 +141,31 @@ def envtest_bin() -> Path:
         pytest.skip(f"envtest binaries unavailable: {exc}")
 
 
-def _start(binaries: Path) -> ControlPlane:
+@contextlib.contextmanager
+def own_envtest(binaries: Path) -> Iterator[Envtest]:
+    """A control plane of the caller's own (a session, a module, a test), stopped at the end;
+    a test failure when it does not start."""
     try:
-        return ControlPlane(binaries).start()
+        plane = ControlPlane(binaries).start()
     except ControlPlaneError as exc:
         pytest.fail(f"envtest control plane did not start: {exc}")
-
-
-@pytest.fixture(scope="session")
-def envtest(envtest_bin: Path) -> Iterator[Envtest]:
-    plane = _start(envtest_bin)
     try:
         yield Envtest(plane)
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def envtest(envtest_bin: Path) -> Iterator[Envtest]:
+    with own_envtest(envtest_bin) as plane:
+        yield plane
 
 
 @pytest.fixture
 def envtest_faults(envtest_bin: Path) -> Iterator[Envtest]:
     """A control plane owned by one test, free to kill and restart."""
-    plane = _start(envtest_bin)
-    try:
-        yield Envtest(plane)
-    finally:
-        plane.stop()
+    with own_envtest(envtest_bin) as plane:
+        yield plane
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from typing import Any
 from controlplane.scheduler.config import parse
 from koordinator.kube import resources as res
 from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.test_simulate import write
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -133,14 +134,7 @@ async def test_a_pod_group_gang_binds_and_the_controller_writes_its_status():
 
 
 def test_simulate_releases_a_complete_gang_and_rejects_a_strict_one_that_cannot_fit(tmp_path: Path):
-    import yaml
-
     from controlplane.scheduler.simulate import simulate
-
-    def write(name: str, objects: list[Obj]) -> str:
-        path = tmp_path / name
-        path.write_text(yaml.safe_dump_all(objects))
-        return str(path)
 
     pod_group = {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
@@ -148,16 +142,16 @@ def test_simulate_releases_a_complete_gang_and_rejects_a_strict_one_that_cannot_
         "metadata": {"name": "job", "namespace": "default"},
         "spec": {"minMember": 3},
     }
-    nodes = write("n.yaml", [node("n", "3")])
-    fits = write("p.yaml", [member(f"j{i}", "job", pod_group=True) for i in range(3)])
-    results = simulate(parse(PROFILE), nodes, fits, [write("o.yaml", [pod_group])])
+    nodes = write(tmp_path, "n.yaml", [node("n", "3")])
+    fits = write(tmp_path, "p.yaml", [member(f"j{i}", "job", pod_group=True) for i in range(3)])
+    results = simulate(parse(PROFILE), nodes, fits, [write(tmp_path, "o.yaml", [pod_group])])
     assert [(r["node"], r["status"]) for r in results] == [("n", "Scheduled")] * 3
     # each entry carries its gang as upstream summarizes it, when the member was placed
     assert results[0]["gang"]["name"] == "default/job"
     assert results[0]["gang"]["minRequiredNumber"] == 3
     assert results[2]["gang"]["waitingForBindChildren"] == ["default/j0", "default/j1", "default/j2"]
     # four of min 4 on room for three: the fourth fits nowhere and its Strict gang goes
-    too_many = write("q.yaml", [member(f"w{i}", "train", 4) for i in range(4)])
+    too_many = write(tmp_path, "q.yaml", [member(f"w{i}", "train", 4) for i in range(4)])
     results = simulate(parse(PROFILE), nodes, too_many)
     assert [r["node"] for r in results] == [None] * 4
     assert results[0]["status"].startswith("rejected at Permit by Coscheduling: ")

@@ -10,6 +10,8 @@ from typing import Any
 from controlplane.scheduler.config import parse
 from koordinator.kube import resources as res
 from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.quota.builders import cpu_quota
+from tests.controlplane.scheduler.test_simulate import write
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -30,18 +32,6 @@ PROFILE: dict[str, Any] = {
         }
     ],
 }
-
-
-def quota(name: str, cpu_min: str, cpu_max: str, parent: str = "", is_parent: bool = False) -> Obj:
-    labels = {f"{Q}/is-parent": "true" if is_parent else "false"}
-    if parent:
-        labels[f"{Q}/parent"] = parent
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-        "spec": {"min": {"cpu": cpu_min, "memory": "0"}, "max": {"cpu": cpu_max, "memory": "64Gi"}},
-    }
 
 
 def pod(name: str, tenant: str, cpu: str, node: str = "") -> Obj:
@@ -76,9 +66,9 @@ async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenant_frees_ro
             },
         )
         # root -> org (4 CPU) -> a, b (2 CPU each guaranteed, may borrow up to 4)
-        fake.create(res.ELASTIC_QUOTAS, quota("org", "4", "4", is_parent=True))
-        fake.create(res.ELASTIC_QUOTAS, quota("a", "2", "4", parent="org"))
-        fake.create(res.ELASTIC_QUOTAS, quota("b", "2", "4", parent="org"))
+        fake.create(res.ELASTIC_QUOTAS, cpu_quota("org", "4", "4", is_parent=True))
+        fake.create(res.ELASTIC_QUOTAS, cpu_quota("a", "2", "4", parent="org"))
+        fake.create(res.ELASTIC_QUOTAS, cpu_quota("b", "2", "4", parent="org"))
         fake.create(res.PODS, pod("a-1", "a", "2", node="n"))
         fake.create(res.PODS, pod("b-1", "b", "2", node="n"))
         fake.create(res.PODS, pod("a-2", "a", "1"))
@@ -118,14 +108,7 @@ async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenant_frees_ro
 
 
 def test_simulate_reports_each_pods_quota_and_refuses_the_one_over_its_runtime(tmp_path: Path):
-    import yaml
-
     from controlplane.scheduler.simulate import simulate
-
-    def write(name: str, objects: list[Obj]) -> str:
-        path = tmp_path / name
-        path.write_text(yaml.safe_dump_all(objects))
-        return str(path)
 
     node = {
         "apiVersion": "v1",
@@ -134,16 +117,16 @@ def test_simulate_reports_each_pods_quota_and_refuses_the_one_over_its_runtime(t
         "status": {"allocatable": {"cpu": "4", "memory": "64Gi", "pods": "110"}},
     }
     objects = [
-        quota("org", "4", "4", is_parent=True),
-        quota("a", "2", "4", parent="org"),
-        quota("b", "2", "4", parent="org"),
+        cpu_quota("org", "4", "4", is_parent=True),
+        cpu_quota("a", "2", "4", parent="org"),
+        cpu_quota("b", "2", "4", parent="org"),
         pod("b-1", "b", "2", node="n"),
     ]
     results = simulate(
         parse(PROFILE),
-        write("n.yaml", [node]),
-        write("p.yaml", [pod("a-1", "a", "2"), pod("a-2", "a", "1")]),
-        [write("o.yaml", objects)],
+        write(tmp_path, "n.yaml", [node]),
+        write(tmp_path, "p.yaml", [pod("a-1", "a", "2"), pod("a-2", "a", "1")]),
+        [write(tmp_path, "o.yaml", objects)],
     )
     # a asks 3 (min 2) while b uses its 2 of org's 4: a's runtime is its min
     assert results[0]["node"] == "n"
@@ -190,8 +173,8 @@ def test_a_pod_over_its_quota_preempts_only_lower_priority_pods_of_its_own_quota
     framework = Framework(profile, cluster, seed=1)
     plugin = framework.plugins["ElasticQuota"]
     assert isinstance(plugin, ElasticQuota)
-    plugin.take_object(quota("a", "2", "2"))
-    plugin.take_object(quota("b", "2", "2"))
+    plugin.take_object(cpu_quota("a", "2", "2"))
+    plugin.take_object(cpu_quota("b", "2", "2"))
     bound = [
         prioritized(pod("a-low", "a", "2", node="n"), 1),
         prioritized(pod("b-low", "b", "2", node="n"), 1),

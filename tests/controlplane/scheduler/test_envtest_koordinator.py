@@ -44,9 +44,9 @@ from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.harness import controller_set
 from tests.controlplane.manager.controllers.objects import GI, config_map, node_metric, pod_metric
-from tests.envtest import Envtest, apply_crds, create_namespace
+from tests.controlplane.scheduler.quota.builders import cpu_quota
+from tests.envtest import Envtest, apply_crds, create_namespace, own_envtest
 from tests.polling import eventually_awaited
-from testsupport.envtest import ControlPlane, ControlPlaneError
 
 ROOT = Path(__file__).resolve().parents[3]
 CRDS = [
@@ -70,14 +70,8 @@ Obj = dict[str, Any]
 @pytest.fixture(scope="module")
 def envtest_koord(envtest_bin: Path) -> Iterator[Envtest]:
     """A control plane of this module's own."""
-    try:
-        plane = ControlPlane(envtest_bin).start()
-    except ControlPlaneError as exc:
-        pytest.fail(f"envtest control plane did not start: {exc}")
-    try:
-        yield Envtest(plane)
-    finally:
-        plane.stop()
+    with own_envtest(envtest_bin) as plane:
+        yield plane
 
 
 @pytest.fixture
@@ -300,28 +294,14 @@ async def _on(client: ApiClient, namespace: str, pod_name: str, node: str) -> bo
 # ---- 2. ElasticQuota ---------------------------------------------------------------------------
 
 
-def quota(
-    name: str, namespace: str, cpu_min: str, cpu_max: str, parent: str = "", is_parent: bool = False
-) -> Obj:
-    labels = {f"{Q}/is-parent": "true" if is_parent else "false"}
-    if parent:
-        labels[f"{Q}/parent"] = parent
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"min": {"cpu": cpu_min, "memory": "0"}, "max": {"cpu": cpu_max, "memory": "64Gi"}},
-    }
-
-
 async def test_a_pod_over_its_quotas_runtime_waits_until_another_tenants_pod_is_deleted(cluster):
     client, ns, tag = cluster
     org, a, b = f"org-{tag}", f"a-{tag}", f"b-{tag}"
     await add_node(client, f"quota-{tag}", tag, "4", "64Gi")
     # koordinator's root (implicit) -> org (4 CPU) -> a, b (2 CPU guaranteed each, may borrow up to 4)
-    await client.create(res.ELASTIC_QUOTAS, quota(org, ns, "4", "4", is_parent=True))
-    await client.create(res.ELASTIC_QUOTAS, quota(a, ns, "2", "4", parent=org))
-    await client.create(res.ELASTIC_QUOTAS, quota(b, ns, "2", "4", parent=org))
+    await client.create(res.ELASTIC_QUOTAS, cpu_quota(org, "4", "4", namespace=ns, is_parent=True))
+    await client.create(res.ELASTIC_QUOTAS, cpu_quota(a, "2", "4", namespace=ns, parent=org))
+    await client.create(res.ELASTIC_QUOTAS, cpu_quota(b, "2", "4", namespace=ns, parent=org))
     quota_pod = {"cpu": "2"}
     for name, tenant in (("a-1", a), ("b-1", b)):
         await client.create(

@@ -37,8 +37,7 @@ from koordinator.kube.errors import AlreadyExistsError, NotFoundError
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.harness import controller_set
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod, pod_metric
-from tests.envtest import Envtest, apply_crds
-from testsupport.envtest import ControlPlane, ControlPlaneError
+from tests.envtest import Envtest, apply_crds, own_envtest
 from testsupport.envtest.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -52,14 +51,8 @@ MID_CPU = "kubernetes.io/mid-cpu"
 @pytest.fixture(scope="module")
 def envtest_slo(envtest_bin: Path) -> Iterator[Envtest]:
     """A control plane of this module's own."""
-    try:
-        plane = ControlPlane(envtest_bin).start()
-    except ControlPlaneError as exc:
-        pytest.fail(f"envtest control plane did not start: {exc}")
-    try:
-        yield Envtest(plane)
-    finally:
-        plane.stop()
+    with own_envtest(envtest_bin) as plane:
+        yield plane
 
 
 async def wait_for(predicate: Any, within: float = 60.0, every: float = 0.2) -> None:

@@ -59,6 +59,26 @@ def eq(
     return obj
 
 
+def cpu_quota(
+    name: str,
+    cpu_min: str,
+    cpu_max: str,
+    *,
+    namespace: str = "default",
+    parent: str | None = None,
+    is_parent: bool = False,
+) -> dict[str, Any]:
+    """An ElasticQuota bounding CPU (``min``/``max``) with memory left wide open (0 to 64Gi)."""
+    return eq(
+        name,
+        namespace=namespace,
+        parent=parent,
+        is_parent=is_parent,
+        min={"cpu": cpu_min, "memory": "0"},
+        max={"cpu": cpu_max, "memory": "64Gi"},
+    )
+
+
 def pod_dict(
     name: str,
     *,
