@@ -34,12 +34,8 @@ if [[ -f "$OUT" ]]; then
   exit 0
 fi
 
-debian_package() {
-  dpkg -s "$1" >/dev/null 2>&1 && return 0
-  echo "image.sh: installing Debian's $1" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$1" >&2 \
-    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$1" >&2; }
-}
+# shellcheck source=hack/lib/debian.sh
+source "$ROOT/hack/lib/debian.sh"
 debian_package buildah
 debian_package debootstrap
 mkdir -p "$CACHE"

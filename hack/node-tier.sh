@@ -36,13 +36,8 @@ complete() {
   [[ -f "$OUT/images/pause.tar" && -f "$OUT/images/busybox.tar" ]]
 }
 
-debian_package() { # install a Debian package when dpkg does not have it
-  dpkg -s "$1" >/dev/null 2>&1 && return 0
-  command -v apt-get >/dev/null || { echo "node-tier.sh: $1 is missing and there is no apt-get" >&2; return 1; }
-  echo "node-tier.sh: installing Debian's $1" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$1" >&2 \
-    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$1" >&2; }
-}
+# shellcheck source=hack/lib/debian.sh
+source "$HERE/lib/debian.sh"
 
 # kube-proxy's nftables mode runs nft (there is no iptables here); without it the node
 # runs without kube-proxy

@@ -119,6 +119,16 @@ def busybox_pod(
     }
 
 
+async def publish_batch_resources(client: ApiClient, node: str = "koord-node") -> None:
+    """What koord-manager's noderesource controller would publish from NodeMetrics: the
+    kubelet admits a pod asking for batch resources only when its node has them."""
+    obj = await client.get(res.NODES, node)
+    for field in ("capacity", "allocatable"):
+        obj["status"][field]["kubernetes.io/batch-cpu"] = "1000"
+        obj["status"][field]["kubernetes.io/batch-memory"] = "2Gi"
+    await client.replace_status(res.NODES, obj)
+
+
 def batch_profile(name: str, app: str, **extra: str) -> dict[str, Any]:
     """A ClusterColocationProfile turning the pods labelled ``app`` in namespaces labelled
     ``koordinator.sh/enable-colocation=true`` into BE batch pods (``extra``: more spec)."""

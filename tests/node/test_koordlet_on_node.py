@@ -22,7 +22,7 @@ from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import NotFoundError
 from tests.envtest import apply_crds
 from tests.koordlet.clusterenv import KOORDLET_CRDS
-from tests.nodetier import busybox_pod, delete_pods, node_config, wait_running
+from tests.nodetier import busybox_pod, delete_pods, node_config, publish_batch_resources, wait_running
 from testsupport.nodetier import Node
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -70,13 +70,7 @@ async def _setup(node: Node) -> None:
                 "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 2, "aggregateDurationSeconds": 10}},
             },
         )
-        # what koord-manager's noderesource controller would publish: the kubelet admits
-        # a pod asking for batch resources only when the node has them
-        node_obj = await client.get(res.NODES, "koord-node")
-        for field in ("capacity", "allocatable"):
-            node_obj["status"][field]["kubernetes.io/batch-cpu"] = "1000"
-            node_obj["status"][field]["kubernetes.io/batch-memory"] = "2Gi"
-        await client.replace_status(res.NODES, node_obj)
+        await publish_batch_resources(client)
 
 
 @pytest.fixture(scope="module")

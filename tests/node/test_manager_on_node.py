@@ -22,7 +22,7 @@ from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import AlreadyExistsError, ApiError, NotFoundError
 from tests.controlplane.manager.builders import pod_webhook
 from tests.envtest import apply_crds
-from tests.nodetier import batch_profile, busybox_pod, delete_pods, wait_running
+from tests.nodetier import batch_profile, busybox_pod, delete_pods, publish_batch_resources, wait_running
 from testsupport.nodetier import Node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,12 +60,8 @@ async def _setup(client: ApiClient) -> None:
     ):
         with contextlib.suppress(AlreadyExistsError):
             await client.create(resource, body)
-    # what the noderesource controller (left out below) would publish from NodeMetrics
-    node = await client.get(res.NODES, "koord-node")
-    for field in ("capacity", "allocatable"):
-        node["status"][field]["kubernetes.io/batch-cpu"] = "1000"
-        node["status"][field]["kubernetes.io/batch-memory"] = "2Gi"
-    await client.replace_status(res.NODES, node)
+    # the noderesource controller is left out below: the test publishes them
+    await publish_batch_resources(client)
 
 
 @pytest.fixture

@@ -61,13 +61,7 @@ def up(name: str) -> int:
             "pid": node.pid,
             "url": node.url,
             "kubeconfig": str(node.kubeconfig),
-            "ctr": [
-                str(node.spec.bin / "ctr"),
-                "--address",
-                str(node.spec.containerd_socket),
-                "-n",
-                "k8s.io",
-            ],
+            "ctr": node.spec.ctr,
         }
         _state_file().write_text(json.dumps(state))
     _print_usage(state)

@@ -287,11 +287,8 @@ class Node:
     def import_image(self, archive: Path) -> None:
         """Import an image archive (docker or OCI) into the node's containerd."""
         assert self.spec is not None
-        done = subprocess.run(
-            [str(self.spec.bin / "ctr"), "--address", str(self.spec.containerd_socket), "-n", "k8s.io",
-             "images", "import", "--all-platforms", str(archive)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        argv = [*self.spec.ctr, "images", "import", "--all-platforms", str(archive)]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise NodeTierError(f"ctr images import {archive}: {done.stderr.strip()[-1000:]}")
 

@@ -109,7 +109,7 @@ class NodeMain:
             return None
 
     def ctr(self, *args: str) -> str:
-        argv = [str(self.spec.bin / "ctr"), "--address", str(self.spec.containerd_socket), *args]
+        argv = [*self.spec.ctr, *args]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             # every ctr call warns about cgroup v1 on stderr: only the status tells failure
@@ -157,7 +157,7 @@ class NodeMain:
         self.wait("containerd", answers, 60)
         self.mark("containerd ready")
         for image in IMAGES:
-            self.ctr("-n", "k8s.io", "images", "import", "--all-platforms", str(self.spec.images / image))
+            self.ctr("images", "import", "--all-platforms", str(self.spec.images / image))
         self.mark("images imported")
 
     def kubelet(self) -> None:

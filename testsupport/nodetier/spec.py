@@ -75,6 +75,11 @@ class NodeSpec:
         return self.dir / "nri" / "nri.sock"
 
     @property
+    def ctr(self) -> list[str]:
+        """``ctr`` on the node's containerd, in the kubelet's ``k8s.io`` namespace."""
+        return [str(self.bin / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io"]
+
+    @property
     def kubelet_root(self) -> Path:
         return self.dir / "kubelet" / "root"
 
