@@ -127,6 +127,9 @@ class SchedulingQueue:
         self.max_in_unschedulable = max_in_unschedulable
         self.gate = gate
         self.pods: dict[str, QueuedPod] = {}
+        #: the pods parked unschedulable (gated ones included), which cluster events move:
+        #: an event costs the pods it may help, not the whole queue
+        self._parked: dict[str, QueuedPod] = {}
         self._active: list[_Entry] = []
         self._backoff: list[_Entry] = []
         self._seq = itertools.count()
@@ -137,26 +140,34 @@ class SchedulingQueue:
 
     # --- bookkeeping ---------------------------------------------------------------------
 
+    def _place(self, qp: QueuedPod, where: str) -> None:
+        """Set where the pod is, keeping the index of parked pods."""
+        qp.where = where
+        if where == UNSCHEDULABLE:
+            self._parked[qp.key] = qp
+        elif self._parked.get(qp.key) is qp:
+            del self._parked[qp.key]
+
     def _held(self, qp: QueuedPod) -> bool:
         """Run the PreEnqueue plug-ins: a gated pod is kept unschedulable, marked gated."""
         verdict = self.gate(qp.pod) if self.gate is not None else None
         qp.gated = verdict is not None
         if verdict is None:
             return False
-        qp.where = UNSCHEDULABLE
+        self._place(qp, UNSCHEDULABLE)
         qp.rejected_by = frozenset({verdict[0]})
         return True
 
     def _push_active(self, qp: QueuedPod) -> None:
         if self._held(qp):
             return
-        qp.where = ACTIVE
+        self._place(qp, ACTIVE)
         qp.seq = next(self._seq)
         heapq.heappush(self._active, _Entry((-qp.pod.priority, qp.timestamp), qp.seq, qp.key))
         self._wakeup.set()
 
     def _push_backoff(self, qp: QueuedPod) -> None:
-        qp.where = BACKOFF
+        self._place(qp, BACKOFF)
         qp.seq = next(self._seq)
         heapq.heappush(self._backoff, _Entry((self.backoff_expiry(qp),), qp.seq, qp.key))
 
@@ -210,6 +221,7 @@ class SchedulingQueue:
     def delete(self, key: str) -> None:
         """A pod deleted, or bound (it leaves the queue for good)."""
         self.pods.pop(key, None)
+        self._parked.pop(key, None)
 
     # --- scheduler side ------------------------------------------------------------------
 
@@ -220,7 +232,7 @@ class SchedulingQueue:
             entry = heapq.heappop(self._active)
             qp = self._live(entry, ACTIVE)
             if qp is not None:
-                qp.where = "in-flight"
+                self._place(qp, "in-flight")
                 qp.attempts += 1
                 self.cycle += 1
                 return qp
@@ -245,7 +257,7 @@ class SchedulingQueue:
         if not unschedulable or self.move_request_cycle >= cycle or not qp.rejected_by:
             self._push_backoff(qp)
         else:
-            qp.where = UNSCHEDULABLE
+            self._place(qp, UNSCHEDULABLE)
 
     def retry(self, qp: QueuedPod, rejected_by: Iterable[str] = (), cycle: int | None = None) -> None:
         """A pod that left the queue (assumed) did not bind: back, with a backoff after an
@@ -258,6 +270,7 @@ class SchedulingQueue:
     def done(self, key: str) -> None:
         """The pod was placed (assumed); it leaves the queue."""
         self.pods.pop(key, None)
+        self._parked.pop(key, None)
 
     # --- moves ---------------------------------------------------------------------------
 
@@ -277,8 +290,8 @@ class SchedulingQueue:
         returns how many moved. Pods in flight see it through the move request cycle."""
         now = self.clock()
         moved = 0
-        for qp in list(self.pods.values()):
-            if qp.where == UNSCHEDULABLE and self._interested(qp, event):
+        for qp in list(self._parked.values()):
+            if self._interested(qp, event):
                 self._requeue(qp, now)
                 moved += 1
         self.move_request_cycle = self.cycle
@@ -297,8 +310,8 @@ class SchedulingQueue:
         """Pods unschedulable for longer than the limit are tried again."""
         now = self.clock()
         moved = 0
-        for qp in list(self.pods.values()):
-            if qp.where == UNSCHEDULABLE and now - qp.timestamp > self.max_in_unschedulable:
+        for qp in list(self._parked.values()):
+            if now - qp.timestamp > self.max_in_unschedulable:
                 self._requeue(qp, now)
                 moved += 1
         return moved

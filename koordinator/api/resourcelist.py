@@ -170,7 +170,8 @@ def _pod_total(pod: Mapping[str, Any], which: str, include_overhead: bool) -> Re
     spec = pod.get("spec") or {}
     total: ResourceList = {}
     for container in spec.get("containers") or ():
-        total = add(total, _container_resources(container, which))
+        own = _container_resources(container, which)
+        total = add(total, own) if total else own  # ``own`` is a fresh dict: no copy needed
     sidecars: ResourceList = {}
     init_peak: ResourceList = {}
     for container in spec.get("initContainers") or ():

@@ -318,7 +318,8 @@ class QuotaTree:
         np_request = request if entry.pod.non_preemptible else {}
         sums = self._self.setdefault(quota, _Sums())
         sums.request = add_non_negative(sums.request, request)
-        sums.np_request = add_non_negative(sums.np_request, np_request)
+        if np_request:  # sums stay non-negative: adding nothing changes nothing
+            sums.np_request = add_non_negative(sums.np_request, np_request)
         self._version += 1
         if entry.assigned:
             self._add_used(quota, request, np_request)
@@ -326,7 +327,8 @@ class QuotaTree:
     def _add_used(self, quota: str, delta: ResourceList, np_delta: ResourceList) -> None:
         sums = self._self.setdefault(quota, _Sums())
         sums.used = add_non_negative(sums.used, delta)
-        sums.np_used = add_non_negative(sums.np_used, np_delta)
+        if np_delta:
+            sums.np_used = add_non_negative(sums.np_used, np_delta)
         if self.gates.guarantee_usage or quota in SPECIAL_QUOTAS:
             # guaranteed follows used; the default tree's shared total follows theirs
             self._version += 1
@@ -334,7 +336,8 @@ class QuotaTree:
             return
         for node in self._chains.get(quota, (quota,)):
             self._used[node] = add_non_negative(self._used.get(node, {}), delta)
-            self._np_used[node] = add_non_negative(self._np_used.get(node, {}), np_delta)
+            if np_delta:
+                self._np_used[node] = add_non_negative(self._np_used.get(node, {}), np_delta)
 
     # ---- answers --------------------------------------------------------------------------
     def used(self, name: str) -> ResourceList:

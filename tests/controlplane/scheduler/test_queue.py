@@ -155,3 +155,23 @@ def test_a_gated_pod_waits_until_its_last_gate_is_removed_then_goes_straight_to_
     assert released.key == "default/g"
     assert released.attempts == 1
     assert q.pending() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+
+
+def test_an_event_moves_only_parked_pods_and_never_brings_back_a_deleted_one():
+    clock = Clock()
+    q = queue(clock)
+    for name in ("parked", "deleted", "active"):
+        q.add(pod(name))
+    parked, deleted = q.pop(), q.pop()
+    assert parked is not None
+    assert deleted is not None
+    q.failed(parked, {"NodeResourcesFit"}, q.cycle)
+    q.failed(deleted, {"NodeResourcesFit"}, q.cycle)
+    q.delete("default/deleted")
+    # a node added: the parked pod (no attempt failed long ago: its backoff ran out) goes
+    # back; the deleted one stays gone and the active one is untouched
+    clock.now += 10
+    assert q.on_event(NODE_ADD) == 1
+    assert q.pending() == {ACTIVE: 2, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+    assert {qp.key for qp in (q.pop(), q.pop())} == {"default/parked", "default/active"}
+    assert q.on_event(NODE_ADD) == 0
