@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controlplane.scheduler.plugins.defaultprebind import PodDeletingError
 from controlplane.scheduler.plugins.interface import (
     MAX_PERMIT_TIMEOUT_S,
     REJECT,
@@ -25,6 +26,7 @@ from controlplane.scheduler.plugins.interface import (
     CycleState,
     ForgetPodPlugin,
     ModifyingPreBindPlugin,
+    PatchApplier,
     PermitPlugin,
     PodPatch,
     PostBindPlugin,
@@ -78,6 +80,8 @@ class BindingPoints:
         self.callers: list[CallingPreBindPlugin] = serving(PRE_BIND, "pre_bind")
         self.binders: list[BindPlugin] = serving(BIND, "bind")
         self.post_binders: list[PostBindPlugin] = serving(POST_BIND, "post_bind")
+        #: DefaultPreBind, when the profile runs it: sends the one patch
+        self.patcher: PatchApplier | None = next(iter(serving(PRE_BIND, "apply_patch")), None)
         #: ForgetPod hooks: every plug-in of the profile that has one
         self.forgetters: list[ForgetPodPlugin] = [
             p for p in objects.values() if callable(getattr(p, "forget_pod", None))
@@ -151,6 +155,11 @@ class BindingPoints:
         body = patch.body()
         if body is not None and pod.reservation:
             state[RESERVE_POD_PATCH] = body  # no Pod object: the reservation's binder applies it
+        elif body is not None and self.patcher is not None:
+            try:
+                await self.patcher.apply_patch(client, pod, body)
+            except PodDeletingError as err:
+                raise PointError(self.patcher.NAME, str(err)) from None
         elif body is not None:
             await client.patch(res.PODS, pod.name, body, pod.namespace)
         for caller in self.callers:

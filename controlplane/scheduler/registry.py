@@ -15,6 +15,7 @@ from controlplane.scheduler.informers import NODE_METRICS
 from controlplane.scheduler.plugins import (
     coscheduling,
     defaultbinder,
+    defaultprebind,
     elasticquota,
     fitplus,
     imagelocality,
@@ -30,6 +31,7 @@ from controlplane.scheduler.plugins import (
 )
 from controlplane.scheduler.plugins.coscheduling import GANG_CHANGE, Coscheduling
 from controlplane.scheduler.plugins.defaultbinder import DefaultBinder
+from controlplane.scheduler.plugins.defaultprebind import DefaultPreBind
 from controlplane.scheduler.plugins.elasticquota import QUOTA_CHANGE, ElasticQuota
 from controlplane.scheduler.plugins.fitplus import NodeResourcesFitPlus
 from controlplane.scheduler.plugins.imagelocality import ImageLocality
@@ -231,6 +233,7 @@ REGISTRY: dict[str, PluginSpec] = {
             args=coscheduling.args,
             events=frozenset({GANG_CHANGE}),
         ),
+        PluginSpec(defaultprebind.NAME, frozenset({PRE_BIND}), factory=lambda _: DefaultPreBind()),
         PluginSpec(defaultbinder.NAME, frozenset({BIND}), factory=lambda _: DefaultBinder()),
     )
 }

@@ -255,6 +255,14 @@ class ModifyingPreBindPlugin(Protocol):
         ...
 
 
+class PatchApplier(Protocol):
+    """DefaultPreBind: sends the modifying plug-ins' changes as one patch."""
+
+    NAME: str
+
+    async def apply_patch(self, client: ApiClient, pod: PodInfo, body: dict[str, Any]) -> None: ...
+
+
 class CallingPreBindPlugin(Protocol):
     """PreBind that writes other objects through the API (VolumeBinding's claims)."""
 
