@@ -16,6 +16,7 @@ from controlplane.scheduler.plugins import (
     coscheduling,
     defaultbinder,
     defaultprebind,
+    deviceshare,
     elasticquota,
     fitplus,
     imagelocality,
@@ -32,6 +33,7 @@ from controlplane.scheduler.plugins import (
 from controlplane.scheduler.plugins.coscheduling import GANG_CHANGE, Coscheduling
 from controlplane.scheduler.plugins.defaultbinder import DefaultBinder
 from controlplane.scheduler.plugins.defaultprebind import DefaultPreBind
+from controlplane.scheduler.plugins.deviceshare import DEVICE_CHANGE, DeviceShare
 from controlplane.scheduler.plugins.elasticquota import QUOTA_CHANGE, ElasticQuota
 from controlplane.scheduler.plugins.fitplus import NodeResourcesFitPlus
 from controlplane.scheduler.plugins.imagelocality import ImageLocality
@@ -232,6 +234,13 @@ REGISTRY: dict[str, PluginSpec] = {
             factory=Coscheduling,
             args=coscheduling.args,
             events=frozenset({GANG_CHANGE}),
+        ),
+        PluginSpec(
+            deviceshare.NAME,
+            frozenset({PRE_FILTER, FILTER, SCORE, RESERVE, PRE_BIND}),
+            factory=DeviceShare,
+            args=deviceshare.device_share_args,
+            events=frozenset({DEVICE_CHANGE, ASSIGNED_POD_DELETE, NODE_ADD}),
         ),
         PluginSpec(defaultprebind.NAME, frozenset({PRE_BIND}), factory=lambda _: DefaultPreBind()),
         PluginSpec(defaultbinder.NAME, frozenset({BIND}), factory=lambda _: DefaultBinder()),

@@ -9,6 +9,9 @@ from typing import Any
 
 from koordinator.api.goparse import GoParseError, parse_duration_seconds
 
+#: the largest weight of a resource in a scoring strategy
+MAX_WEIGHT = 100
+
 
 class ArgsError(ValueError):
     """Plug-in args upstream's validation would refuse."""
@@ -33,3 +36,29 @@ def duration(value: Any, where: str, example: str) -> float:
         return parse_duration_seconds(value)
     except GoParseError as err:
         raise ArgsError(f"{where}: Invalid value: {value!r}: {err}") from None
+
+
+def resource_weights(raw: Any, path: str, *, weights: bool = True) -> dict[str, int]:
+    """A scoring strategy's ``resources`` list of ``{name, weight}`` (weight 1 to 100; with
+    ``weights=False`` every weight must be 1), as kube-scheduler validates it."""
+    if not isinstance(raw, list):
+        raise ArgsError(f"{path}: must be a list of {{name, weight}}")
+    out: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise ArgsError(f"{where}.name: Required value")
+        weight = item.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise ArgsError(f"{where}.weight: must be an integer")
+        if weights and not 1 <= weight <= MAX_WEIGHT:
+            raise ArgsError(
+                f"{where}.weight: Invalid value: {weight}: "
+                f"resource weight of {item['name']} not in range [1-100]"
+            )
+        if not weights and weight != 1:
+            raise ArgsError(f"{where}.weight: Invalid value: {weight}: must be 1")
+        if item["name"] in out:
+            raise ArgsError(f"{where}.name: Duplicate value: {item['name']!r}")
+        out[item["name"]] = weight
+    return out

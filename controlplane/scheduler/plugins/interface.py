@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
-from controlplane.scheduler.kernel.twin import NO_NORMALIZE, Domains, Extra
+from controlplane.scheduler.kernel.twin import DEFAULT_NORMALIZE, NO_NORMALIZE, Domains, Extra
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.queue import ClusterEvent
 from koordinator.kube.client import ApiClient
@@ -66,10 +66,16 @@ _identity = array("q")
 def final_row_scores(name: str, weight: int, scores: array[int]) -> Extra:
     """A score plug-in's :class:`Extra` from one final score per row (``scores[row]``, 0-100),
     for plug-ins upstream does not normalize (LoadAwareScheduling, NodeResourcesFitPlus)."""
+    return row_scores(name, weight, scores, NO_NORMALIZE)
+
+
+def row_scores(name: str, weight: int, scores: array[int], normalize: int = DEFAULT_NORMALIZE) -> Extra:
+    """A score plug-in's :class:`Extra` from one raw score per row, normalized over the
+    window by ``normalize`` (upstream's DefaultNormalizeScore unless told otherwise)."""
     global _identity
     if len(_identity) < len(scores):
         _identity = array("q", range(max(len(scores), 2 * len(_identity))))
-    return Extra(name, weight, False, normalize=NO_NORMALIZE, domains=[Domains(_identity, scores)])
+    return Extra(name, weight, False, normalize=normalize, domains=[Domains(_identity, scores)])
 
 
 def and_masks(a: bytes, b: bytes) -> bytes:

@@ -18,7 +18,7 @@ from controlplane.scheduler.kernel.table import (
     is_scalar,
 )
 from controlplane.scheduler.kernel.twin import FIRST_RESOURCE, TOO_MANY_PODS
-from controlplane.scheduler.plugins.args import ArgsError
+from controlplane.scheduler.plugins.args import ArgsError, resource_weights
 
 FIT = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
@@ -27,7 +27,6 @@ STRATEGIES = {
     "MostAllocated": MOST_ALLOCATED,
     "RequestedToCapacityRatio": REQUESTED_TO_CAPACITY_RATIO,
 }
-MAX_WEIGHT = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10
 
 
@@ -50,30 +49,6 @@ class FitArgs:
 @dataclass
 class BalancedArgs:
     resources: list[str] = field(default_factory=lambda: ["cpu", "memory"])
-
-
-def _resources(raw: Any, path: str, *, weights: bool) -> dict[str, int]:
-    if not isinstance(raw, list):
-        raise ArgsError(f"{path}: must be a list of {{name, weight}}")
-    out: dict[str, int] = {}
-    for i, item in enumerate(raw):
-        where = f"{path}[{i}]"
-        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or not item["name"]:
-            raise ArgsError(f"{where}.name: Required value")
-        weight = item.get("weight", 1)
-        if isinstance(weight, bool) or not isinstance(weight, int):
-            raise ArgsError(f"{where}.weight: must be an integer")
-        if weights and not 1 <= weight <= MAX_WEIGHT:
-            raise ArgsError(
-                f"{where}.weight: Invalid value: {weight}: "
-                f"resource weight of {item['name']} not in range [1-100]"
-            )
-        if not weights and weight != 1:
-            raise ArgsError(f"{where}.weight: Invalid value: {weight}: must be 1")
-        if item["name"] in out:
-            raise ArgsError(f"{where}.name: Duplicate value: {item['name']!r}")
-        out[item["name"]] = weight
-    return out
 
 
 def _shape(raw: Any, path: str) -> list[tuple[int, int]]:
@@ -110,7 +85,7 @@ def fit_args(raw: Mapping[str, Any] | None, path: str = FIT) -> FitArgs:
         )
     args.strategy = STRATEGIES[name]
     if "resources" in strategy:
-        args.resources = _resources(strategy["resources"], f"{path}.scoringStrategy.resources", weights=True)
+        args.resources = resource_weights(strategy["resources"], f"{path}.scoringStrategy.resources")
     if args.strategy == REQUESTED_TO_CAPACITY_RATIO:
         rtcr = strategy.get("requestedToCapacityRatio") or {}
         args.shape = _shape(rtcr.get("shape"), f"{path}.scoringStrategy.requestedToCapacityRatio.shape")
@@ -129,7 +104,7 @@ def balanced_args(raw: Mapping[str, Any] | None, path: str = BALANCED) -> Balanc
     raw = raw or {}
     if "resources" not in raw:
         return BalancedArgs()
-    return BalancedArgs(list(_resources(raw["resources"], f"{path}.resources", weights=False)))
+    return BalancedArgs(list(resource_weights(raw["resources"], f"{path}.resources", weights=False)))
 
 
 def score_config(

@@ -1,0 +1,8 @@
+"""DeviceShare's pure core: device requests, node device inventory, allocation and scoring.
+
+Nothing here imports the scheduler framework. ``requests`` validates and normalizes a pod's
+device requests, ``claims`` adds the pod's hint and joint-allocation annotations,
+``inventory`` keeps one node's devices and what pods hold on them, ``allocator`` (with
+``gpu_topology``) picks devices, ``scoring`` ranks devices and nodes, and
+``node_resources`` derives the node's extended resources from its ``Device`` object.
+"""

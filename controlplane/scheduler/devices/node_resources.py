@@ -1,0 +1,114 @@
+"""The node extended resources a ``Device`` object stands for (slo-controller's GPU/RDMA device plug-ins).
+
+GPUDeviceResource sums the resources of the healthy GPUs (``gpu-core``, ``gpu-memory``,
+``gpu-memory-ratio``, and any Ascend NPU amounts), adds ``koordinator.sh/gpu`` = the summed
+``gpu-core`` and, behind the ``EnableSyncGPUSharedResource`` gate, ``gpu.shared`` = 100 per
+healthy GPU; only its known names reach the node. RDMADeviceResource sets
+``koordinator.sh/rdma`` = 100 per healthy RDMA device. Without a Device object, or without a
+healthy device of the kind, the plug-in's names are removed from the node instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controlplane.scheduler.devices.inventory import to_ints
+from controlplane.scheduler.devices.requests import DEVICE_TYPE_GPU, DEVICE_TYPE_RDMA
+from koordinator.api.extension.device import LABEL_GPU_VENDOR
+from koordinator.api.extension.resources import (
+    GPU,
+    GPU_CORE,
+    GPU_MEMORY,
+    GPU_MEMORY_RATIO,
+    GPU_SHARED,
+    HUAWEI_NPU_CORE,
+    HUAWEI_NPU_CPU,
+    HUAWEI_NPU_DVPP,
+    RDMA,
+)
+from koordinator.api.types.scheduling import Device
+
+__all__ = [
+    "GPU_NODE_RESOURCE_NAMES",
+    "RDMA_NODE_RESOURCE_NAMES",
+    "NodeDeviceResources",
+    "gpu_node_resources",
+    "node_device_resources",
+    "rdma_node_resources",
+]
+
+#: Names GPUDeviceResource writes to (or removes from) the node.
+GPU_NODE_RESOURCE_NAMES = (
+    GPU,
+    GPU_CORE,
+    HUAWEI_NPU_CORE,
+    HUAWEI_NPU_CPU,
+    HUAWEI_NPU_DVPP,
+    GPU_MEMORY,
+    GPU_MEMORY_RATIO,
+    GPU_SHARED,
+)
+#: Names RDMADeviceResource writes to (or removes from) the node.
+RDMA_NODE_RESOURCE_NAMES = (RDMA,)
+
+#: GPU vendors whose cards count towards ``koordinator.sh/gpu`` (empty: not reported).
+_KOORD_GPU_VENDORS = ("", "nvidia")
+
+
+@dataclass(frozen=True)
+class NodeDeviceResources:
+    """What to do to the node's allocatable and capacity."""
+
+    #: name -> amount to set (gpu-memory in bytes).
+    resources: dict[str, int] = field(default_factory=dict)
+    #: names to remove.
+    resets: tuple[str, ...] = ()
+
+    def merged(self, other: NodeDeviceResources) -> NodeDeviceResources:
+        return NodeDeviceResources({**self.resources, **other.resources}, self.resets + other.resets)
+
+
+def _healthy(device: Mapping[str, Any], device_type: str) -> list[dict[str, int]]:
+    parsed = Device.from_dict(device)
+    infos = parsed.spec.devices if parsed.spec is not None else []
+    return [to_ints(info.resources) for info in infos if info.type == device_type and info.health]
+
+
+def gpu_node_resources(
+    device: Mapping[str, Any] | None, *, sync_gpu_shared: bool = False
+) -> NodeDeviceResources:
+    """GPUDeviceResource's result for the node's Device object (``None``: there is none)."""
+    if device is None:
+        return NodeDeviceResources(resets=GPU_NODE_RESOURCE_NAMES)
+    gpus = _healthy(device, DEVICE_TYPE_GPU)
+    if not gpus:
+        return NodeDeviceResources(resets=GPU_NODE_RESOURCE_NAMES)
+    summed: dict[str, int] = {}
+    for resources in gpus:
+        for name, value in resources.items():
+            summed[name] = summed.get(name, 0) + value
+    vendor = ((device.get("metadata") or {}).get("labels") or {}).get(LABEL_GPU_VENDOR, "")
+    if vendor in _KOORD_GPU_VENDORS:
+        summed[GPU] = summed.get(GPU_CORE, 0)
+    if sync_gpu_shared:
+        summed[GPU_SHARED] = 100 * len(gpus)
+    return NodeDeviceResources({name: summed[name] for name in GPU_NODE_RESOURCE_NAMES if name in summed})
+
+
+def rdma_node_resources(device: Mapping[str, Any] | None) -> NodeDeviceResources:
+    """RDMADeviceResource's result for the node's Device object (``None``: there is none)."""
+    if device is None:
+        return NodeDeviceResources(resets=RDMA_NODE_RESOURCE_NAMES)
+    count = len(_healthy(device, DEVICE_TYPE_RDMA))
+    if count == 0:
+        return NodeDeviceResources(resets=RDMA_NODE_RESOURCE_NAMES)
+    return NodeDeviceResources({RDMA: 100 * count})
+
+
+def node_device_resources(
+    device: Mapping[str, Any] | None, *, sync_gpu_shared: bool = False
+) -> NodeDeviceResources:
+    """Both plug-ins together."""
+    return gpu_node_resources(device, sync_gpu_shared=sync_gpu_shared).merged(rdma_node_resources(device))
