@@ -22,6 +22,7 @@ from controlplane.scheduler.plugins import (
     imagelocality,
     interpodaffinity,
     nodeaffinity,
+    nodenumaresource,
     noderesources,
     nodevolumelimits,
     podtopologyspread,
@@ -41,6 +42,7 @@ from controlplane.scheduler.plugins.interpodaffinity import InterPodAffinity
 from controlplane.scheduler.plugins.loadaware import args as loadaware_args
 from controlplane.scheduler.plugins.loadaware.plugin import LoadAwareScheduling
 from controlplane.scheduler.plugins.nodename import NodeName
+from controlplane.scheduler.plugins.nodenumaresource import NRT_CHANGE, NodeNUMAResource
 from controlplane.scheduler.plugins.nodeports import NodePorts
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from controlplane.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
@@ -234,6 +236,13 @@ REGISTRY: dict[str, PluginSpec] = {
             factory=Coscheduling,
             args=coscheduling.args,
             events=frozenset({GANG_CHANGE}),
+        ),
+        PluginSpec(
+            nodenumaresource.NAME,
+            frozenset({PRE_FILTER, FILTER, SCORE, RESERVE, PRE_BIND}),
+            factory=NodeNUMAResource,
+            args=nodenumaresource.numa_args,
+            events=frozenset({NRT_CHANGE, ASSIGNED_POD_DELETE, NODE_ADD, NODE_LABEL}),
         ),
         PluginSpec(
             deviceshare.NAME,

@@ -3,8 +3,9 @@
 
 Pods of one shape (same CPU or device request, same policies) get the same answer from a
 node until that node changes, so a plug-in keeps, per shape, the filter's byte mask and the
-raw score of every row, and recomputes only the rows of the nodes it was told changed (an
-allocation booked or released there, its topology or devices reported again). Nodes
+raw score of every row, and recomputes only the rows of the nodes that changed (the node
+object or the pods placed on it, as the cluster tells; an allocation booked or released
+there, its topology or devices reported again, as the plug-in tells). Nodes
 arriving or leaving reset every shape. At most :data:`MAX_SHAPES` shapes are kept; past it
 the least recently used goes.
 """
@@ -47,7 +48,7 @@ class RowVerdicts(Generic[K]):
     def _cluster_changed(self, node: str | None, pod: object = None, sign: int = 0) -> None:
         if node is None:  # rows assigned or freed
             self._shapes.clear()
-        elif pod is None:  # the node object changed (labels, allocatable)
+        else:  # the node object, its pods or its metric changed
             self.touch(node)
 
     def touch(self, node: str) -> None:
