@@ -45,6 +45,8 @@ CRDS = tuple(
         "slo.koordinator.sh_nodemetrics.yaml",
         "scheduling.sigs.k8s.io_elasticquotas.yaml",
         "scheduling.sigs.k8s.io_podgroups.yaml",
+        "scheduling.koordinator.sh_devices.yaml",
+        "topology.node.k8s.io_noderesourcetopologies.yaml",
     )
 )
 ESTABLISH_TIMEOUT_S = 60.0

@@ -1,6 +1,7 @@
 """S2: koord-scheduler with Koordinator's profile
-(``controlplane/scheduler/profiles/koord-scheduler.yaml``: LoadAwareScheduling, ElasticQuota,
-Coscheduling on top of kube-scheduler's plug-ins), beside S1's SchedulingBasic measured in
+(``controlplane/scheduler/profiles/koord-scheduler.yaml``: LoadAwareScheduling,
+NodeNUMAResource, DeviceShare, ElasticQuota, Coscheduling on top of kube-scheduler's
+plug-ins; the workload's pods bind no CPUs and ask for no devices), beside S1's SchedulingBasic measured in
 the same run, in process and end to end.
 
 The workload (its objects built by ``benchmarks/_koord_e2e.py`` for both halves): nodes of
@@ -20,7 +21,7 @@ last binding answered, gang members included), ``nodes_<N>_cpu_per_pod_ms``,
 
 **End to end** (``_koord_e2e.run_e2e``, ``scheduler_e2e``'s machinery): 1000 nodes and 5000
 pods (100 and 200 in quick mode) on a fresh envtest etcd + kube-apiserver v1.34.4 per run,
-with the NodeMetric, ElasticQuota and PodGroup CRDs and the ``koordinator-system`` namespace;
+with the NodeMetric, ElasticQuota, PodGroup, Device and NodeResourceTopology CRDs and the ``koordinator-system`` namespace;
 ``python -m controlplane.scheduler --config`` (the profile, its clientConnection at QPS and
 burst 5000, leader election off) as a process of its own. Beside it, on its own fresh
 control plane, S1's end-to-end workload with koord-scheduler's default profile. 3 runs of

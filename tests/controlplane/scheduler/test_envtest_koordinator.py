@@ -1,15 +1,19 @@
 """envtest tier: Koordinator's colocation loop on a real kube-apiserver and etcd.
 
 koord-scheduler runs in-process with Koordinator's shipped profile
-(:data:`controlplane.scheduler.profiles.KOORDINATOR`: LoadAwareScheduling, ElasticQuota,
-Coscheduling) and, for the colocation loop, koord-manager's noderesource controller as well:
+(:data:`controlplane.scheduler.profiles.KOORDINATOR`: LoadAwareScheduling, NodeNUMAResource,
+DeviceShare, ElasticQuota, Coscheduling) and, for the colocation loop, koord-manager's
+noderesource controller as well:
 
 * the controller turns NodeMetrics (written as the koordlet writes them) into
   ``kubernetes.io/batch-cpu``/``batch-memory`` on the Nodes, and a BE pod asking for them is
   bound to the cool node, never to the hot one (LoadAwareScheduling's usage threshold);
 * a pod over its ElasticQuota's runtime in a three-level tree is refused with upstream's
   "Insufficient quotas" message and bound once another tenant's pod is deleted;
-* a gang of four with room for three binds none, then all four once a node with room joins.
+* a gang of four with room for three binds none, then all four once a node with room joins;
+* an LSR pod on a SingleNUMANode node gets a ``resource-status`` cpuset of whole cores on one
+  NUMA node from the node's NodeResourceTopology, and a GPU-share pod a ``device-allocated``
+  matching the node's Device object.
 
 The module runs its own etcd and kube-apiserver: the noderesource controller acts on every
 node of the cluster, and the quota tree's root spans all of them. Each test still labels its
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import time
 import uuid
@@ -44,6 +49,8 @@ from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.harness import controller_set
 from tests.controlplane.manager.controllers.objects import GI, config_map, node_metric, pod_metric
+from tests.controlplane.scheduler.devices.builders import device, gpu
+from tests.controlplane.scheduler.numa.builders import TOPO_2S4N, make_nrt
 from tests.controlplane.scheduler.quota.builders import cpu_quota
 from tests.envtest import Envtest, apply_crds, create_namespace, own_envtest
 from tests.polling import eventually_awaited
@@ -56,6 +63,8 @@ CRDS = [
         "slo.koordinator.sh_nodeslos.yaml",
         "scheduling.sigs.k8s.io_elasticquotas.yaml",
         "scheduling.sigs.k8s.io_podgroups.yaml",
+        "scheduling.koordinator.sh_devices.yaml",
+        "topology.node.k8s.io_noderesourcetopologies.yaml",
     )
 ]
 SYSTEM = "koordinator-system"
@@ -372,3 +381,75 @@ async def test_a_gang_of_four_with_room_for_three_binds_none_then_all_once_a_nod
         annotations = (await client.get(res.PODS, "w0", ns))["metadata"]["annotations"]
         assert annotations["internal.scheduling.koordinator.sh/bind-gang-group-id"] == f"{ns}/train"
         assert annotations["internal.scheduling.koordinator.sh/bind-gang-member-count"] == "4"
+
+
+# ---- 4. NodeNUMAResource and DeviceShare -----------------------------------------------------
+
+
+async def _annotation(client: ApiClient, namespace: str, name: str, key: str) -> Obj | None:
+    annotations = (await client.get(res.PODS, name, namespace))["metadata"].get("annotations") or {}
+    return json.loads(annotations[key]) if key in annotations else None
+
+
+async def test_an_lsr_pod_gets_whole_cores_of_one_numa_node_from_the_nodes_topology(cluster):
+    client, ns, tag = cluster
+    name = f"numa-{tag}"
+    await add_node(client, name, tag, "32", "64Gi")
+    node = await client.get(res.NODES, name)
+    node["metadata"]["labels"]["node.koordinator.sh/numa-topology-policy"] = "SingleNUMANode"
+    await client.replace(res.NODES, node)
+    # the koordlet's report: 2 sockets x 2 NUMA nodes x 4 cores x 2 threads
+    topology = make_nrt(TOPO_2S4N, name)
+    for zone in range(4):
+        topology.zone(zone, cpu="8", memory="16Gi")
+    await client.create(res.NODE_RESOURCE_TOPOLOGIES, topology.build())
+    lsr = pod(
+        "lsr",
+        ns,
+        tag,
+        {"cpu": "4", "memory": "4Gi"},
+        labels={"koordinator.sh/qosClass": "LSR"},
+        priority_class="koord-prod",
+    )
+    async with koord_scheduler(client):
+        await client.create(res.PODS, lsr)
+        await eventually_awaited(lambda: _on(client, ns, "lsr", name), 30)
+    # FullPCPUs (the default): two whole cores, and NUMA node 0's share of cpu and memory
+    assert await _annotation(client, ns, "lsr", "scheduling.koordinator.sh/resource-status") == {
+        "cpuset": "0-3",
+        "numaNodeResources": [{"node": 0, "resources": {"cpu": "4", "memory": "4Gi"}}],
+    }
+
+
+async def test_a_gpu_share_pod_gets_a_device_allocation_matching_the_device_object(cluster):
+    client, ns, tag = cluster
+    name = f"gpu-{tag}"
+    await add_node(client, name, tag, "16", "64Gi")
+    node = await client.get(res.NODES, name)
+    # what the slo-controller's device plug-in publishes for one 80 GiB GPU
+    node["status"]["allocatable"] |= {
+        "koordinator.sh/gpu-core": "100",
+        "koordinator.sh/gpu-memory-ratio": "100",
+        "koordinator.sh/gpu-memory": "80Gi",
+    }
+    await client.replace_status(res.NODES, node)
+    await client.create(res.DEVICES, device(gpu(0, memory=80 * GI), name=name))
+    share = {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}
+    gpu_pod = pod("share", ns, tag, share)
+    gpu_pod["spec"]["containers"][0]["resources"]["limits"] = share  # extended resources need both
+    async with koord_scheduler(client):
+        await client.create(res.PODS, gpu_pod)
+        await eventually_awaited(lambda: _on(client, ns, "share", name), 30)
+    # half of GPU 0: its core and ratio, and half of the 80 GiB the Device object reports
+    assert await _annotation(client, ns, "share", "scheduling.koordinator.sh/device-allocated") == {
+        "gpu": [
+            {
+                "minor": 0,
+                "resources": {
+                    "koordinator.sh/gpu-core": "50",
+                    "koordinator.sh/gpu-memory": "40Gi",
+                    "koordinator.sh/gpu-memory-ratio": "50",
+                },
+            }
+        ]
+    }

@@ -12,13 +12,36 @@ def test_the_koordinator_profile_enables_its_plugins_in_upstreams_order():
     loaded = config.load(str(KOORDINATOR))
     (profile,) = loaded.profiles
     assert profile.scheduler_name == "koord-scheduler"
-    assert profile.filters[-1] == "LoadAwareScheduling"  # after kube-scheduler's filters
-    assert profile.points["preFilter"][-3:] == ["SchedulingHint", "Coscheduling", "ElasticQuota"]
+    # after kube-scheduler's filters
+    assert profile.filters[-3:] == ["LoadAwareScheduling", "NodeNUMAResource", "DeviceShare"]
+    assert profile.points["preFilter"][-5:] == [
+        "SchedulingHint",
+        "NodeNUMAResource",
+        "DeviceShare",
+        "Coscheduling",
+        "ElasticQuota",
+    ]
     assert profile.points["postFilter"] == ["Coscheduling", "ElasticQuota", "DefaultPreemption"]
-    assert profile.points["reserve"][-3:] == ["LoadAwareScheduling", "Coscheduling", "ElasticQuota"]
+    assert profile.points["reserve"][-5:] == [
+        "LoadAwareScheduling",
+        "NodeNUMAResource",
+        "DeviceShare",
+        "Coscheduling",
+        "ElasticQuota",
+    ]
+    assert profile.points["preBind"][-4:] == [
+        "NodeNUMAResource",
+        "DeviceShare",
+        "Coscheduling",
+        "DefaultPreBind",
+    ]
     assert profile.points["permit"] == ["Coscheduling"]
     assert profile.points["preEnqueue"] == ["SchedulingGates", "Coscheduling"]
-    assert profile.scores["LoadAwareScheduling"] == 1
+    assert {n: profile.scores[n] for n in ("LoadAwareScheduling", "NodeNUMAResource", "DeviceShare")} == {
+        "LoadAwareScheduling": 1,
+        "NodeNUMAResource": 1,
+        "DeviceShare": 1,
+    }
     # upstream's deployment overrides: expired metrics do not filter, the batch resources score
     args = profile.args["LoadAwareScheduling"]
     assert isinstance(args, LoadAwareArgs)
