@@ -6,9 +6,10 @@ kube-apiserver and etcd (``hack/envtest.sh``), reusing ``benchmarks/scheduler_e2
 machinery: a fresh control plane per run, the scheduler as a process of its own, a watch
 timing each binding, the processes' CPU from ``/proc``.
 
-Each run of Koordinator's profile gets a control plane with the NodeMetric, ElasticQuota and
-PodGroup CRDs applied (Established before anything is created) and the ``koordinator-system``
-namespace; ``python -m controlplane.scheduler --config`` runs a copy of
+Each run of Koordinator's profile gets a control plane with the NodeMetric, ElasticQuota,
+PodGroup, Device and NodeResourceTopology CRDs applied (Established before anything is
+created) and the ``koordinator-system`` namespace; ``python -m controlplane.scheduler
+--config`` runs a copy of
 ``controlplane/scheduler/profiles/koord-scheduler.yaml`` whose ``clientConnection`` names
 the envtest kubeconfig with QPS and burst 5000 and whose ``leaderElection`` is off (and
 ``--leader-elect=false --secure-port=0``). Beside it, on a control plane of its own, S1's

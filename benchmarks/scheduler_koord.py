@@ -21,7 +21,8 @@ last binding answered, gang members included), ``nodes_<N>_cpu_per_pod_ms``,
 
 **End to end** (``_koord_e2e.run_e2e``, ``scheduler_e2e``'s machinery): 1000 nodes and 5000
 pods (100 and 200 in quick mode) on a fresh envtest etcd + kube-apiserver v1.34.4 per run,
-with the NodeMetric, ElasticQuota, PodGroup, Device and NodeResourceTopology CRDs and the ``koordinator-system`` namespace;
+with the NodeMetric, ElasticQuota, PodGroup, Device and NodeResourceTopology CRDs and the
+``koordinator-system`` namespace;
 ``python -m controlplane.scheduler --config`` (the profile, its clientConnection at QPS and
 burst 5000, leader election off) as a process of its own. Beside it, on its own fresh
 control plane, S1's end-to-end workload with koord-scheduler's default profile. 3 runs of
