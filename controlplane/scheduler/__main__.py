@@ -154,10 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = component_parser(
         PROG,
         "Koordinator's scheduler: kube-scheduler's default plug-ins and LoadAwareScheduling, "
-        "ElasticQuota, Coscheduling, NodeResourcesFitPlus, ScarceResourceAvoidance and SchedulingHint "
+        "ElasticQuota, Coscheduling, NodeResourcesFitPlus, ScarceResourceAvoidance, SchedulingHint, "
+        "NodeNUMAResource, DeviceShare and DefaultPreBind "
         "(Koordinator's profile ships as controlplane/scheduler/profiles/koord-scheduler.yaml); "
         "`simulate` places pods offline with the same framework. Not built in this release: "
-        "Reservation, NodeNUMAResource, DeviceShare.",
+        "Reservation.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )
@@ -182,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE",
-        help="other cluster objects: bound pods, PodDisruptionBudgets (repeatable)",
+        help="other cluster objects: bound pods, PodDisruptionBudgets, NodeMetrics, ElasticQuotas, "
+        "PodGroups, NodeResourceTopologies, Devices, volumes (repeatable)",
     )
     sim.add_argument("--config", dest="sim_config", metavar="FILE", help="KubeSchedulerConfiguration")
     sim.add_argument("--seed", type=int, default=None, help="tie-break seed (default: random)")
