@@ -146,6 +146,7 @@ class DeviceShare:
         self._verdicts: RowVerdicts[Shape] = RowVerdicts()
         self._claims: dict[Shape, DeviceClaim | DeviceShareError | None] = {}
         self._notifier = QueueNotifier(DEVICE_CHANGE)
+        self._last: tuple[PodInfo, Shape, DeviceClaim | DeviceShareError | None] | None = None
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -230,6 +231,15 @@ class DeviceShare:
     # --- a pod's claim ---------------------------------------------------------------------
 
     def _claim(self, pod: PodInfo) -> tuple[Shape, DeviceClaim | DeviceShareError | None]:
+        """The pod's claim (the points of one cycle ask for the same pod in turn)."""
+        last = self._last
+        if last is not None and last[0] is pod:
+            return last[1], last[2]
+        shape, claim = self._claim_of(pod)
+        self._last = (pod, shape, claim)
+        return shape, claim
+
+    def _claim_of(self, pod: PodInfo) -> tuple[Shape, DeviceClaim | DeviceShareError | None]:
         shape = _shape(pod)
         if not shape[0]:
             return shape, None

@@ -207,6 +207,7 @@ class NodeNUMAResource:
         self._requests: dict[Shape, PodNUMARequest | RejectionError] = {}
         self._notifier = QueueNotifier(NRT_CHANGE)
         self._cluster: Cluster | None = None
+        self._last: tuple[PodInfo, Shape, PodNUMARequest | RejectionError] | None = None
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -280,6 +281,15 @@ class NodeNUMAResource:
     # --- a pod on a node -------------------------------------------------------------------
 
     def _request(self, pod: PodInfo) -> tuple[Shape, PodNUMARequest | RejectionError]:
+        """The pod's request here (the points of one cycle ask for the same pod in turn)."""
+        last = self._last
+        if last is not None and last[0] is pod:
+            return last[1], last[2]
+        shape, request = self._request_of(pod)
+        self._last = (pod, shape, request)
+        return shape, request
+
+    def _request_of(self, pod: PodInfo) -> tuple[Shape, PodNUMARequest | RejectionError]:
         shape = _shape(pod)
         found = self._requests.get(shape)
         if found is None:
@@ -459,7 +469,10 @@ class NodeNUMAResource:
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> str | None:
         _, request = self._request(pod)
         info = self._cluster_node(node)
-        if not isinstance(request, PodNUMARequest) or request.skip or info is None:
+        cluster = self._cluster
+        if not isinstance(request, PodNUMARequest) or info is None or cluster is None:
+            return None
+        if not self._concerned(request, cluster):
             return None
         try:
             options, decision = self._decide(request, info)
