@@ -20,6 +20,7 @@ from controlplane.scheduler.plugins.defaultprebind import PodDeletingError
 from controlplane.scheduler.plugins.interface import (
     MAX_PERMIT_TIMEOUT_S,
     REJECT,
+    RESERVE_POD_PATCH,
     WAIT,
     BindPlugin,
     CallingPreBindPlugin,
@@ -41,8 +42,6 @@ from koordinator.kube.client import ApiClient
 NO_BINDER = "no bind plug-in bound the pod"
 #: (extension point, status, seconds): how a caller records a point's duration
 Observer = Callable[[str, str, float], None]
-#: where PreBind leaves a reserve pod's metadata changes for the plug-in binding it
-RESERVE_POD_PATCH = "koord-scheduler/reserve-pod-patch"
 
 
 class PointError(Exception):

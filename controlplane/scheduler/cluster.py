@@ -173,6 +173,11 @@ class Cluster:
         for listener in self._listeners:
             listener(node, pod, sign)
 
+    def touched(self, node: str) -> None:
+        """Tell the listeners that something about ``node`` changed (its requests seen
+        differently for one pod, by :meth:`Framework.restored`)."""
+        self._changed(node)
+
     def set_node_metric(self, record: NodeMetricRecord) -> None:
         self.node_metrics[record.node] = record
         self._changed(record.node)

@@ -14,10 +14,11 @@ of that plug-in -- into ``0/N nodes are available: ...``.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from controlplane.scheduler.plugins.interface import (
     NormalizedScore,
     PostFilterPlugin,
     PreFilterPlugin,
+    Restorer,
     and_masks,
     and_not,
     rows_mask,
@@ -163,6 +165,11 @@ class Framework:
         self.victim_rulers = [p for p in plugins.values() if callable(getattr(p, "victim_rules", None))]
         #: plug-ins told of every pod the scheduler's informer sees (gangs, quotas)
         self.pod_listeners = [p for p in plugins.values() if callable(getattr(p, "on_pod", None))]
+        #: plug-ins giving some of a node's requests back for the pod being scheduled
+        #: (Reservation: the matched reservations' room), upstream's BeforePreFilter
+        self.restorers: list[Restorer] = [
+            p for p in plugins.values() if callable(getattr(p, "restore", None))
+        ]
         #: score plug-ins outside the kernel, with their weights
         self.scorers: list[tuple[NormalizedScore, int]] = [
             (plugins[name], weight) for name, weight in profile.scores.items() if name in plugins and weight
@@ -275,10 +282,32 @@ class Framework:
         self.cycles += 1
         self._sampled = self.metrics is not None and self.cycles % PLUGIN_SAMPLE_EVERY == 0
         try:
-            return self._schedule(pod)
+            with self.restored(pod):
+                return self._schedule(pod)
         finally:
             for row, vector, ports in counted:
                 self.cluster.account(row, vector, ports, -1)
+
+    @contextlib.contextmanager
+    def restored(self, pod: PodInfo) -> Iterator[None]:
+        """The nodes as ``pod`` sees them while it is scheduled: what the restorers give
+        back is taken off their rows, and put back afterwards (the nodes are told changed
+        both times, so that the plug-ins' per-node caches do not keep the pod's view)."""
+        given: list[tuple[str, int, PodVector]] = []
+        for plugin in self.restorers:
+            for node, vector in plugin.restore(pod, self.cluster):
+                info = self.cluster.nodes.get(node)
+                if info is not None:
+                    given.append((node, info.row, vector))
+        for node, row, vector in given:
+            self.cluster.account(row, vector, (), -1)
+            self.cluster.touched(node)
+        try:
+            yield
+        finally:
+            for node, row, vector in given:
+                self.cluster.account(row, vector, (), 1)
+                self.cluster.touched(node)
 
     def _schedule(self, pod: PodInfo) -> ScheduleResult:
         all_nodes = len(self.cluster.nodes)
@@ -448,6 +477,10 @@ class Framework:
     def explain(self, pod: PodInfo) -> dict[str, Any]:
         """Per node why it was filtered, and the scores of the nodes this cycle would score
         (the same window from the same start as :meth:`schedule`, which it does not run)."""
+        with self.restored(pod):
+            return self._explain(pod)
+
+    def _explain(self, pod: PodInfo) -> dict[str, Any]:
         table = self.cluster.table
         vector = self.pod_vector(pod)
         cfg = self.score_config()

@@ -145,6 +145,8 @@ class Controller:
     api_version: str
     kind: str
     uid: str
+    #: the owner's name (a Reservation's owner may name its controller)
+    name: str = ""
 
 
 def _term(namespace: str, raw: Mapping[str, Any]) -> AffinityTerm:
@@ -219,6 +221,9 @@ def controller(meta: Mapping[str, Any]) -> Controller | None:
     for ref in meta.get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller"):
             return Controller(
-                str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("uid") or "")
+                str(ref.get("apiVersion") or ""),
+                str(ref.get("kind") or ""),
+                str(ref.get("uid") or ""),
+                str(ref.get("name") or ""),
             )
     return None

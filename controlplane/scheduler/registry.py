@@ -26,6 +26,7 @@ from controlplane.scheduler.plugins import (
     noderesources,
     nodevolumelimits,
     podtopologyspread,
+    reservation,
     scarceresource,
     schedulinggates,
     schedulinghint,
@@ -47,6 +48,7 @@ from controlplane.scheduler.plugins.nodeports import NodePorts
 from controlplane.scheduler.plugins.nodeunschedulable import NodeUnschedulable
 from controlplane.scheduler.plugins.nodevolumelimits import NodeVolumeLimits
 from controlplane.scheduler.plugins.podtopologyspread import PodTopologySpread
+from controlplane.scheduler.plugins.reservation import RESERVATION_CHANGE, Reservation
 from controlplane.scheduler.plugins.scarceresource import ScarceResourceAvoidance
 from controlplane.scheduler.plugins.schedulinggates import SchedulingGates
 from controlplane.scheduler.plugins.schedulinghint import SchedulingHint
@@ -236,6 +238,16 @@ REGISTRY: dict[str, PluginSpec] = {
             factory=Coscheduling,
             args=coscheduling.args,
             events=frozenset({GANG_CHANGE}),
+        ),
+        PluginSpec(
+            reservation.NAME,
+            # PreFilter and PostFilter: upstream's points; here the pod's view of the nodes
+            # is restored before PreFilter (Framework.restored), and preemption is not built
+            frozenset({PRE_FILTER, FILTER, POST_FILTER, SCORE, RESERVE, PRE_BIND, BIND}),
+            default_weight=5000,
+            factory=Reservation,
+            args=reservation.reservation_args,
+            events=frozenset({RESERVATION_CHANGE, ASSIGNED_POD_DELETE, NODE_ADD}),
         ),
         PluginSpec(
             nodenumaresource.NAME,

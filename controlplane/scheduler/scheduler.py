@@ -103,7 +103,7 @@ class Scheduler:
         )
         #: pods a Permit plug-in told to wait, by UID
         self.waiting = WaitingPods()
-        handle = Handle(self.waiting, self.queue.on_event)
+        handle = Handle(self.waiting, self.queue.on_event, self)
         for framework in self.frameworks.values():
             framework.bind_handle(handle)
         #: the profiles with plug-ins told of every pod (gangs, quotas)

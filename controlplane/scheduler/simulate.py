@@ -61,6 +61,21 @@ def _of_kind(objects: Iterable[Mapping[str, Any]], kind: str, path: str) -> list
     return chosen
 
 
+class _PlacedReservations:
+    """Reserve pods offline: those of placed (Available) Reservations hold their room on
+    their nodes; Reservations not placed yet are not scheduled here."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def add_reserve_pod(self, pod: PodInfo) -> None:
+        if pod.node_name:
+            self.cluster.place(pod, pod.node_name)
+
+    def remove_reserve_pod(self, key: str) -> None:
+        self.cluster.unplace(key)
+
+
 class _Waiting:
     """A pod ``simulate`` reports waiting at Permit: a plug-in allowing or rejecting it later
     (a gang completed, or rejected as a whole) rewrites its result."""
@@ -159,7 +174,7 @@ def simulate(
     }
     waiting = _WaitingPods()
     for profile_framework in frameworks.values():
-        profile_framework.bind_handle(Handle(waiting, lambda _: 0))
+        profile_framework.bind_handle(Handle(waiting, lambda _: 0, _PlacedReservations(cluster)))
     pending = []
     pod_objects = [_with_uid(obj) for obj in _of_kind(_objects([pods_path]), "Pod", pods_path)]
     for obj in pod_objects:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
+from controlplane.scheduler.kernel.table import PodVector
 from controlplane.scheduler.kernel.twin import DEFAULT_NORMALIZE, NO_NORMALIZE, Domains, Extra
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.queue import ClusterEvent
@@ -115,6 +116,8 @@ _MASK_TO_ASCII = bytes.maketrans(b"\x00\x01", b"01")
 # ``state`` is the pod's cycle state: a dict its plug-ins share from Reserve to PostBind.
 
 CycleState = dict[str, object]
+#: where PreBind leaves a reserve pod's metadata changes for the plug-in binding it
+RESERVE_POD_PATCH = "koord-scheduler/reserve-pod-patch"
 
 ALLOW, WAIT, REJECT = "Allow", "Wait", "Reject"
 #: upstream's cap on a Permit wait
@@ -168,6 +171,17 @@ class PreFilterPlugin(Protocol):
         ...
 
 
+class Restorer(Protocol):
+    """A plug-in giving part of some nodes' requests back to one pod while it is scheduled
+    (Reservation: the room of the reservations the pod may use)."""
+
+    NAME: str
+
+    def restore(self, pod: PodInfo, cluster: Cluster) -> list[tuple[str, PodVector]]:
+        """(node, requests to take off it) for ``pod``; empty for most pods."""
+        ...
+
+
 class PostFilterPlugin(Protocol):
     """A PostFilter plug-in other than DefaultPreemption (which the framework runs itself)."""
 
@@ -191,13 +205,26 @@ class WaitingRegistry(Protocol):
     def get(self, uid: str) -> Waiter | None: ...
 
 
+class ReservePods(Protocol):
+    """Where the plug-in owning reservations hands in their reserve pods."""
+
+    def add_reserve_pod(self, pod: PodInfo) -> None:
+        """Queue a reserve pod (no node yet), or place it (``node_name`` set; again to
+        change its requests)."""
+        ...
+
+    def remove_reserve_pod(self, key: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class Handle:
     """What plug-ins reach of the running scheduler (or of ``simulate``): the pods waiting
-    at Permit, and the queue, told of a cluster event a plug-in saw (its gang changed)."""
+    at Permit, the queue, told of a cluster event a plug-in saw (its gang changed), and
+    the reserve pods (None: reservations are not scheduled here)."""
 
     waiting: WaitingRegistry
     on_event: Callable[[ClusterEvent], int]
+    reserve_pods: ReservePods | None = None
 
 
 class QueueNotifier:

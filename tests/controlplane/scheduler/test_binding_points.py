@@ -15,10 +15,16 @@ import yaml
 from prometheus_client import generate_latest
 
 from controlplane.scheduler import registry
-from controlplane.scheduler.binding import RESERVE_POD_PATCH
 from controlplane.scheduler.config import SchedulerConfig, parse
 from controlplane.scheduler.metrics import PLUGIN_SAMPLE_EVERY
-from controlplane.scheduler.plugins.interface import ALLOW, WAIT, CycleState, PermitResult, PodPatch
+from controlplane.scheduler.plugins.interface import (
+    ALLOW,
+    RESERVE_POD_PATCH,
+    WAIT,
+    CycleState,
+    PermitResult,
+    PodPatch,
+)
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.registry import BIND, PERMIT, POST_BIND, PRE_BIND, RESERVE, PluginSpec
 from controlplane.scheduler.scheduler import Scheduler

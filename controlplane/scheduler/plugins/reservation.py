@@ -1,0 +1,571 @@
+"""Reservation: capacity held ahead of time for the pods that own it (Koordinator's
+``plugins/reservation`` and its controller), the scheduler's side of
+:mod:`controlplane.scheduler.reservation`.
+
+* A Reservation (``scheduling.koordinator.sh/v1alpha1``) not yet placed becomes a **reserve
+  pod** queued like a pod (priority from its template, else ``koordinator.sh/priority``,
+  else the highest); **Bind** writes the Reservation's status instead of binding a pod
+  (``nodeName``, phase Available, Scheduled and Ready conditions, ``allocatable``). An
+  Available reservation holds on its node what its owners have not taken yet: its reserve
+  pod is placed there with ``allocatable - allocated`` as requests.
+* A pod its **owners** match (object, controller, label selector; ``reservation-affinity``
+  name, selector and tolerations; not ``reservation-ignored``) sees the matched
+  reservations' room given back on their nodes while it is scheduled (upstream's
+  BeforePreFilter transformer); a pod with reservation affinity fits only where a
+  reservation matches ("node(s) no reservations match reservation affinity"); a
+  ``Restricted`` reservation's resources come only from it ("Reservation(s) Insufficient
+  cpu"). **Score** (weight 5000 in the profile): the node of the matched reservation with
+  the smallest non-zero ``reservation-order`` gets 1000, other nodes with a matched one its
+  MostAllocated score over the reservation's allocatable; normalized. **Reserve** assigns
+  the pod to the best reservation on the chosen node; **PreBind** writes
+  ``scheduling.koordinator.sh/reservation-allocated`` ``{"name","uid"}``.
+* The controller (leading scheduler): status ``currentOwners`` and ``allocated`` from the
+  owners bound into it (``allocateOnce``: Succeeded after its first owner), expiry (``ttl``,
+  ``expires``, its node gone: Failed, reason Expired), and garbage collection
+  ``gcDurationSeconds`` after it ended.
+
+Not built: preemption of or by reservations, pre-allocation, reservations' CPUs and devices
+for NodeNUMAResource and DeviceShare, operating-mode pods, resizing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from array import array
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controlplane.scheduler.cluster import Cluster, NodeInfo
+from controlplane.scheduler.kernel.table import CPU, PodVector
+from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.plugins.args import ArgsError, boolean
+from controlplane.scheduler.plugins.interface import (
+    RESERVE_POD_PATCH,
+    CycleState,
+    Handle,
+    PodPatch,
+    QueueNotifier,
+    passing_mask,
+    row_scores,
+)
+from controlplane.scheduler.podinfo import PodInfo, pod_info
+from controlplane.scheduler.queue import ClusterEvent
+from controlplane.scheduler.reservation import lifecycle
+from controlplane.scheduler.reservation.fit import fits_reservation
+from controlplane.scheduler.reservation.info import ALLOCATE_POLICY_RESTRICTED, ReservationInfo
+from controlplane.scheduler.reservation.messages import (
+    ERR_REASON_RESERVATION_AFFINITY,
+    ERR_REASON_RESERVATION_INACTIVE,
+)
+from controlplane.scheduler.reservation.phases import is_available, is_expired, is_failed, is_succeeded
+from controlplane.scheduler.reservation.prebind import reservation_allocated_value
+from controlplane.scheduler.reservation.reservepod import ReservationError, reserve_pod, validate_reservation
+from controlplane.scheduler.reservation.scoring import most_preferred_by_order, score_reservation
+from controlplane.scheduler.reservation.transformer import PodContext, classify
+from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED, get_reservation_allocated
+from koordinator.api.quantity import Quantity
+from koordinator.api.resourcelist import ResourceList
+from koordinator.kube import resources as res
+from koordinator.kube.client import ApiClient
+from koordinator.kube.errors import ConflictError, KubeError, NotFoundError
+from koordinator.kube.informer.factory import InformerFactory
+from koordinator.kube.informer.informer import Tombstone
+
+log = logging.getLogger(__name__)
+
+NAME = "Reservation"
+#: a Reservation came, changed or went: its owners may fit now
+RESERVATION_CHANGE = ClusterEvent("Reservation", "*")
+#: the node that holds the most preferred (ordered) reservation
+MOST_PREFERRED_SCORE = 1000
+_STATE_KEY = "Reservation/assigned"
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReservationArgs:
+    enable_preemption: bool = False
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+    controller_workers: int = 1
+    gc_duration_s: float = lifecycle.DEFAULT_GC_DURATION_S
+    gc_interval_s: float = 60.0
+    resync_interval_s: float = 60.0
+    disable_garbage_collection: bool = False
+
+
+_INT_FIELDS = {
+    "minCandidateNodesPercentage": ("min_candidate_nodes_percentage", 0, 100),
+    "minCandidateNodesAbsolute": ("min_candidate_nodes_absolute", 0, None),
+    "controllerWorkers": ("controller_workers", 1, None),
+    "gcDurationSeconds": ("gc_duration_s", 1, None),
+    "gcIntervalSeconds": ("gc_interval_s", 1, None),
+    "resyncIntervalSeconds": ("resync_interval_s", 1, None),
+}
+_KNOWN = {
+    "apiVersion",
+    "kind",
+    "enablePreemption",
+    "disableGarbageCollection",
+    "ignoredResources",
+    "ignoredResourceGroups",
+    "preAllocationConfig",
+    "reservationSelectorIndex",
+    *_INT_FIELDS,
+}
+
+
+def reservation_args(raw: Mapping[str, Any] | None, path: str = NAME) -> ReservationArgs:
+    """ReservationArgs with upstream's defaults; ``ignoredResources``,
+    ``ignoredResourceGroups``, ``preAllocationConfig`` and ``reservationSelectorIndex`` are
+    accepted and have nothing to act on here."""
+    raw = raw or {}
+    unknown = set(raw) - _KNOWN
+    if unknown:
+        raise ArgsError(f"{path}: unknown field(s) {sorted(unknown)}")
+    values: dict[str, Any] = {
+        "enable_preemption": boolean(raw, "enablePreemption", path),
+        "disable_garbage_collection": boolean(raw, "disableGarbageCollection", path),
+    }
+    for key, (attr, low, high) in _INT_FIELDS.items():
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+            bound = f"[{low}, {high}]" if high else f"at least {low}"
+            raise ArgsError(f"{path}.{key}: Invalid value: {value!r}: must be an integer {bound}")
+        values[attr] = float(value) if attr.endswith("_s") else value
+    return ReservationArgs(**values)
+
+
+def _ints(resources: ResourceList) -> dict[str, int]:
+    """Positive amounts in the table's units (CPU in milli-cores), ``pods`` apart."""
+    out = {}
+    for name, quantity in resources.items():
+        if name == "pods":
+            continue
+        value = quantity.milli_value() if name == CPU else quantity.value()
+        if value > 0:
+            out[name] = value
+    return out
+
+
+def _quantities(requests: Mapping[str, int]) -> ResourceList:
+    return {n: Quantity.from_milli(v) if n == CPU else Quantity.from_int(v) for n, v in requests.items()}
+
+
+def _pod_object(pod: PodInfo) -> dict[str, Any]:
+    """The parts of the pod object the reservation core reads: identity, labels, the
+    reservation annotations, the controlling owner and the requests."""
+    meta: dict[str, Any] = {
+        "name": pod.name,
+        "namespace": pod.namespace,
+        "uid": pod.uid,
+        "labels": dict(pod.labels),
+        "annotations": dict(pod.annotations),
+    }
+    if pod.controller is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": pod.controller.api_version,
+                "kind": pod.controller.kind,
+                "name": pod.controller.name,
+                "uid": pod.controller.uid,
+                "controller": True,
+            }
+        ]
+    requests = {name: f"{value}m" if name == CPU else str(value) for name, value in pod.requests.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "nodeName": pod.node_name,
+            "tolerations": [],
+            "containers": [{"name": "c", "resources": {"requests": requests}}],
+        },
+    }
+
+
+@dataclass
+class _Matched:
+    """The reservations a pod may use, by node, for its scheduling cycle."""
+
+    pod: PodInfo
+    ctx: PodContext
+    by_node: dict[str, list[ReservationInfo]]
+
+
+class Reservation:
+    NAME = NAME
+    PREEMPTION_HELPS = False
+    reverse = False
+
+    def __init__(self, args: ReservationArgs | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.args = args or reservation_args(None)
+        self.clock = clock
+        #: reservation name -> its info (owners assigned included)
+        self.infos: dict[str, ReservationInfo] = {}
+        #: owner pod UID -> (reservation name, the pod)
+        self.owners: dict[str, tuple[str, PodInfo]] = {}
+        #: reservation name -> the reserve pod handed to the scheduler last
+        self.reserve_pods: dict[str, PodInfo] = {}
+        self._handle: Handle | None = None
+        self._notifier = QueueNotifier(RESERVATION_CHANGE)
+        self._matched: _Matched | None = None
+        self._cluster: Cluster | None = None
+
+    # --- wiring ----------------------------------------------------------------------------
+
+    def bind_handle(self, handle: Handle) -> None:
+        self._handle = handle
+        self._notifier.handle = handle
+        for info in self.infos.values():
+            self._sync_reserve_pod(info)
+
+    def attach(self, factory: InformerFactory, name: str) -> None:
+        factory.informer(res.RESERVATIONS).add_consumer(
+            name=name,
+            on_add=self.on_reservation,
+            on_update=lambda _, new: self.on_reservation(new),
+            on_delete=self.on_reservation_deleted,
+        )
+
+    def take_object(self, obj: Obj) -> None:
+        """An object ``simulate`` was given: Reservations (only placed ones hold room there)."""
+        if obj.get("kind") == "Reservation":
+            self.on_reservation(obj)
+
+    def on_reservation(self, reservation: Obj) -> None:
+        name = str((reservation.get("metadata") or {}).get("name") or "")
+        try:
+            validate_reservation(reservation)
+        except ReservationError as err:
+            log.warning("Reservation %s ignored: %s", name, err)
+            return
+        info = ReservationInfo.from_reservation(reservation)
+        for uid, (owner, pod) in self.owners.items():
+            if owner == name and uid:
+                info.add_assigned_pod(_pod_object(pod))
+        self.infos[name] = info
+        self._sync_reserve_pod(info)
+        self._notifier.notify()
+
+    def on_reservation_deleted(self, reservation: Obj | Tombstone[Obj]) -> None:
+        name = (
+            reservation.key.rpartition("/")[2]
+            if isinstance(reservation, Tombstone)
+            else str((reservation.get("metadata") or {}).get("name") or "")
+        )
+        self.infos.pop(name, None)
+        self._drop_reserve_pod(name)
+        self._notifier.notify()
+
+    def _drop_reserve_pod(self, name: str) -> None:
+        pod = self.reserve_pods.pop(name, None)
+        if pod is not None and self._handle is not None and self._handle.reserve_pods is not None:
+            self._handle.reserve_pods.remove_reserve_pod(pod.key)
+
+    def _sync_reserve_pod(self, info: ReservationInfo) -> None:
+        """Queue the reservation's reserve pod, place it with what is left of it, or take it
+        away once the reservation ended."""
+        sink = self._handle.reserve_pods if self._handle is not None else None
+        if sink is None:
+            return
+        reservation = info.reservation
+        if is_failed(reservation) or is_succeeded(reservation) or is_expired(reservation) or info.terminating:
+            self._drop_reserve_pod(info.name)
+            return
+        try:
+            pod = dataclasses.replace(pod_info(reserve_pod(reservation)), reservation=info.name)
+        except ValueError as err:
+            log.warning("Reservation %s ignored: %s", info.name, err)
+            return
+        if is_available(reservation) and info.node_name:
+            pod = dataclasses.replace(pod, requests=_ints(info.remaining()), node_name=info.node_name)
+        elif pod.node_name:
+            return  # placed per its status but not Available: nothing to hold
+        if self.reserve_pods.get(info.name) == pod:
+            return
+        self.reserve_pods[info.name] = pod
+        sink.add_reserve_pod(pod)
+
+    # --- owners ------------------------------------------------------------------------------
+
+    def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Bound pods with ``reservation-allocated`` count in their reservation (restored after
+        a restart); deleted ones leave it."""
+        if new is None:
+            if old is not None:
+                self._unassign(old.uid)
+            return
+        if new.reservation or not new.node_name or new.uid in self.owners:
+            return
+        try:
+            record = get_reservation_allocated(new.annotations)
+        except AnnotationError:
+            return
+        if record is None:
+            return
+        name = next((n for n, i in self.infos.items() if i.uid == record.uid), record.name)
+        self._assign(name, new)
+
+    def _assign(self, name: str, pod: PodInfo) -> None:
+        self.owners[pod.uid] = (name, pod)
+        info = self.infos.get(name)
+        if info is not None:
+            info.add_assigned_pod(_pod_object(pod))
+            self._sync_reserve_pod(info)
+
+    def _unassign(self, uid: str) -> None:
+        found = self.owners.pop(uid, None)
+        if found is None:
+            return
+        name, pod = found
+        info = self.infos.get(name)
+        if info is not None:
+            info.remove_assigned_pod(_pod_object(pod))
+            self._sync_reserve_pod(info)
+            self._notifier.notify()
+
+    # --- the pod's view of the nodes ---------------------------------------------------------
+
+    def _match(self, pod: PodInfo, cluster: Cluster) -> _Matched | None:
+        """The reservations ``pod`` may use, by node (None: no reservation concerns it)."""
+        self._cluster = cluster
+        if self._matched is not None and self._matched.pod is pod:
+            return self._matched
+        self._matched = None
+        if pod.reservation or not self.infos:
+            return None
+        obj = _pod_object(pod)
+        try:
+            ctx = PodContext.of(obj)
+        except (ReservationError, AnnotationError):
+            return None
+        by_node: dict[str, list[ReservationInfo]] = {}
+        for info in self.infos.values():
+            node = cluster.nodes.get(info.node_name) if info.node_name else None
+            if node is None or not info.is_available() or info.parse_error is not None:
+                continue
+            if info.allocate_once and info.allocated_pods > 0:
+                continue
+            if classify(ctx, info, node.labels).usable:
+                by_node.setdefault(info.node_name, []).append(info)
+        if not by_node and ctx.affinity is None:
+            return None
+        self._matched = _Matched(pod, ctx, by_node)
+        return self._matched
+
+    def restore(self, pod: PodInfo, cluster: Cluster) -> list[tuple[str, PodVector]]:
+        """The room of the reservations the pod may use, given back on their nodes."""
+        matched = self._match(pod, cluster)
+        if matched is None:
+            return []
+        table = cluster.table
+        return [
+            (node, table.pod_vector(_ints(info.remaining())))
+            for node, infos in matched.by_node.items()
+            for info in infos
+            if self.reserve_pods.get(info.name) is not None
+        ]
+
+    def _node_verdict(self, matched: _Matched, node: str) -> str | None:
+        """Why the node fails the pod as far as reservations go (None: it passes)."""
+        infos = matched.by_node.get(node)
+        if not infos:
+            return ERR_REASON_RESERVATION_AFFINITY if matched.ctx.affinity is not None else None
+        restricted = [i for i in infos if i.allocate_policy == ALLOCATE_POLICY_RESTRICTED]
+        if not restricted or len(restricted) < len(infos):
+            return None  # some reservation takes the rest from the node
+        reasons = [r for info in restricted for r in fits_reservation(matched.ctx.requests, info)]
+        fits_one = any(not fits_reservation(matched.ctx.requests, info) for info in restricted)
+        return None if fits_one else (reasons[0] if reasons else None)
+
+    # --- the points ------------------------------------------------------------------------
+
+    def mask(self, pod: PodInfo, cluster: Cluster) -> bytes | None:
+        matched = self._match(pod, cluster)
+        if matched is None:
+            return None
+        rejected = 0
+        for info in cluster.nodes.values():
+            if self._node_verdict(matched, info.name) is not None:
+                rejected |= 1 << info.row
+        return passing_mask(rejected, cluster.table.count) if rejected else None
+
+    def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
+        matched = self._match(pod, cluster)
+        out: dict[str, int] = {}
+        if matched is None:
+            return out
+        for info in cluster.nodes.values():
+            if rejected[info.row] and (why := self._node_verdict(matched, info.name)):
+                out[why] = out.get(why, 0) + 1
+        return out
+
+    def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
+        matched = self._match(pod, cluster)
+        return self._node_verdict(matched, node.name) if matched is not None else None
+
+    def _scores(self, matched: _Matched) -> dict[str, int]:
+        """Raw node scores: 1000 for the node of the most preferred ordered reservation,
+        else the best MostAllocated score of the node's matched reservations."""
+        all_matched = [info for infos in matched.by_node.values() for info in infos]
+        preferred, _ = most_preferred_by_order(all_matched)
+        scores = {}
+        for node, infos in matched.by_node.items():
+            if preferred is not None and preferred.node_name == node:
+                scores[node] = MOST_PREFERRED_SCORE
+            else:
+                scores[node] = max(score_reservation(matched.ctx.requests, info) for info in infos)
+        return scores
+
+    def extra(self, pod: PodInfo, cluster: Cluster, weight: int) -> Extra | None:
+        matched = self._match(pod, cluster)
+        if matched is None or not matched.by_node:
+            return None
+        scores = array("q", bytes(8 * cluster.table.count))
+        for node, score in self._scores(matched).items():
+            info = cluster.nodes.get(node)
+            if info is not None:
+                scores[info.row] = score
+        return row_scores(self.NAME, weight, scores)
+
+    def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
+        matched = self._matched if self._matched is not None and self._matched.pod is pod else None
+        return self._scores(matched).get(node.name, 0) if matched is not None else 0
+
+    def _nominate(self, matched: _Matched, node: str) -> ReservationInfo | None:
+        """The reservation the pod goes into on ``node``: the smallest non-zero order, then
+        the highest score, then the name."""
+        infos = [i for i in matched.by_node.get(node, ()) if not self._restricted_misfit(matched, i)]
+        if not infos:
+            return None
+        preferred, _ = most_preferred_by_order(infos)
+        if preferred is not None:
+            return preferred
+        return min(infos, key=lambda i: (-score_reservation(matched.ctx.requests, i), i.name))
+
+    @staticmethod
+    def _restricted_misfit(matched: _Matched, info: ReservationInfo) -> bool:
+        return info.allocate_policy == ALLOCATE_POLICY_RESTRICTED and bool(
+            fits_reservation(matched.ctx.requests, info)
+        )
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> str | None:
+        matched = self._matched if self._matched is not None and self._matched.pod is pod else None
+        if matched is None or pod.reservation:
+            return None
+        info = self._nominate(matched, node)
+        if info is None:
+            return ERR_REASON_RESERVATION_AFFINITY if matched.ctx.affinity is not None else None
+        current = self.infos.get(info.name)
+        if current is None:
+            return ERR_REASON_RESERVATION_INACTIVE
+        state[_STATE_KEY] = (info.name, current.uid)
+        self._assign(info.name, dataclasses.replace(pod, node_name=node))
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        if state.pop(_STATE_KEY, None) is not None:
+            self._unassign(pod.uid)
+
+    def forget_pod(self, pod: PodInfo, node: str) -> None:
+        self._unassign(pod.uid)
+
+    def modify(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> str | None:
+        assigned = state.get(_STATE_KEY)
+        if isinstance(assigned, tuple):
+            patch.annotations[ANNOTATION_RESERVATION_ALLOCATED] = reservation_allocated_value(*assigned)
+        return None
+
+    async def bind(self, client: ApiClient, state: CycleState, pod: PodInfo, node: str) -> bool:
+        """Bind a reserve pod: the Reservation's status says where it is, and it is Available
+        (with the PreBind changes other plug-ins made, on its metadata); other pods are left
+        to the next binder."""
+        if not pod.reservation:
+            return False
+        patch = state.get(RESERVE_POD_PATCH)
+        if isinstance(patch, dict):
+            await client.patch(res.RESERVATIONS, pod.reservation, patch)
+        current = await client.get(res.RESERVATIONS, pod.reservation)
+        try:
+            bound = lifecycle.bind(current, node, self.clock())
+        except ReservationError as err:
+            raise KubeError(f"Reservation {pod.reservation}: {err}") from None
+        await client.replace_status(res.RESERVATIONS, bound)
+        return True
+
+    def describe(self, pod: PodInfo) -> tuple[str, Any] | None:
+        """``simulate``'s report of the reservation the pod went into."""
+        found = self.owners.get(pod.uid)
+        if found is None:
+            return None
+        info = self.infos.get(found[0])
+        return "reservation", {"name": found[0], "uid": info.uid if info is not None else ""}
+
+    # --- the controller ----------------------------------------------------------------------
+
+    def _owner_objects(self, name: str) -> list[dict[str, Any]]:
+        info = self.infos.get(name)
+        out = []
+        for owner, pod in self.owners.values():
+            if owner != name or info is None:
+                continue
+            obj = _pod_object(pod)
+            obj["metadata"]["annotations"][ANNOTATION_RESERVATION_ALLOCATED] = reservation_allocated_value(
+                name, info.uid
+            )
+            out.append(obj)
+        return out
+
+    def pending_writes(self, now: float, nodes: Mapping[str, Any]) -> list[tuple[str, str, Obj | None]]:
+        """What the controller writes now: (reservation, ``status`` or ``delete``, the new
+        object): expiries, owner syncs and garbage collection."""
+        out: list[tuple[str, str, Obj | None]] = []
+        for name, info in list(self.infos.items()):
+            reservation = info.reservation
+            node_exists = not info.node_name or info.node_name in nodes
+            if not self.args.disable_garbage_collection and lifecycle.should_garbage_collect(
+                reservation, now, gc_duration_s=self.args.gc_duration_s, node_exists=node_exists
+            ):
+                out.append((name, "delete", None))
+                continue
+            if lifecycle.should_expire(reservation, now, node_exists=node_exists):
+                out.append((name, "status", lifecycle.set_expired(reservation, now)))
+                continue
+            if is_available(reservation):
+                synced = lifecycle.sync_owners(reservation, self._owner_objects(name), now)
+                if synced is not None:
+                    out.append((name, "status", synced))
+        return out
+
+    async def controller(self, client: ApiClient) -> None:
+        """Write expiries, owners and deletions each second (until cancelled)."""
+        while True:
+            await asyncio.sleep(1.0)
+            cluster_nodes = self._nodes()
+            for name, action, obj in self.pending_writes(self.clock(), cluster_nodes):
+                try:
+                    if action == "delete":
+                        await client.delete(res.RESERVATIONS, name)
+                    elif obj is not None:
+                        await client.replace_status(res.RESERVATIONS, dict(obj))
+                except (NotFoundError, ConflictError):
+                    continue  # gone, or changed meanwhile: the next round sees the new one
+                except KubeError as err:
+                    log.warning("Reservation %s not updated: %s", name, err)
+
+    def _nodes(self) -> Mapping[str, Any]:
+        """The nodes the scheduler knows (its cluster, as the last cycle saw it); before any
+        cycle, every reservation's node counts as present."""
+        if self._cluster is None:
+            return {info.node_name: None for info in self.infos.values()}
+        return self._cluster.nodes

@@ -1,0 +1,251 @@
+"""Reservation in the live scheduler against the fake apiserver: a Reservation is scheduled
+and Available, its room is kept from other pods, its owner lands on it with
+``reservation-allocated`` and the Reservation records the owner (allocate-once: Succeeded);
+an expired one is failed and collected. Also ``simulate`` with placed Reservations: owners,
+reservation affinity and ``reservation-order``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.scheduler.config import parse
+from controlplane.scheduler.plugins.args import ArgsError
+from controlplane.scheduler.plugins.reservation import reservation_args
+from controlplane.scheduler.simulate import simulate
+from koordinator.kube import resources as res
+from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.test_simulate import write
+from tests.polling import eventually
+from testsupport.fake import FakeApiServer
+
+Obj = dict[str, Any]
+CRDS = Path(__file__).resolve().parents[3] / "crds"
+ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+
+
+def node(name: str, cpu: str = "4") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def pod(name: str, cpu: str, labels: Obj | None = None, annotations: Obj | None = None) -> Obj:
+    meta: Obj = {"name": name, "namespace": "default", "labels": labels or {}}
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+
+
+def reservation(
+    name: str,
+    cpu: str,
+    *,
+    owners: list[Obj] | None = None,
+    ttl: str = "1h",
+    labels: Obj | None = None,
+    node_name: str = "",
+    allocate_once: bool = True,
+) -> Obj:
+    spec: Obj = {
+        "template": {
+            "metadata": {"namespace": "default"},
+            "spec": {
+                "schedulerName": "koord-scheduler",
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+            },
+        },
+        "owners": owners if owners is not None else [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+        "ttl": ttl,
+        "allocateOnce": allocate_once,
+    }
+    obj: Obj = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+    }
+    if node_name:  # as the scheduler left it: Available there
+        obj["metadata"]["uid"] = f"uid-{name}"
+        obj["status"] = {
+            "phase": "Available",
+            "nodeName": node_name,
+            "allocatable": {"cpu": cpu},
+            "conditions": [
+                {"type": "Scheduled", "status": "True", "reason": "Scheduled"},
+                {"type": "Ready", "status": "True", "reason": "Available"},
+            ],
+        }
+    return obj
+
+
+def config(args: Obj | None = None) -> Any:
+    plugin_config = [{"name": "Reservation", "args": args}] if args else []
+    return parse(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": "koord-scheduler",
+                    "plugins": {
+                        "multiPoint": {"enabled": [{"name": "Reservation"}]},
+                        "score": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": "Reservation", "weight": 5000}],
+                        },
+                        "bind": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": "Reservation"}, {"name": "DefaultBinder"}],
+                        },
+                    },
+                    "pluginConfig": plugin_config,
+                }
+            ],
+        }
+    )
+
+
+def bound_to(fake: FakeApiServer, name: str) -> str | None:
+    found: str | None = fake.get(res.PODS, name, "default")["spec"].get("nodeName")
+    return found
+
+
+def status_of(fake: FakeApiServer, name: str) -> Obj:
+    found: Obj = fake.get(res.RESERVATIONS, name).get("status") or {}
+    return found
+
+
+async def test_a_reservation_holds_its_room_until_its_owner_takes_it():
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.koordinator.sh_reservations.yaml")
+        fake.create(res.NODES, node("n1"))
+        fake.create(res.RESERVATIONS, reservation("web-capacity", "3"))
+        async with running(fake, config()):
+            await eventually(lambda: status_of(fake, "web-capacity").get("phase") == "Available")
+            status = status_of(fake, "web-capacity")
+            assert status["nodeName"] == "n1"
+            assert status["allocatable"] == {"cpu": "3"}
+            assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+                ("Scheduled", "True", "Scheduled"),
+                ("Ready", "True", "Available"),
+            ]
+            # 3 of n1's 4 CPUs are held: a pod of 2 that is no owner does not fit
+            fake.create(res.PODS, pod("other", "2"))
+            await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in _events(fake, "other")))
+            assert bound_to(fake, "other") is None
+            # the owner (app=web) gets the reservation's room back, and lands in it
+            fake.create(res.PODS, pod("web-0", "3", labels={"app": "web"}))
+            await eventually(lambda: bound_to(fake, "web-0") == "n1")
+            allocated = json.loads(
+                fake.get(res.PODS, "web-0", "default")["metadata"]["annotations"][ALLOCATED]
+            )
+            reserved = fake.get(res.RESERVATIONS, "web-capacity")
+            assert allocated == {"name": "web-capacity", "uid": reserved["metadata"]["uid"]}
+            # the controller records the owner; allocate-once: the reservation is used up
+            await eventually(lambda: status_of(fake, "web-capacity").get("phase") == "Succeeded")
+            status = status_of(fake, "web-capacity")
+            assert status["currentOwners"] == [
+                {"namespace": "default", "name": "web-0", "uid": _uid(fake, "web-0")}
+            ]
+            assert status["allocated"] == {"cpu": "3"}
+
+
+async def test_an_expired_reservation_is_failed_and_collected():
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.koordinator.sh_reservations.yaml")
+        fake.create(res.NODES, node("n1"))
+        fake.create(res.RESERVATIONS, reservation("short", "1", ttl="1s"))
+        async with running(fake, config({"gcDurationSeconds": 1})):
+            await eventually(lambda: status_of(fake, "short").get("phase") in ("Available", "Failed"))
+            await eventually(lambda: status_of(fake, "short").get("phase") == "Failed", within=15)
+            ready = [c for c in status_of(fake, "short")["conditions"] if c["type"] == "Ready"]
+            assert [(c["status"], c["reason"]) for c in ready] == [("False", "Expired")]
+            # its room is free again, and a second later it is gone
+            fake.create(res.PODS, pod("after", "4"))
+            await eventually(lambda: bound_to(fake, "after") == "n1")
+            await eventually(lambda: not fake.list_objects(res.RESERVATIONS), within=15)
+
+
+def _events(fake: FakeApiServer, pod_name: str) -> list[Obj]:
+    return [e for e in fake.list_objects(res.EVENTS, "default") if e["involvedObject"]["name"] == pod_name]
+
+
+def _uid(fake: FakeApiServer, name: str) -> str:
+    uid: str = fake.get(res.PODS, name, "default")["metadata"]["uid"]
+    return uid
+
+
+def test_simulate_places_owners_on_their_reservations_by_order_and_affinity(tmp_path):
+    nodes = write(tmp_path, "nodes.yaml", [node("n1"), node("n2"), node("n3")])
+    placed = [
+        reservation("r-n1", "2", node_name="n1", labels={"scheduling.koordinator.sh/reservation-order": "2"}),
+        reservation("r-n2", "2", node_name="n2", labels={"scheduling.koordinator.sh/reservation-order": "1"}),
+        reservation(
+            "r-n3", "2", node_name="n3", owners=[{"object": {"name": "named", "namespace": "default"}}]
+        ),
+    ]
+    objects = write(tmp_path, "objects.yaml", placed)
+    pending = [
+        pod("web-0", "2", labels={"app": "web"}),
+        pod(
+            "pinned",
+            "2",
+            labels={"app": "web"},
+            annotations={"scheduling.koordinator.sh/reservation-affinity": json.dumps({"name": "r-n1"})},
+        ),
+        pod("named", "2"),
+        pod("other", "3"),
+    ]
+    results = {
+        r["pod"]: r for r in simulate(config(), nodes, write(tmp_path, "pods.yaml", pending), [objects])
+    }
+    # web-0: r-n1 and r-n2 match its labels; r-n2 has the smaller order: 1000 there, then
+    # r-n1's MostAllocated (2 of 2 cpu: 100); normalized to 100 and 10, x 5000
+    web = results["default/web-0"]
+    assert web["node"] == "n2"
+    assert web["reservation"]["name"] == "r-n2"
+    assert web["scores"]["n2"]["Reservation"] == 100
+    assert web["scores"]["n1"]["Reservation"] == 10
+    # reservation affinity by name: only r-n1's node
+    pinned = results["default/pinned"]
+    assert (pinned["node"], pinned["reservation"]["name"]) == ("n1", "r-n1")
+    assert set(pinned["filtered"]) == {"n2", "n3"}
+    assert pinned["filtered"]["n3"] == ["node(s) no reservations match reservation affinity"]
+    # an owner by object name
+    assert (results["default/named"]["node"], results["default/named"]["reservation"]["name"]) == (
+        "n3",
+        "r-n3",
+    )
+    # a pod no reservation owns sees every node with 2 of 4 CPUs held: 3 fit nowhere
+    assert results["default/other"]["node"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"minCandidateNodesPercentage": 101}, "minCandidateNodesPercentage: Invalid value: 101"),
+        ({"gcDurationSeconds": 0}, "gcDurationSeconds: Invalid value: 0"),
+        ({"enablePreemption": "yes"}, "enablePreemption: Invalid value"),
+        ({"other": 1}, "unknown field(s)"),
+    ],
+    ids=["percentage", "gc-duration", "preemption-flag", "unknown"],
+)
+def test_bad_args_are_refused_naming_the_field(args, message):
+    with pytest.raises(ArgsError, match=re.escape(message)):
+        reservation_args(args)
