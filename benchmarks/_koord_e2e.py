@@ -47,6 +47,7 @@ CRDS = tuple(
         "scheduling.sigs.k8s.io_elasticquotas.yaml",
         "scheduling.sigs.k8s.io_podgroups.yaml",
         "scheduling.koordinator.sh_devices.yaml",
+        "scheduling.koordinator.sh_reservations.yaml",
         "topology.node.k8s.io_noderesourcetopologies.yaml",
     )
 )

@@ -155,10 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
         PROG,
         "Koordinator's scheduler: kube-scheduler's default plug-ins and LoadAwareScheduling, "
         "ElasticQuota, Coscheduling, NodeResourcesFitPlus, ScarceResourceAvoidance, SchedulingHint, "
-        "NodeNUMAResource, DeviceShare and DefaultPreBind "
+        "NodeNUMAResource, DeviceShare, Reservation and DefaultPreBind "
         "(Koordinator's profile ships as controlplane/scheduler/profiles/koord-scheduler.yaml); "
         "`simulate` places pods offline with the same framework. Not built in this release: "
-        "Reservation.",
+        "the extender.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )
@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="other cluster objects: bound pods, PodDisruptionBudgets, NodeMetrics, ElasticQuotas, "
-        "PodGroups, NodeResourceTopologies, Devices, volumes (repeatable)",
+        "PodGroups, NodeResourceTopologies, Devices, Reservations, volumes (repeatable)",
     )
     sim.add_argument("--config", dest="sim_config", metavar="FILE", help="KubeSchedulerConfiguration")
     sim.add_argument("--seed", type=int, default=None, help="tie-break seed (default: random)")

@@ -5,7 +5,8 @@ Nodes come from ``--nodes``, the pods to place from ``--pods``, and other cluste
 from ``--objects`` (pods already bound there count on their nodes; PodDisruptionBudgets
 guide whom preemption would evict; NodeMetrics give LoadAwareScheduling the nodes' usage;
 PodGroups define gangs for Coscheduling, ElasticQuotas the quota trees;
-NodeResourceTopologies and Devices feed NodeNUMAResource and DeviceShare;
+NodeResourceTopologies and Devices feed NodeNUMAResource and DeviceShare, placed
+Reservations hold their room for their owners;
 PersistentVolumes, claims, StorageClasses and CSINodes feed the volume plug-ins). Each
 scheduled pod is assumed on its node before the next one is placed, as the live
 scheduler does, with the profile's Reserve and Permit plug-ins run on it (a pod a Permit

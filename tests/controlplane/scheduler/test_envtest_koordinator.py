@@ -2,7 +2,7 @@
 
 koord-scheduler runs in-process with Koordinator's shipped profile
 (:data:`controlplane.scheduler.profiles.KOORDINATOR`: LoadAwareScheduling, NodeNUMAResource,
-DeviceShare, ElasticQuota, Coscheduling) and, for the colocation loop, koord-manager's
+DeviceShare, Reservation, ElasticQuota, Coscheduling) and, for the colocation loop, koord-manager's
 noderesource controller as well:
 
 * the controller turns NodeMetrics (written as the koordlet writes them) into
@@ -13,7 +13,9 @@ noderesource controller as well:
 * a gang of four with room for three binds none, then all four once a node with room joins;
 * an LSR pod on a SingleNUMANode node gets a ``resource-status`` cpuset of whole cores on one
   NUMA node from the node's NodeResourceTopology, and a GPU-share pod a ``device-allocated``
-  matching the node's Device object.
+  matching the node's Device object;
+* a Reservation is scheduled and Available, its owner lands on it with
+  ``reservation-allocated`` and the Reservation records it, and one past its TTL is failed.
 
 The module runs its own etcd and kube-apiserver: the noderesource controller acts on every
 node of the cluster, and the quota tree's root spans all of them. Each test still labels its
@@ -64,6 +66,7 @@ CRDS = [
         "scheduling.sigs.k8s.io_elasticquotas.yaml",
         "scheduling.sigs.k8s.io_podgroups.yaml",
         "scheduling.koordinator.sh_devices.yaml",
+        "scheduling.koordinator.sh_reservations.yaml",
         "topology.node.k8s.io_noderesourcetopologies.yaml",
     )
 ]
@@ -453,3 +456,75 @@ async def test_a_gpu_share_pod_gets_a_device_allocation_matching_the_device_obje
             }
         ]
     }
+
+
+# ---- 5. Reservation --------------------------------------------------------------------------
+
+
+def _reservation(name: str, tag: str, cpu: str, ttl: str, owner_label: str) -> Obj:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": "default"},
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "nodeSelector": {"test-tag": tag},
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+                },
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"app": owner_label}}}],
+            "ttl": ttl,
+        },
+    }
+
+
+async def _reservation_status(client: ApiClient, name: str) -> Obj:
+    found: Obj = (await client.get(res.RESERVATIONS, name)).get("status") or {}
+    return found
+
+
+async def test_a_reservation_is_available_its_owner_lands_on_it_and_an_expired_one_is_failed(cluster):
+    client, ns, tag = cluster
+    name = f"res-{tag}"
+    await add_node(client, name, tag, "4", "16Gi")
+    kept, short = f"web-{tag}", f"short-{tag}"
+    await client.create(res.RESERVATIONS, _reservation(kept, tag, "3", "1h", f"web-{tag}"))
+    await client.create(res.RESERVATIONS, _reservation(short, tag, "1", "2s", f"none-{tag}"))
+    async with koord_scheduler(client):
+
+        async def available() -> bool:
+            return (await _reservation_status(client, kept)).get("phase") == "Available"
+
+        await eventually_awaited(available, 30)
+        status = await _reservation_status(client, kept)
+        assert (status["nodeName"], status["allocatable"]) == (name, {"cpu": "3"})
+        # the owner lands in the reservation and carries its name and UID
+        owner = pod("web-0", ns, tag, {"cpu": "3"}, labels={"app": f"web-{tag}"})
+        await client.create(res.PODS, owner)
+        await eventually_awaited(lambda: _on(client, ns, "web-0", name), 30)
+        reserved = await client.get(res.RESERVATIONS, kept)
+        assert await _annotation(client, ns, "web-0", "scheduling.koordinator.sh/reservation-allocated") == {
+            "name": kept,
+            "uid": reserved["metadata"]["uid"],
+        }
+        # the scheduler's Reservation controller: owners recorded (allocate-once: Succeeded),
+        # the short one expired
+
+        async def recorded() -> bool:
+            status = await _reservation_status(client, kept)
+            return status.get("phase") == "Succeeded" and bool(status.get("currentOwners"))
+
+        await eventually_awaited(recorded, 30)
+        status = await _reservation_status(client, kept)
+        assert [o["name"] for o in status["currentOwners"]] == ["web-0"]
+        assert status["allocated"] == {"cpu": "3"}
+
+        async def expired() -> bool:
+            return (await _reservation_status(client, short)).get("phase") == "Failed"
+
+        await eventually_awaited(expired, 30)
+        ready = [c for c in (await _reservation_status(client, short))["conditions"] if c["type"] == "Ready"]
+        assert [(c["status"], c["reason"]) for c in ready] == [("False", "Expired")]

@@ -13,34 +13,46 @@ def test_the_koordinator_profile_enables_its_plugins_in_upstreams_order():
     (profile,) = loaded.profiles
     assert profile.scheduler_name == "koord-scheduler"
     # after kube-scheduler's filters
-    assert profile.filters[-3:] == ["LoadAwareScheduling", "NodeNUMAResource", "DeviceShare"]
-    assert profile.points["preFilter"][-5:] == [
+    assert profile.filters[-4:] == ["LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Reservation"]
+    assert profile.points["preFilter"][-6:] == [
         "SchedulingHint",
+        "Reservation",
         "NodeNUMAResource",
         "DeviceShare",
         "Coscheduling",
         "ElasticQuota",
     ]
-    assert profile.points["postFilter"] == ["Coscheduling", "ElasticQuota", "DefaultPreemption"]
-    assert profile.points["reserve"][-5:] == [
+    assert profile.points["postFilter"] == [
+        "Reservation",
+        "Coscheduling",
+        "ElasticQuota",
+        "DefaultPreemption",
+    ]
+    assert profile.points["reserve"][-6:] == [
         "LoadAwareScheduling",
         "NodeNUMAResource",
         "DeviceShare",
+        "Reservation",
         "Coscheduling",
         "ElasticQuota",
     ]
-    assert profile.points["preBind"][-4:] == [
+    assert profile.points["preBind"][-5:] == [
         "NodeNUMAResource",
         "DeviceShare",
+        "Reservation",
         "Coscheduling",
         "DefaultPreBind",
     ]
+    assert profile.points["bind"] == ["Reservation", "DefaultBinder"]
     assert profile.points["permit"] == ["Coscheduling"]
     assert profile.points["preEnqueue"] == ["SchedulingGates", "Coscheduling"]
-    assert {n: profile.scores[n] for n in ("LoadAwareScheduling", "NodeNUMAResource", "DeviceShare")} == {
+    koordinator = ("LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling")
+    assert {n: profile.scores[n] for n in koordinator} == {
         "LoadAwareScheduling": 1,
         "NodeNUMAResource": 1,
         "DeviceShare": 1,
+        "Reservation": 5000,
+        "Coscheduling": 1,
     }
     # upstream's deployment overrides: expired metrics do not filter, the batch resources score
     args = profile.args["LoadAwareScheduling"]
