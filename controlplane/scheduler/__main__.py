@@ -18,6 +18,7 @@ from koordinator import __version__
 from koordinator.api.features import CONTROL_PLANE_FEATURES
 from koordinator.cli import (
     bool_flag,
+    cannot_listen,
     component_parser,
     duration_flag,
     fail,
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from controlplane.scheduler.process import ProcessOptions
 
 PROG = "koord-scheduler"
+#: ``koord-scheduler extender``'s HTTP port
+EXTENDER_PORT = 10262
 log = logging.getLogger(PROG)
 EXIT_FAILED = 1
 
@@ -189,11 +192,63 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--config", dest="sim_config", metavar="FILE", help="KubeSchedulerConfiguration")
     sim.add_argument("--seed", type=int, default=None, help="tie-break seed (default: random)")
     sim.add_argument("--output", "-o", choices=("json", "table"), default="table")
+    ext = commands.add_parser(
+        "extender",
+        help="serve Koordinator's plug-ins to a stock kube-scheduler (its extender protocol)",
+        description="Answer a stock kube-scheduler's extender calls (filter, prioritize, bind, preempt) with "
+        "the plug-ins of --config (default: controlplane/scheduler/profiles/koord-extender.yaml), over "
+        "the cluster of --kubeconfig.",
+    )
+    ext.add_argument("--port", type=int, default=EXTENDER_PORT, help=f"HTTP port ({EXTENDER_PORT})")
     return parser
+
+
+def _extend(args: argparse.Namespace) -> int:
+    from controlplane.scheduler.extender import serve
+    from controlplane.scheduler.profiles import EXTENDER
+    from koordinator.kube.client import ApiClient
+    from koordinator.kube.config import ConfigError, load_config
+
+    try:
+        config = schedconfig.load(args.config or str(EXTENDER))
+    except schedconfig.ConfigError as err:
+        fail(PROG, str(err))
+    config.feature_gates = args.feature_gates
+    kubeconfig, qps, burst, _ = settings(args, config)
+
+    async def main() -> int:
+        try:
+            cluster = load_config(kubeconfig)
+        except ConfigError as err:
+            log.error("cannot load cluster credentials: %s", err)
+            return EXIT_FAILED
+        async with ApiClient(cluster, qps=qps, burst=burst) as client:
+            task = asyncio.current_task()
+            assert task is not None
+
+            def stop() -> None:
+                task.cancel()
+
+            stop_on_signals(stop)
+            try:
+                await serve(client, config, args.bind_address, args.port)
+            except TimeoutError:
+                log.error("informer caches did not sync")
+                return EXIT_FAILED
+            except OSError as err:
+                log.error("%s", cannot_listen(args.bind_address, args.port, err))
+                return EXIT_FAILED
+            except asyncio.CancelledError:
+                log.info("%s extender stopping", PROG)
+            return 0
+
+    return run_loop(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_component_args(build_parser(), argv)
+    if args.command == "extender":
+        return _extend(args)
     if args.command != "simulate":
         return _serve(args)
     try:

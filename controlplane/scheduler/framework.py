@@ -512,20 +512,7 @@ class Framework:
         )
         start = self.next_start % table.count if table.count else 0
         order = sorted(feasible_rows, key=lambda row: (row - start) % table.count)[:want]
-        scoring = {extra.name for extra in self.extras(pod)}
-        active = [(p, w) for p, w in self.scorers if p.NAME in scoring]
-        # plug-ins whose normalization needs the window (PodTopologySpread, InterPodAffinity)
-        # score it themselves; the others give raw scores for DefaultNormalizeScore
-        windowed = {
-            p.NAME: window(pod, self.cluster, order)
-            for p, _ in active
-            if (window := getattr(p, "window_scores", None)) is not None
-        }
-        raws = {
-            p.NAME: [p.raw_score(pod, self.cluster.by_row[row]) for row in order]  # type: ignore[arg-type]
-            for p, _ in active
-            if p.NAME not in windowed
-        }
+        by_plugin = self.plugin_scores(pod, order)
         scores: dict[str, dict[str, int]] = {}
         for k, row in enumerate(order):
             fit, balanced = kernel.score(table, row, vector, cfg)
@@ -535,14 +522,79 @@ class Framework:
             if self.balanced_weight:
                 entry[noderesources.BALANCED] = max(balanced, 0)
             total = fit * self.fit_weight + max(balanced, 0) * self.balanced_weight
-            for plugin, weight in active:
-                if plugin.NAME in windowed:
-                    score = windowed[plugin.NAME][k]
-                else:
-                    highest = max(raws[plugin.NAME], default=0)
-                    score = normalized(raws[plugin.NAME][k], highest, plugin.reverse)
-                entry[plugin.NAME] = score
-                total += weight * score
+            for name, (weight, plugin_scores) in by_plugin.items():
+                entry[name] = plugin_scores[k]
+                total += weight * plugin_scores[k]
             entry["total"] = total
             scores[table.names[row]] = entry
         return {"filtered": filtered, "scores": scores}
+
+    def plugin_scores(self, pod: PodInfo, rows: list[int]) -> dict[str, tuple[int, list[int]]]:
+        """The final score (0-100) of each row of ``rows`` by every score plug-in outside the
+        kernel that scores the pod, with its weight: normalized over ``rows`` as one
+        scoring window."""
+        scoring = {extra.name for extra in self.extras(pod)}
+        out: dict[str, tuple[int, list[int]]] = {}
+        for plugin, weight in self.scorers:
+            if plugin.NAME not in scoring:
+                continue
+            # plug-ins whose normalization needs the window (PodTopologySpread, ...) or that
+            # upstream does not normalize score it themselves; the others give raw scores
+            # for DefaultNormalizeScore
+            window = getattr(plugin, "window_scores", None)
+            if window is not None:
+                out[plugin.NAME] = (weight, list(window(pod, self.cluster, rows)))
+                continue
+            raws = [plugin.raw_score(pod, self.cluster.by_row[row]) for row in rows]  # type: ignore[arg-type]
+            highest = max(raws, default=0)
+            out[plugin.NAME] = (weight, [normalized(raw, highest, plugin.reverse) for raw in raws])
+        return out
+
+    # --- kube-scheduler's extender --------------------------------------------------------
+
+    def extender_filter(
+        self, pod: PodInfo, names: list[str]
+    ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """The filter verb: of ``names`` (nodes a stock kube-scheduler found feasible), those
+        this profile's PreFilter and filter plug-ins pass, and the others with their reason,
+        apart (the second map) where preemption cannot help."""
+        with self.restored(pod):
+            passing: list[str] = []
+            failed: dict[str, str] = {}
+            unresolvable: dict[str, str] = {}
+            pre = self.pre_filter(pod)
+            masks = self.masks(pod) if pre.message is None else []
+            for name in names:
+                info = self.cluster.nodes.get(name)
+                if info is None:
+                    unresolvable[name] = f"node {name!r} not found"
+                elif pre.message is not None:
+                    (failed if pre.resolvable else unresolvable)[name] = pre.message
+                elif pre.rows is not None and not pre.rows >> info.row & 1:
+                    unresolvable[name] = (
+                        f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.narrowing))}]"
+                    )
+                else:
+                    rejecting = next((p for p, m in masks if m is not None and not m[info.row]), None)
+                    if rejecting is None:
+                        passing.append(name)
+                        continue
+                    why = (
+                        rejecting.explain(pod, info, self.cluster)
+                        or f"node(s) didn't satisfy {rejecting.NAME}"
+                    )
+                    (failed if rejecting.PREEMPTION_HELPS else unresolvable)[name] = why
+            return passing, failed, unresolvable
+
+    def extender_scores(self, pod: PodInfo, names: list[str]) -> dict[str, int]:
+        """The prioritize verb: the weighted mean (0-100) of this profile's score plug-ins
+        outside the kernel over ``names``, normalized over them as one window."""
+        with self.restored(pod):
+            known = [self.cluster.nodes[n] for n in names if n in self.cluster.nodes]
+            by_plugin = self.plugin_scores(pod, [info.row for info in known])
+            total_weight = sum(weight for weight, _ in by_plugin.values())
+            out = dict.fromkeys(names, 0)
+            for k, info in enumerate(known):
+                weighted = sum(weight * scores[k] for weight, scores in by_plugin.values())
+                out[info.name] = weighted // total_weight if total_weight else 0
+            return out
