@@ -67,7 +67,11 @@ from controlplane.scheduler.reservation.reservepod import ReservationError, rese
 from controlplane.scheduler.reservation.scoring import most_preferred_by_order, score_reservation
 from controlplane.scheduler.reservation.transformer import PodContext, classify
 from koordinator.api.extension.annotations import AnnotationError
-from koordinator.api.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED, get_reservation_allocated
+from koordinator.api.extension.reservation import (
+    ANNOTATION_RESERVATION_AFFINITY,
+    ANNOTATION_RESERVATION_ALLOCATED,
+    get_reservation_allocated,
+)
 from koordinator.api.quantity import Quantity
 from koordinator.api.resourcelist import ResourceList
 from koordinator.kube import resources as res
@@ -142,6 +146,30 @@ def reservation_args(raw: Mapping[str, Any] | None, path: str = NAME) -> Reserva
             raise ArgsError(f"{path}.{key}: Invalid value: {value!r}: must be an integer {bound}")
         values[attr] = float(value) if attr.endswith("_s") else value
     return ReservationArgs(**values)
+
+
+def _owner_key(owner: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The index key of one owner entry: its ``object``'s UID or name, else its
+    ``controller``'s UID or name, else the first of its selector's ``matchLabels`` (every
+    part of an entry must hold, so one is enough to find its candidates); None when the
+    entry names none of them."""
+    obj = owner.get("object") or {}
+    if obj.get("uid"):
+        return ("object-uid", str(obj["uid"]))
+    if obj.get("name") and obj.get("namespace"):
+        return ("object", str(obj["namespace"]), str(obj["name"]))
+    if obj.get("name"):
+        return ("object-name", str(obj["name"]))
+    controller = owner.get("controller") or {}
+    if controller.get("uid"):
+        return ("controller-uid", str(controller["uid"]))
+    if controller.get("name"):
+        return ("controller", str(controller["name"]))
+    labels = (owner.get("labelSelector") or {}).get("matchLabels") or {}
+    if labels:
+        key = min(labels)
+        return ("label", str(key), str(labels[key]))
+    return None
 
 
 def _ints(resources: ResourceList) -> dict[str, int]:
@@ -220,6 +248,10 @@ class Reservation:
         self._notifier = QueueNotifier(RESERVATION_CHANGE)
         self._matched: _Matched | None = None
         self._cluster: Cluster | None = None
+        #: owner key -> the reservations one of whose owner entries names it; reservations
+        #: with an entry no key names (a selector of expressions only) are always checked
+        self._by_owner: dict[tuple[str, ...], set[str]] = {}
+        self._unindexed: set[str] = set()
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -253,7 +285,9 @@ class Reservation:
         for uid, (owner, pod) in self.owners.items():
             if owner == name and uid:
                 info.add_assigned_pod(_pod_object(pod))
+        self._unindex(name)
         self.infos[name] = info
+        self._index(name, info)
         self._sync_reserve_pod(info)
         self._notifier.notify()
 
@@ -264,8 +298,43 @@ class Reservation:
             else str((reservation.get("metadata") or {}).get("name") or "")
         )
         self.infos.pop(name, None)
+        self._unindex(name)
         self._drop_reserve_pod(name)
         self._notifier.notify()
+
+    # --- the owner index: a pod is matched only against the reservations that may own it --
+
+    def _index(self, name: str, info: ReservationInfo) -> None:
+        for owner in info.owners:
+            key = _owner_key(owner)
+            if key is None:
+                self._unindexed.add(name)
+            else:
+                self._by_owner.setdefault(key, set()).add(name)
+
+    def _unindex(self, name: str) -> None:
+        self._unindexed.discard(name)
+        for key in [k for k, names in self._by_owner.items() if name in names]:
+            self._by_owner[key].discard(name)
+            if not self._by_owner[key]:
+                del self._by_owner[key]
+
+    def _candidates(self, pod: PodInfo) -> set[str]:
+        """The reservations whose owners may match ``pod`` (a superset: each is checked)."""
+        found = set(self._unindexed)
+        keys: list[tuple[str, ...]] = [
+            ("object-uid", pod.uid),
+            ("object", pod.namespace, pod.name),
+            ("object-name", pod.name),
+        ]
+        if pod.controller is not None:
+            keys += [("controller-uid", pod.controller.uid), ("controller", pod.controller.name)]
+        keys += [("label", k, v) for k, v in pod.labels.items()]
+        for key in keys:
+            names = self._by_owner.get(key)
+            if names:
+                found |= names
+        return found
 
     def _drop_reserve_pod(self, name: str) -> None:
         pod = self.reserve_pods.pop(name, None)
@@ -344,13 +413,16 @@ class Reservation:
         self._matched = None
         if pod.reservation or not self.infos:
             return None
+        if not self._candidates(pod) and ANNOTATION_RESERVATION_AFFINITY not in pod.annotations:
+            return None  # no reservation may own it, and it asks for none
         obj = _pod_object(pod)
         try:
             ctx = PodContext.of(obj)
         except (ReservationError, AnnotationError):
             return None
         by_node: dict[str, list[ReservationInfo]] = {}
-        for info in self.infos.values():
+        for name in sorted(self._candidates(pod)):
+            info = self.infos[name]
             node = cluster.nodes.get(info.node_name) if info.node_name else None
             if node is None or not info.is_available() or info.parse_error is not None:
                 continue

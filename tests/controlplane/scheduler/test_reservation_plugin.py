@@ -249,3 +249,38 @@ def test_simulate_places_owners_on_their_reservations_by_order_and_affinity(tmp_
 def test_bad_args_are_refused_naming_the_field(args, message):
     with pytest.raises(ArgsError, match=re.escape(message)):
         reservation_args(args)
+
+
+@pytest.mark.parametrize(
+    ("owner", "pod_meta"),
+    [
+        ({"object": {"name": "p"}}, {}),
+        ({"object": {"uid": "uid-p"}}, {"uid": "uid-p"}),
+        ({"controller": {"name": "web-rs", "kind": "ReplicaSet"}}, {"controller": "web-rs"}),
+        ({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}}, {}),
+        ({"labelSelector": {"matchLabels": {"app": "web", "tier": "front"}}}, {"tier": "front"}),
+    ],
+    ids=["object-name-any-namespace", "object-uid", "controller-name", "selector-expressions", "two-labels"],
+)
+def test_each_kind_of_owner_finds_its_pod(tmp_path, owner, pod_meta):
+    """Owners are indexed by one of their parts; each kind must still find its pods."""
+    nodes = write(tmp_path, "nodes.yaml", [node("n1"), node("n2")])
+    objects = write(tmp_path, "objects.yaml", [reservation("r", "3", node_name="n2", owners=[owner])])
+    labels = {"app": "web"}
+    if "tier" in pod_meta:
+        labels["tier"] = pod_meta["tier"]
+    obj = pod("p", "3", labels=labels)
+    if "uid" in pod_meta:
+        obj["metadata"]["uid"] = pod_meta["uid"]
+    if "controller" in pod_meta:
+        obj["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": pod_meta["controller"],
+                "uid": "rs-uid",
+                "controller": True,
+            }
+        ]
+    [result] = simulate(config(), nodes, write(tmp_path, "pods.yaml", [obj]), [objects])
+    assert (result["node"], result["reservation"]["name"]) == ("n2", "r")
