@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -95,6 +96,119 @@ def quotas(nodes: int, namespace: str) -> list[dict[str, Any]]:
         }
 
     return [quota("org", "", 4 * nodes), *(quota(t, "org", 4 * nodes // len(TEAMS)) for t in TEAMS)]
+
+
+# --- the mixed workload: S2 with NUMA, GPU-share and reservation-owner pods at 10% each ------
+
+#: the mixed workload's pods i with i % 10 in these are (NUMA, GPU-share, reservation owner)
+NUMA_SLOT, GPU_SLOT, OWNER_SLOT = 1, 2, 3
+GPU_RESOURCES = {
+    "koordinator.sh/gpu-core": "100",
+    "koordinator.sh/gpu-memory-ratio": "100",
+    "koordinator.sh/gpu-memory": "80Gi",
+}
+
+
+def mixed_node(i: int) -> dict[str, Any]:
+    """S2's node with one 80 GiB GPU (as the slo-controller publishes it)."""
+    obj = node(i)
+    for key in ("capacity", "allocatable"):
+        obj["status"][key] = {**obj["status"][key], **GPU_RESOURCES}
+    return obj
+
+
+def mixed_topology(i: int) -> dict[str, Any]:
+    """The koordlet's NodeResourceTopology of a 4-CPU node: 1 socket, 1 NUMA node, 4 cores."""
+    detail = [{"id": cpu, "core": cpu, "socket": 0, "node": 0} for cpu in range(4)]
+    return {
+        "apiVersion": res.NODE_RESOURCE_TOPOLOGIES.api_version,
+        "kind": "NodeResourceTopology",
+        "metadata": {
+            "name": f"node-{i}",
+            "annotations": {"node.koordinator.sh/cpu-topology": json.dumps({"detail": detail})},
+        },
+        "topologyPolicies": ["None"],
+        "zones": [
+            {
+                "name": "node-0",
+                "type": "Node",
+                "resources": [
+                    {"name": n, "capacity": v, "allocatable": v, "available": v}
+                    for n, v in (("cpu", "4"), ("memory", "32Gi"))
+                ],
+            }
+        ],
+    }
+
+
+def mixed_device(i: int) -> dict[str, Any]:
+    """The koordlet's Device of the node: one healthy 80 GiB GPU."""
+    gpu = {
+        "type": "gpu",
+        "id": f"GPU-{i}",
+        "minor": 0,
+        "health": True,
+        "resources": GPU_RESOURCES,
+        "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0"},
+    }
+    return {
+        "apiVersion": res.DEVICES.api_version,
+        "kind": "Device",
+        "metadata": {"name": f"node-{i}"},
+        "spec": {"devices": [gpu]},
+    }
+
+
+def mixed_reservation(i: int, namespace: str) -> dict[str, Any]:
+    """The Reservation pod ``i`` (an owner slot) lands in: 100m / 500 Mi, owned by its name
+    (its status, :func:`mixed_reservation_status`, is written after)."""
+    container = {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
+    return {
+        "apiVersion": res.RESERVATIONS.api_version,
+        "kind": "Reservation",
+        "metadata": {"name": f"reserve-{i}"},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": namespace},
+                "spec": {"schedulerName": e2e.KOORD, "containers": [container]},
+            },
+            "owners": [{"object": {"name": f"pod-{i}", "namespace": namespace}}],
+            "ttl": "1h",
+        },
+    }
+
+
+def mixed_reservation_status(i: int, nodes: int, now: str) -> dict[str, Any]:
+    """Placed ahead of its owner, as reservations are meant to be: Available on a node."""
+    return {
+        "phase": "Available",
+        "nodeName": f"node-{i % nodes}",
+        "allocatable": {"cpu": "100m", "memory": "500Mi"},
+        "conditions": [
+            {"type": "Scheduled", "status": "True", "reason": "Scheduled", "lastTransitionTime": now},
+            {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": now},
+        ],
+    }
+
+
+def mixed_pod(i: int, namespace: str) -> dict[str, Any]:
+    """S2's pod, or in one slot of ten each: an LSR pod binding a whole CPU, a pod sharing a
+    quarter of a GPU, a reservation's owner."""
+    obj = pod(i, namespace)
+    container = obj["spec"]["containers"][0]
+    if i % 10 == NUMA_SLOT:
+        obj["metadata"]["labels"] |= {
+            "koordinator.sh/qosClass": "LSR",
+            "koordinator.sh/priority-class": "koord-prod",
+        }
+        container["resources"]["requests"] = {"cpu": "1", "memory": "500Mi"}
+    elif i % 10 == GPU_SLOT:
+        share = {"koordinator.sh/gpu-core": "25", "koordinator.sh/gpu-memory-ratio": "25"}
+        container["resources"] = {
+            "requests": {**container["resources"]["requests"], **share},
+            "limits": share,
+        }
+    return obj
 
 
 def pod(i: int, namespace: str) -> dict[str, Any]:

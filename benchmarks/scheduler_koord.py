@@ -65,7 +65,7 @@ SERVER = textwrap.dedent(
     from koordinator.kube.timeutil import format_time
     from testsupport.fake import FakeApiServer
 
-    nodes, pods = int(sys.argv[1]), int(sys.argv[2])
+    nodes, pods, mixed = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "mixed"
 
     async def main():
         fake = FakeApiServer(track_managed_fields=False, history_limit=8 * pods + 4 * nodes + 100)
@@ -74,7 +74,10 @@ SERVER = textwrap.dedent(
         fake.create(res.NAMESPACES, {"metadata": {"name": workload.SYSTEM_NAMESPACE}})
         now = format_time(time.time())
         for i in range(nodes):
-            fake.create(res.NODES, workload.node(i))
+            fake.create(res.NODES, workload.mixed_node(i) if mixed else workload.node(i))
+            if mixed:
+                fake.create(res.NODE_RESOURCE_TOPOLOGIES, workload.mixed_topology(i))
+                fake.create(res.DEVICES, workload.mixed_device(i))
             fake.create(res.NODE_METRICS, workload.node_metric(i))
             metric = fake.get(res.NODE_METRICS, f"node-{i}")
             metric["status"] = workload.node_metric_status(i, now)
@@ -82,7 +85,12 @@ SERVER = textwrap.dedent(
         for quota in workload.quotas(nodes, "default"):
             fake.create(res.ELASTIC_QUOTAS, quota)
         for i in range(pods):
-            fake.create(res.PODS, workload.pod(i, "default"))
+            if mixed and i % 10 == workload.OWNER_SLOT:
+                fake.create(res.RESERVATIONS, workload.mixed_reservation(i, "default"))
+                placed = fake.get(res.RESERVATIONS, f"reserve-{i}")
+                placed["status"] = workload.mixed_reservation_status(i, nodes, now)
+                fake.update(res.RESERVATIONS, placed, subresource="status")
+            fake.create(res.PODS, (workload.mixed_pod if mixed else workload.pod)(i, "default"))
         freeze_startup_heap(rarer_full_collections=True)
         await fake.start()
         print(fake.url, flush=True)
@@ -94,10 +102,12 @@ SERVER = textwrap.dedent(
 )
 
 
-def _run_koord(nodes: int, pods: int) -> tuple[float, float]:
+def _run_koord(nodes: int, pods: int, mixed: bool = False) -> tuple[float, float]:
+    """One run: (wall, CPU) seconds until every pod was bound."""
     config = schedconfig.load(str(KOORDINATOR))
     config.leader_election = {}
-    return scheduler_basic.against_fake(SERVER, [str(nodes), str(pods)], pods, config)
+    args = [str(nodes), str(pods), "mixed" if mixed else "plain"]
+    return scheduler_basic.against_fake(SERVER, args, pods, config)
 
 
 def run(quick: bool) -> Result:
@@ -124,6 +134,15 @@ def run(quick: bool) -> Result:
             f"{nodes} nodes: {rate:.0f} pods/s ({cpu_s * 1000 / pods:.2f} ms CPU/pod), "
             f"SchedulingBasic {basic:.0f} pods/s"
         )
+    # the mixed workload: a tenth each of NUMA, GPU-share and reservation-owner pods
+    for nodes in (1000, 5000):
+        runs = sorted(_run_koord(nodes, pods, mixed=True) for _ in range(repeats))
+        wall_s, cpu_s = runs[repeats // 2]
+        rate = pods / wall_s
+        results[f"mixed_nodes_{nodes}_pods_per_s"] = round(rate, 1)
+        results[f"mixed_nodes_{nodes}_cpu_per_pod_ms"] = round(cpu_s * 1000 / pods, 3)
+        ratios[f"mixed_nodes_{nodes}_vs_target_ratio"] = round(rate / TARGET_PODS_PER_S, 3)
+        headline.append(f"mixed {nodes} nodes: {rate:.0f} pods/s ({cpu_s * 1000 / pods:.2f} ms CPU/pod)")
     # before the end-to-end half, whose API objects and watch live in this process too
     results["rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     # imported only now: its envtest machinery must not add to the in-process figure's memory
@@ -139,6 +158,9 @@ def run(quick: bool) -> Result:
         "quota_tree": f"root > org > {', '.join(TEAMS)}",
         "node": "4 CPU, 32Gi, 110 pods, a fresh NodeMetric each",
         "pod": "100m, 500Mi",
+        "mixed": "one pod in ten each: LSR binding 1 CPU (NodeNUMAResource), 25% of a GPU "
+        "(DeviceShare; a GPU and a Device per node), the owner of a Reservation placed ahead of it "
+        "(Available on a node); NodeResourceTopology per node",
         "api": "fake apiserver over loopback HTTP, own process",
         "quick": quick,
         **e2e.params,
