@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -30,6 +30,7 @@ from koordinator.cli import (
 
 if TYPE_CHECKING:
     from controlplane.scheduler.process import ProcessOptions
+    from koordinator.kube.client import ApiClient
 
 PROG = "koord-scheduler"
 #: ``koord-scheduler extender``'s HTTP port
@@ -109,19 +110,27 @@ def settings(
     return args.kubeconfig, args.kube_api_qps, args.kube_api_burst, options
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from controlplane.scheduler.process import ProcessError, SchedulerProcess
-    from koordinator.kube.client import ApiClient
-    from koordinator.kube.config import ConfigError, load_config
-
+def _load(args: argparse.Namespace, default: str | None = None) -> schedconfig.SchedulerConfig:
     try:
-        config = schedconfig.load(args.config)
+        config = schedconfig.load(args.config or default)
     except schedconfig.ConfigError as err:
         fail(PROG, str(err))
     config.feature_gates = args.feature_gates
-    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-        fail(PROG, "--tls-cert-file and --tls-private-key-file go together")
-    kubeconfig, qps, burst, options = settings(args, config)
+    return config
+
+
+def _with_client(
+    kubeconfig: str | None,
+    qps: float,
+    burst: int,
+    body: Callable[[ApiClient], Awaitable[int]],
+    *,
+    fast_unary: bool = False,
+) -> int:
+    """Run ``body`` with a client of the cluster's credentials until it returns, or until
+    SIGTERM/SIGINT cancel it (status 0)."""
+    from koordinator.kube.client import ApiClient
+    from koordinator.kube.config import ConfigError, load_config
 
     async def main() -> int:
         try:
@@ -129,9 +138,7 @@ def _serve(args: argparse.Namespace) -> int:
         except ConfigError as err:
             log.error("cannot load cluster credentials: %s", err)
             return EXIT_FAILED
-        # a Binding and an Event per pod: the small HTTP/1.1 client costs a third of aiohttp
-        async with ApiClient(cluster, qps=qps, burst=burst, fast_unary=True) as client:
-            process = SchedulerProcess(client, config, options)
+        async with ApiClient(cluster, qps=qps, burst=burst, fast_unary=fast_unary) as client:
             task = asyncio.current_task()
             assert task is not None
 
@@ -140,17 +147,55 @@ def _serve(args: argparse.Namespace) -> int:
 
             stop_on_signals(stop)
             try:
-                return await process.run()
-            except ProcessError as err:
-                log.error("%s", err)
-                return EXIT_FAILED
+                return await body(client)
             except asyncio.CancelledError:
                 log.info("%s stopping", PROG)
                 return 0
-            finally:
-                await process.stop()
 
     return run_loop(main())
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from controlplane.scheduler.process import ProcessError, SchedulerProcess
+
+    config = _load(args)
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        fail(PROG, "--tls-cert-file and --tls-private-key-file go together")
+    kubeconfig, qps, burst, options = settings(args, config)
+
+    async def body(client: ApiClient) -> int:
+        process = SchedulerProcess(client, config, options)
+        try:
+            return await process.run()
+        except ProcessError as err:
+            log.error("%s", err)
+            return EXIT_FAILED
+        finally:
+            await process.stop()
+
+    # a Binding and an Event per pod: the small HTTP/1.1 client costs a third of aiohttp
+    return _with_client(kubeconfig, qps, burst, body, fast_unary=True)
+
+
+def _extend(args: argparse.Namespace) -> int:
+    from controlplane.scheduler.extender import serve
+    from controlplane.scheduler.profiles import EXTENDER
+
+    config = _load(args, str(EXTENDER))
+    kubeconfig, qps, burst, _ = settings(args, config)
+
+    async def body(client: ApiClient) -> int:
+        try:
+            await serve(client, config, args.bind_address, args.port)
+        except TimeoutError:
+            log.error("informer caches did not sync")
+            return EXIT_FAILED
+        except OSError as err:
+            log.error("%s", cannot_listen(args.bind_address, args.port, err))
+            return EXIT_FAILED
+        return 0
+
+    return _with_client(kubeconfig, qps, burst, body)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,48 +246,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ext.add_argument("--port", type=int, default=EXTENDER_PORT, help=f"HTTP port ({EXTENDER_PORT})")
     return parser
-
-
-def _extend(args: argparse.Namespace) -> int:
-    from controlplane.scheduler.extender import serve
-    from controlplane.scheduler.profiles import EXTENDER
-    from koordinator.kube.client import ApiClient
-    from koordinator.kube.config import ConfigError, load_config
-
-    try:
-        config = schedconfig.load(args.config or str(EXTENDER))
-    except schedconfig.ConfigError as err:
-        fail(PROG, str(err))
-    config.feature_gates = args.feature_gates
-    kubeconfig, qps, burst, _ = settings(args, config)
-
-    async def main() -> int:
-        try:
-            cluster = load_config(kubeconfig)
-        except ConfigError as err:
-            log.error("cannot load cluster credentials: %s", err)
-            return EXIT_FAILED
-        async with ApiClient(cluster, qps=qps, burst=burst) as client:
-            task = asyncio.current_task()
-            assert task is not None
-
-            def stop() -> None:
-                task.cancel()
-
-            stop_on_signals(stop)
-            try:
-                await serve(client, config, args.bind_address, args.port)
-            except TimeoutError:
-                log.error("informer caches did not sync")
-                return EXIT_FAILED
-            except OSError as err:
-                log.error("%s", cannot_listen(args.bind_address, args.port, err))
-                return EXIT_FAILED
-            except asyncio.CancelledError:
-                log.info("%s extender stopping", PROG)
-            return 0
-
-    return run_loop(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from controlplane.scheduler.resourcescore import MAX_NODE_SCORE, least_requested_score, most_requested_score
 from koordinator.api.extension.resources import FPGA, GPU_MEMORY, GPU_MEMORY_RATIO, RDMA
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "normalize_scores",
 ]
 
-MAX_NODE_SCORE = 100
 
 #: Default ``scoringStrategy.resources`` of DeviceShareArgs (every weight 1).
 DEFAULT_SCORING_RESOURCES: dict[str, int] = {GPU_MEMORY_RATIO: 1, GPU_MEMORY: 1, RDMA: 1, FPGA: 1}
@@ -35,18 +35,6 @@ DEFAULT_SCORING_RESOURCES: dict[str, int] = {GPU_MEMORY_RATIO: 1, GPU_MEMORY: 1,
 class ScoringStrategy(StrEnum):
     LEAST_ALLOCATED = "LeastAllocated"
     MOST_ALLOCATED = "MostAllocated"
-
-
-def least_requested_score(requested: int, capacity: int) -> int:
-    if capacity == 0 or requested > capacity:
-        return 0
-    return (capacity - requested) * MAX_NODE_SCORE // capacity
-
-
-def most_requested_score(requested: int, capacity: int) -> int:
-    if capacity == 0:
-        return 0
-    return min(requested, capacity) * MAX_NODE_SCORE // capacity
 
 
 def _requested(total: int, free: int, pod: int) -> int:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from controlplane.scheduler.numa.allocation import NodeAllocation, PodAllocation
 from controlplane.scheduler.numa.options import TopologyOptions, amplify
+from controlplane.scheduler.resourcescore import MAX_NODE_SCORE, least_requested_score, most_requested_score
 from koordinator.api import resourcelist
 from koordinator.api.extension.numa import NUMANodeResource
 from koordinator.api.quantity import Quantity
@@ -44,23 +45,10 @@ __all__ = [
     "resource_units",
 ]
 
-MAX_NODE_SCORE = 100
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 _DEFAULT_WEIGHTS = {"cpu": 1, "memory": 1}
 _PLAIN = ("cpu", "memory", "ephemeral-storage")
-
-
-def least_requested_score(requested: int, capacity: int) -> int:
-    if capacity == 0 or requested > capacity:
-        return 0
-    return (capacity - requested) * MAX_NODE_SCORE // capacity
-
-
-def most_requested_score(requested: int, capacity: int) -> int:
-    if capacity == 0:
-        return 0
-    return min(requested, capacity) * MAX_NODE_SCORE // capacity
 
 
 def _is_scalar(name: str) -> bool:

@@ -43,6 +43,7 @@ from controlplane.scheduler.plugins.interface import (
     PodPatch,
     PreFilterResult,
     QueueNotifier,
+    follow,
     row_scores,
 )
 from controlplane.scheduler.plugins.rowverdicts import RowVerdicts, Verdict
@@ -59,7 +60,6 @@ from koordinator.api.extension.device import (
 )
 from koordinator.kube import resources as res
 from koordinator.kube.informer.factory import InformerFactory
-from koordinator.kube.informer.informer import Tombstone
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +154,7 @@ class DeviceShare:
         self._notifier.handle = handle
 
     def attach(self, factory: InformerFactory, name: str) -> None:
-        factory.informer(res.DEVICES).add_consumer(
-            name=name,
-            on_add=self.on_device,
-            on_update=lambda _, new: self.on_device(new),
-            on_delete=self.on_device_deleted,
-        )
+        follow(factory, res.DEVICES, name, self.on_device, self.on_device_deleted)
 
     def take_object(self, obj: Obj) -> None:
         """An object ``simulate`` was given: Device objects are the nodes' inventories."""
@@ -184,12 +179,7 @@ class DeviceShare:
         self._verdicts.touch(node)
         self._notifier.notify()
 
-    def on_device_deleted(self, device: Obj | Tombstone[Obj]) -> None:
-        node = (
-            device.key.rpartition("/")[2]
-            if isinstance(device, Tombstone)
-            else str((device.get("metadata") or {}).get("name") or "")
-        )
+    def on_device_deleted(self, node: str) -> None:
         if self.nodes.pop(node, None) is not None:
             self._verdicts.touch(node)
 

@@ -27,6 +27,7 @@ from controlplane.scheduler.kernel.twin import MAX_NODE_SCORE, Extra
 from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.interface import final_row_scores
 from controlplane.scheduler.podinfo import PodInfo
+from controlplane.scheduler.resourcescore import least_requested_score, most_requested_score
 
 NAME = "NodeResourcesFitPlus"
 LEAST_ALLOCATED, MOST_ALLOCATED = "LeastAllocated", "MostAllocated"
@@ -71,13 +72,9 @@ def fit_plus_args(raw: Mapping[str, Any] | None, path: str = NAME) -> FitPlusArg
 
 
 def resource_score(kind: str, requested: int, allocatable: int) -> int:
-    if allocatable == 0:
-        return 0
     if kind == MOST_ALLOCATED:
-        return min(requested, allocatable) * MAX_NODE_SCORE // allocatable
-    if requested > allocatable:
-        return 0
-    return (allocatable - requested) * MAX_NODE_SCORE // allocatable
+        return most_requested_score(requested, allocatable)
+    return least_requested_score(requested, allocatable)
 
 
 class NodeResourcesFitPlus:

@@ -23,6 +23,9 @@ from controlplane.scheduler.kernel.twin import DEFAULT_NORMALIZE, NO_NORMALIZE, 
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.queue import ClusterEvent
 from koordinator.kube.client import ApiClient
+from koordinator.kube.informer.factory import InformerFactory
+from koordinator.kube.informer.informer import Tombstone
+from koordinator.kube.resources import Resource
 
 
 class MaskFilter(Protocol):
@@ -327,3 +330,33 @@ class ForgetPodPlugin(Protocol):
     NAME: str
 
     def forget_pod(self, pod: PodInfo, node: str) -> None: ...
+
+
+# --- the objects a plug-in follows -----------------------------------------------------
+
+Obj = dict[str, Any]
+
+
+def follow(
+    factory: InformerFactory,
+    resource: Resource,
+    name: str,
+    on_set: Callable[[Obj], None],
+    on_deleted: Callable[[str], None],
+) -> None:
+    """Follow a cluster-scoped collection a plug-in reads (Devices, NodeResourceTopologies,
+    Reservations): ``on_set`` with each object added or changed, ``on_deleted`` with the
+    name of each one deleted."""
+    factory.informer(resource).add_consumer(
+        name=name,
+        on_add=on_set,
+        on_update=lambda _, new: on_set(new),
+        on_delete=lambda gone: on_deleted(deleted_name(gone)),
+    )
+
+
+def deleted_name(obj: Obj | Tombstone[Obj]) -> str:
+    """The name of a deleted object, or of a tombstone's."""
+    if isinstance(obj, Tombstone):
+        return obj.key.rpartition("/")[2]
+    return str((obj.get("metadata") or {}).get("name") or "")

@@ -63,6 +63,7 @@ from controlplane.scheduler.plugins.interface import (
     PreFilterResult,
     QueueNotifier,
     final_row_scores,
+    follow,
 )
 from controlplane.scheduler.plugins.rowverdicts import RowVerdicts, Verdict
 from controlplane.scheduler.podinfo import PodInfo
@@ -80,7 +81,6 @@ from koordinator.api.quantity import Format, Quantity
 from koordinator.api.resourcelist import ResourceList
 from koordinator.kube import resources as res
 from koordinator.kube.informer.factory import InformerFactory
-from koordinator.kube.informer.informer import Tombstone
 
 log = logging.getLogger(__name__)
 
@@ -215,12 +215,7 @@ class NodeNUMAResource:
         self._notifier.handle = handle
 
     def attach(self, factory: InformerFactory, name: str) -> None:
-        factory.informer(res.NODE_RESOURCE_TOPOLOGIES).add_consumer(
-            name=name,
-            on_add=self.on_topology,
-            on_update=lambda _, new: self.on_topology(new),
-            on_delete=self.on_topology_deleted,
-        )
+        follow(factory, res.NODE_RESOURCE_TOPOLOGIES, name, self.on_topology, self.on_topology_deleted)
 
     def take_object(self, obj: Obj) -> None:
         """An object ``simulate`` was given: NodeResourceTopologies describe the nodes' CPUs."""
@@ -241,12 +236,7 @@ class NodeNUMAResource:
         self._verdicts.touch(node)
         self._notifier.notify()
 
-    def on_topology_deleted(self, nrt: Obj | Tombstone[Obj]) -> None:
-        node = (
-            nrt.key.rpartition("/")[2]
-            if isinstance(nrt, Tombstone)
-            else str((nrt.get("metadata") or {}).get("name") or "")
-        )
+    def on_topology_deleted(self, node: str) -> None:
         self.options.pop(node, None)
         self._policy_nodes.discard(node)
         self._verdicts.touch(node)

@@ -49,6 +49,7 @@ from controlplane.scheduler.plugins.interface import (
     Handle,
     PodPatch,
     QueueNotifier,
+    follow,
     passing_mask,
     row_scores,
 )
@@ -78,7 +79,6 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import ConflictError, KubeError, NotFoundError
 from koordinator.kube.informer.factory import InformerFactory
-from koordinator.kube.informer.informer import Tombstone
 
 log = logging.getLogger(__name__)
 
@@ -262,12 +262,7 @@ class Reservation:
             self._sync_reserve_pod(info)
 
     def attach(self, factory: InformerFactory, name: str) -> None:
-        factory.informer(res.RESERVATIONS).add_consumer(
-            name=name,
-            on_add=self.on_reservation,
-            on_update=lambda _, new: self.on_reservation(new),
-            on_delete=self.on_reservation_deleted,
-        )
+        follow(factory, res.RESERVATIONS, name, self.on_reservation, self.on_reservation_deleted)
 
     def take_object(self, obj: Obj) -> None:
         """An object ``simulate`` was given: Reservations (only placed ones hold room there)."""
@@ -291,12 +286,7 @@ class Reservation:
         self._sync_reserve_pod(info)
         self._notifier.notify()
 
-    def on_reservation_deleted(self, reservation: Obj | Tombstone[Obj]) -> None:
-        name = (
-            reservation.key.rpartition("/")[2]
-            if isinstance(reservation, Tombstone)
-            else str((reservation.get("metadata") or {}).get("name") or "")
-        )
+    def on_reservation_deleted(self, name: str) -> None:
         self.infos.pop(name, None)
         self._unindex(name)
         self._drop_reserve_pod(name)

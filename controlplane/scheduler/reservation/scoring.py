@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from controlplane.scheduler.reservation.fit import ReservationCheck, filter_with_reservations
 from controlplane.scheduler.reservation.info import ReservationInfo
 from controlplane.scheduler.reservation.transformer import NodeReservationState, PodContext
+from controlplane.scheduler.resourcescore import MAX_NODE_SCORE
 from koordinator.api import resourcelist
 from koordinator.api.quantity import Quantity
 
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 MOST_PREFERRED_SCORE = 1000
-MAX_NODE_SCORE = 100
+
 MIN_NODE_SCORE = 0
 #: the order of a node none of whose matched reservations is ordered
 NO_ORDER = 2**63 - 1

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from controlplane.scheduler.config import parse
 from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.deviceshare import device_share_args
 from controlplane.scheduler.simulate import simulate
 from koordinator.kube import resources as res
 from tests.controlplane.scheduler.devices.builders import GPU_80G, allocated, device, gpu
 from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.profile import only_scoring
 from tests.controlplane.scheduler.test_simulate import write
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
@@ -70,21 +70,7 @@ def bound_to(fake: FakeApiServer, name: str) -> str | None:
 
 def config() -> Any:
     """DeviceShare the only score plug-in, after kube-scheduler's filters."""
-    return parse(
-        {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "profiles": [
-                {
-                    "schedulerName": "koord-scheduler",
-                    "plugins": {
-                        "multiPoint": {"enabled": [{"name": "DeviceShare"}]},
-                        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "DeviceShare"}]},
-                    },
-                }
-            ],
-        }
-    )
+    return only_scoring("DeviceShare")
 
 
 SHARE = {GPU_CORE: "50", GPU_RATIO: "50"}

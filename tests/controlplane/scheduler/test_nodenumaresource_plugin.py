@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from controlplane.scheduler.config import parse
 from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.nodenumaresource import numa_args
 from controlplane.scheduler.simulate import simulate
 from koordinator.kube import resources as res
 from tests.controlplane.scheduler.live import running
 from tests.controlplane.scheduler.numa.builders import TOPO_2S4N, make_nrt, make_pod
+from tests.controlplane.scheduler.profile import only_scoring
 from tests.controlplane.scheduler.test_simulate import write
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
@@ -60,21 +60,7 @@ def lsr(name: str, cpu: str = "4", memory: str = "4Gi") -> Any:
 
 
 def config() -> Any:
-    return parse(
-        {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "profiles": [
-                {
-                    "schedulerName": "koord-scheduler",
-                    "plugins": {
-                        "multiPoint": {"enabled": [{"name": "NodeNUMAResource"}]},
-                        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeNUMAResource"}]},
-                    },
-                }
-            ],
-        }
-    )
+    return only_scoring("NodeNUMAResource")
 
 
 def run(tmp_path: Path, pending: list[Obj], nodes: list[Obj] | None = None) -> list[dict[str, Any]]:

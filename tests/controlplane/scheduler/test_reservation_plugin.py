@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from controlplane.scheduler.config import parse
 from controlplane.scheduler.plugins.args import ArgsError
 from controlplane.scheduler.plugins.reservation import reservation_args
 from controlplane.scheduler.simulate import simulate
 from koordinator.kube import resources as res
 from tests.controlplane.scheduler.live import running
+from tests.controlplane.scheduler.profile import only_scoring
 from tests.controlplane.scheduler.test_simulate import write
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
@@ -95,30 +95,7 @@ def reservation(
 
 
 def config(args: Obj | None = None) -> Any:
-    plugin_config = [{"name": "Reservation", "args": args}] if args else []
-    return parse(
-        {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "profiles": [
-                {
-                    "schedulerName": "koord-scheduler",
-                    "plugins": {
-                        "multiPoint": {"enabled": [{"name": "Reservation"}]},
-                        "score": {
-                            "disabled": [{"name": "*"}],
-                            "enabled": [{"name": "Reservation", "weight": 5000}],
-                        },
-                        "bind": {
-                            "disabled": [{"name": "*"}],
-                            "enabled": [{"name": "Reservation"}, {"name": "DefaultBinder"}],
-                        },
-                    },
-                    "pluginConfig": plugin_config,
-                }
-            ],
-        }
-    )
+    return only_scoring("Reservation", weight=5000, args=args, binds=True)
 
 
 def bound_to(fake: FakeApiServer, name: str) -> str | None:

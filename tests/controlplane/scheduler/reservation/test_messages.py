@@ -71,7 +71,12 @@ def test_named_exact_and_unschedulable_counts():
     ]
 
 
-ALLOWED = ("controlplane.scheduler.reservation", "koordinator.api", "koordinator.kube.timeutil")
+ALLOWED = (
+    "controlplane.scheduler.reservation",
+    "controlplane.scheduler.resourcescore",
+    "koordinator.api",
+    "koordinator.kube.timeutil",
+)
 
 
 def test_the_core_imports_only_the_vocabulary_and_the_standard_library():
