@@ -15,7 +15,8 @@ noderesource controller as well:
   NUMA node from the node's NodeResourceTopology, and a GPU-share pod a ``device-allocated``
   matching the node's Device object;
 * a Reservation is scheduled and Available, its owner lands on it with
-  ``reservation-allocated`` and the Reservation records it, and one past its TTL is failed.
+  ``reservation-allocated`` and the Reservation records it, and one past its TTL is failed
+  and then collected.
 
 The module runs its own etcd and kube-apiserver: the noderesource controller acts on every
 node of the cluster, and the quota tree's root spans all of them. Each test still labels its
@@ -39,6 +40,7 @@ from typing import Any
 import pytest
 
 from controlplane.scheduler.config import load
+from controlplane.scheduler.plugins.reservation import reservation_args
 from controlplane.scheduler.profiles import KOORDINATOR
 from controlplane.scheduler.scheduler import Scheduler
 from koordinator.api.extension.priority import PRIORITY_CLASS_OBJECTS
@@ -168,10 +170,14 @@ def pod(
 
 
 @contextlib.asynccontextmanager
-async def koord_scheduler(client: ApiClient) -> AsyncIterator[Scheduler]:
-    """koord-scheduler with the shipped Koordinator profile, its informers synced."""
+async def koord_scheduler(client: ApiClient, gc_duration_s: int | None = None) -> AsyncIterator[Scheduler]:
+    """koord-scheduler with the shipped Koordinator profile, its informers synced
+    (``gc_duration_s``: Reservation's ``gcDurationSeconds`` instead of its 24 hours)."""
     factory = InformerFactory(client, freeze_after_sync=False)
-    scheduler = Scheduler(client, load(str(KOORDINATOR)), recorder=EventRecorder(client, SCHEDULER))
+    config = load(str(KOORDINATOR))
+    if gc_duration_s is not None:
+        config.profiles[0].args["Reservation"] = reservation_args({"gcDurationSeconds": gc_duration_s})
+    scheduler = Scheduler(client, config, recorder=EventRecorder(client, SCHEDULER))
     scheduler.attach(factory)
     factory.start()
     task: asyncio.Task[None] | None = None
@@ -486,14 +492,14 @@ async def _reservation_status(client: ApiClient, name: str) -> Obj:
     return found
 
 
-async def test_a_reservation_is_available_its_owner_lands_on_it_and_an_expired_one_is_failed(cluster):
+async def test_a_reservation_is_available_its_owner_lands_on_it_and_an_expired_one_is_cleaned(cluster):
     client, ns, tag = cluster
     name = f"res-{tag}"
     await add_node(client, name, tag, "4", "16Gi")
     kept, short = f"web-{tag}", f"short-{tag}"
     await client.create(res.RESERVATIONS, _reservation(kept, tag, "3", "1h", f"web-{tag}"))
     await client.create(res.RESERVATIONS, _reservation(short, tag, "1", "2s", f"none-{tag}"))
-    async with koord_scheduler(client):
+    async with koord_scheduler(client, gc_duration_s=2):
 
         async def available() -> bool:
             return (await _reservation_status(client, kept)).get("phase") == "Available"
@@ -528,3 +534,10 @@ async def test_a_reservation_is_available_its_owner_lands_on_it_and_an_expired_o
         await eventually_awaited(expired, 30)
         ready = [c for c in (await _reservation_status(client, short))["conditions"] if c["type"] == "Ready"]
         assert [(c["status"], c["reason"]) for c in ready] == [("False", "Expired")]
+
+        # and collected gcDurationSeconds (2 s here) after it expired
+        async def collected() -> bool:
+            listed = await client.list(res.RESERVATIONS)
+            return all(r["metadata"]["name"] != short for r in listed["items"])
+
+        await eventually_awaited(collected, 30)
