@@ -163,6 +163,8 @@ class Framework:
         ]
         #: plug-ins limiting preemption's victims (ElasticQuota: the pod's own quota)
         self.victim_rulers = [p for p in plugins.values() if callable(getattr(p, "victim_rules", None))]
+        #: the plug-in owning reserve pods (Reservation), and whether they may preempt
+        self.reserve_pod_owners = [p for p in plugins.values() if hasattr(p, "reserve_pods_preempt")]
         #: plug-ins told of every pod the scheduler's informer sees (gangs, quotas)
         self.pod_listeners = [p for p in plugins.values() if callable(getattr(p, "on_pod", None))]
         #: plug-ins giving some of a node's requests back for the pod being scheduled
@@ -405,6 +407,8 @@ class Framework:
         """DefaultPreemption, when the profile runs it."""
         if not self.profile.preemption:
             return None
+        if pod.reservation and not any(p.reserve_pods_preempt for p in self.reserve_pod_owners):
+            return None  # a reserve pod preempts only with Reservation's enablePreemption
         started = time.perf_counter()
         rules = next((r for p in self.victim_rulers if (r := p.victim_rules(pod)) is not None), None)
         outcome = preempt(self.cluster, pod, vector, static, self.rng, self.eviction_checks, rules)

@@ -464,7 +464,9 @@ class Scheduler:
         )
 
     async def _write_nomination(self, pod: PodInfo, node: str | None) -> None:
-        """``status.nominatedNodeName`` (None clears it)."""
+        """``status.nominatedNodeName`` (None clears it; a reserve pod's stays in memory)."""
+        if pod.reservation:
+            return
         try:
             await self._patch_status(pod, {"nominatedNodeName": node})
         except KubeError as err:
@@ -481,6 +483,8 @@ class Scheduler:
     async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:
         if self.recorder is not None:
             await self.recorder.record(_ref(pod), WARNING, "FailedScheduling", message)
+        if pod.reservation:
+            return  # no Pod object: the Event on the Reservation says it
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
         try:
             await self._patch_status(pod, {"conditions": [condition]})
@@ -494,6 +498,13 @@ class Scheduler:
 
 
 def _ref(pod: PodInfo) -> Mapping[str, Any]:
+    """What an Event about the pod names: the pod, or a reserve pod's Reservation."""
+    if pod.reservation:
+        return {
+            "apiVersion": res.RESERVATIONS.api_version,
+            "kind": res.RESERVATIONS.kind,
+            "metadata": {"name": pod.reservation, "uid": pod.uid},
+        }
     return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
 
 

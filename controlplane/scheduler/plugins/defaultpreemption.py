@@ -238,6 +238,9 @@ def select_victims(
             placed
             for key in cluster.on_node.get(node, ())
             if (placed := cluster.placed[key][2]).priority < pod.priority
+            # a Reservation's room is never taken by preemption (not built, as upstream's
+            # reservation preemption)
+            and not placed.reservation
             and (rules is None or rules.eligible(placed))
         ),
         key=_more_important,

@@ -24,8 +24,10 @@
   ``expires``, its node gone: Failed, reason Expired), and garbage collection
   ``gcDurationSeconds`` after it ended.
 
-Not built: preemption of or by reservations, pre-allocation, reservations' CPUs and devices
-for NodeNUMAResource and DeviceShare, operating-mode pods, resizing.
+A reserve pod preempts lower-priority pods only with ``enablePreemption`` (off by default,
+as upstream), and a reservation is never a victim of preemption; its scheduling Events go to
+the Reservation. Not built: preempting reservations, pre-allocation, reservations' CPUs and
+devices for NodeNUMAResource and DeviceShare, operating-mode pods, resizing.
 """
 
 from __future__ import annotations
@@ -237,6 +239,8 @@ class Reservation:
 
     def __init__(self, args: ReservationArgs | None = None, clock: Callable[[], float] = time.time) -> None:
         self.args = args or reservation_args(None)
+        #: DefaultPreemption may evict pods for a reserve pod (``enablePreemption``)
+        self.reserve_pods_preempt = self.args.enable_preemption
         self.clock = clock
         #: reservation name -> its info (owners assigned included)
         self.infos: dict[str, ReservationInfo] = {}

@@ -261,3 +261,67 @@ def test_each_kind_of_owner_finds_its_pod(tmp_path, owner, pod_meta):
         ]
     [result] = simulate(config(), nodes, write(tmp_path, "pods.yaml", [obj]), [objects])
     assert (result["node"], result["reservation"]["name"]) == ("n2", "r")
+
+
+def _with_priority(obj: Obj, priority: int) -> Obj:
+    obj["spec"]["priority"] = priority
+    return obj
+
+
+def _events_of_reservation(fake: FakeApiServer, name: str) -> list[Obj]:
+    return [
+        e
+        for e in fake.list_objects(res.EVENTS, "default")
+        if e["involvedObject"].get("kind") == "Reservation" and e["involvedObject"]["name"] == name
+    ]
+
+
+def preemption_config(enable: bool) -> Any:
+    config = only_scoring("Reservation", weight=5000, args={"enablePreemption": enable}, binds=True)
+    return config
+
+
+@pytest.mark.parametrize("enable", [False, True], ids=["default-no-preemption", "enablePreemption"])
+async def test_a_reservation_preempts_lower_pods_only_with_enable_preemption(enable):
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.koordinator.sh_reservations.yaml")
+        fake.create(res.NODES, node("n1"))
+        low = _with_priority(pod("low", "3"), 10)
+        low["spec"]["nodeName"] = "n1"
+        fake.create(res.PODS, low)
+        async with running(fake, preemption_config(enable)):
+            fake.create(res.RESERVATIONS, reservation("big", "3"))
+            if not enable:
+                # 3 of 4 CPUs are taken: the reservation waits, told why on its own Events
+                await eventually(
+                    lambda: any(
+                        e["reason"] == "FailedScheduling" for e in _events_of_reservation(fake, "big")
+                    )
+                )
+                assert bound_to(fake, "low") == "n1"
+                assert status_of(fake, "big").get("phase") != "Available"
+            else:
+                # the lower-priority pod is evicted (deleted; no kubelet here to finish it,
+                # so the test does) and the reservation placed
+                await eventually(
+                    lambda: bool(fake.get(res.PODS, "low", "default")["metadata"].get("deletionTimestamp"))
+                )
+                fake.delete(res.PODS, "low", "default", gracePeriodSeconds=0)
+                await eventually(lambda: status_of(fake, "big").get("phase") == "Available")
+
+
+async def test_a_reservation_is_never_a_preemption_victim():
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.koordinator.sh_reservations.yaml")
+        fake.create(res.NODES, node("n1"))
+        held = reservation("held", "3", node_name="n1")
+        held["spec"]["template"]["spec"]["priority"] = 0  # lower than the pod below
+        created = fake.create(res.RESERVATIONS, held)
+        created["status"] = held["status"]
+        fake.update(res.RESERVATIONS, created, subresource="status")
+        async with running(fake, config()):
+            fake.create(res.PODS, _with_priority(pod("urgent", "2"), 1000))
+            await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in _events(fake, "urgent")))
+            [failed] = [e for e in _events(fake, "urgent") if e["reason"] == "FailedScheduling"]
+            assert "No preemption victims found" in failed["message"]
+            assert status_of(fake, "held")["phase"] == "Available"
