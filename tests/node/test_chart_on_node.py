@@ -275,7 +275,7 @@ NOT_EXERCISED: dict[Grant, str] = {
         "scheduling.koordinator.sh",
         "reservations",
         "patch",
-    ): "a reserve pod's PreBind changes",
+    ): "reserve pods' PreBind",
     ("koord-scheduler", "scheduling.koordinator.sh", "reservations", "delete"): "expired ones collected",
     ("koord-scheduler", "scheduling.koordinator.sh", "reservations/status", "update"): "Bind, owners, expiry",
     ("koordlet", "", "nodes/proxy", "get"): "the kubelet's SubjectAccessReview for GET /pods",
