@@ -143,7 +143,8 @@ class DeviceShare:
         #: pod UID -> (node, its allocations): every pod booked, so that a Device object
         #: arriving after its pods (or again) gets them booked
         self.booked: dict[str, tuple[str, Allocations]] = {}
-        self._verdicts: RowVerdicts[Shape] = RowVerdicts()
+        # a node's device verdicts change with its devices and their bookings only
+        self._verdicts: RowVerdicts[Shape] = RowVerdicts(follow_pods=False)
         self._claims: dict[Shape, DeviceClaim | DeviceShareError | None] = {}
         self._notifier = QueueNotifier(DEVICE_CHANGE)
         self._last: tuple[PodInfo, Shape, DeviceClaim | DeviceShareError | None] | None = None

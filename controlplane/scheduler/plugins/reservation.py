@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import time
 from array import array
 from collections.abc import Callable, Mapping
@@ -54,6 +55,7 @@ from controlplane.scheduler.plugins.interface import (
     follow,
     passing_mask,
     row_scores,
+    rows_mask,
 )
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from controlplane.scheduler.queue import ClusterEvent
@@ -256,6 +258,10 @@ class Reservation:
         #: with an entry no key names (a selector of expressions only) are always checked
         self._by_owner: dict[tuple[str, ...], set[str]] = {}
         self._unindexed: set[str] = set()
+        #: the controller's work: reservations whose object or owners changed since it last
+        #: looked, and when each is due for expiry or collection otherwise
+        self._changed: set[str] = set()
+        self._due: dict[str, float] = {}
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -287,12 +293,16 @@ class Reservation:
         self._unindex(name)
         self.infos[name] = info
         self._index(name, info)
+        self._changed.add(name)
+        self._due[name] = self._deadline(reservation)
         self._sync_reserve_pod(info)
         self._notifier.notify()
 
     def on_reservation_deleted(self, name: str) -> None:
         self.infos.pop(name, None)
         self._unindex(name)
+        self._changed.discard(name)
+        self._due.pop(name, None)
         self._drop_reserve_pod(name)
         self._notifier.notify()
 
@@ -381,6 +391,7 @@ class Reservation:
 
     def _assign(self, name: str, pod: PodInfo) -> None:
         self.owners[pod.uid] = (name, pod)
+        self._changed.add(name)
         info = self.infos.get(name)
         if info is not None:
             info.add_assigned_pod(_pod_object(pod))
@@ -391,6 +402,7 @@ class Reservation:
         if found is None:
             return
         name, pod = found
+        self._changed.add(name)
         info = self.infos.get(name)
         if info is not None:
             info.remove_assigned_pod(_pod_object(pod))
@@ -460,10 +472,19 @@ class Reservation:
         matched = self._match(pod, cluster)
         if matched is None:
             return None
-        rejected = 0
-        for info in cluster.nodes.values():
-            if self._node_verdict(matched, info.name) is not None:
+        # only the nodes with a matched reservation can differ: with reservation affinity
+        # the others all fail, without it they all pass
+        passing = rejected = 0
+        for node in matched.by_node:
+            info = cluster.nodes.get(node)
+            if info is None:
+                continue
+            if self._node_verdict(matched, node) is None:
+                passing |= 1 << info.row
+            else:
                 rejected |= 1 << info.row
+        if matched.ctx.affinity is not None:
+            return rows_mask(passing, cluster.table.count)
         return passing_mask(rejected, cluster.table.count) if rejected else None
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
@@ -592,13 +613,28 @@ class Reservation:
             out.append(obj)
         return out
 
+    def _deadline(self, reservation: Obj) -> float:
+        """When the controller must look at the reservation again though nothing changed:
+        its expiry, or once ended its collection (infinity: never)."""
+        try:
+            deadline = lifecycle.expiry_deadline(reservation)
+        except ReservationError:
+            deadline = None
+        if deadline is None and not self.args.disable_garbage_collection:
+            deadline = lifecycle.cleanup_deadline(reservation, self.args.gc_duration_s)
+        return math.inf if deadline is None else deadline
+
     def pending_writes(self, now: float, nodes: Mapping[str, Any]) -> list[tuple[str, str, Obj | None]]:
         """What the controller writes now: (reservation, ``status`` or ``delete``, the new
-        object): expiries, owner syncs and garbage collection."""
+        object): expiries, owner syncs and garbage collection. Only the reservations that
+        changed, are due, or whose node is gone are looked at."""
         out: list[tuple[str, str, Obj | None]] = []
         for name, info in list(self.infos.items()):
             reservation = info.reservation
             node_exists = not info.node_name or info.node_name in nodes
+            if name not in self._changed and now <= self._due.get(name, math.inf) and node_exists:
+                continue
+            self._changed.discard(name)
             if not self.args.disable_garbage_collection and lifecycle.should_garbage_collect(
                 reservation, now, gc_duration_s=self.args.gc_duration_s, node_exists=node_exists
             ):
@@ -628,6 +664,7 @@ class Reservation:
                     continue  # gone, or changed meanwhile: the next round sees the new one
                 except KubeError as err:
                     log.warning("Reservation %s not updated: %s", name, err)
+                    self._changed.add(name)  # looked at again next round
 
     def _nodes(self) -> Mapping[str, Any]:
         """The nodes the scheduler knows (its cluster, as the last cycle saw it); before any

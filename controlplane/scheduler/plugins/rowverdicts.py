@@ -35,9 +35,13 @@ class _Shape:
 
 
 class RowVerdicts(Generic[K]):
-    def __init__(self) -> None:
+    def __init__(self, *, follow_pods: bool = True) -> None:
+        """``follow_pods``: the pods placed on a node change its verdicts (NodeNUMAResource's
+        score reads the node's requests); without it only the node object, and what the
+        plug-in tells, do (DeviceShare's devices)."""
         self._shapes: dict[K, _Shape] = {}
         self._cluster: Cluster | None = None
+        self._follow_pods = follow_pods
 
     def _bind(self, cluster: Cluster) -> None:
         if self._cluster is not cluster:
@@ -48,7 +52,7 @@ class RowVerdicts(Generic[K]):
     def _cluster_changed(self, node: str | None, pod: object = None, sign: int = 0) -> None:
         if node is None:  # rows assigned or freed
             self._shapes.clear()
-        else:  # the node object, its pods or its metric changed
+        elif pod is None or self._follow_pods:  # the node object (or its pods) changed
             self.touch(node)
 
     def touch(self, node: str) -> None:

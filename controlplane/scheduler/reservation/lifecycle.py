@@ -121,18 +121,26 @@ def expires_at(reservation: Reservation) -> float | None:
     return None if raw is None else parse_time(str(raw))
 
 
-def needs_expiration(reservation: Reservation, now: float) -> bool:
-    """Whether the controller should mark the reservation expired at ``now``."""
+def expiry_deadline(reservation: Reservation) -> float | None:
+    """When the reservation expires: ``now`` strictly after it (None: never, or already ended)."""
     if is_failed(reservation) or is_succeeded(reservation):
-        return False
+        return None
     ttl = ttl_seconds(reservation)
     if ttl == 0:
-        return False
+        return None
+    deadlines = []
     expires = expires_at(reservation)
-    if expires is not None and now > expires:
-        return True
-    created = _time_or_dawn((reservation.get("metadata") or {}).get("creationTimestamp"))
-    return ttl is not None and now - created > ttl
+    if expires is not None:
+        deadlines.append(expires)
+    if ttl is not None:
+        deadlines.append(_time_or_dawn((reservation.get("metadata") or {}).get("creationTimestamp")) + ttl)
+    return min(deadlines) if deadlines else None
+
+
+def needs_expiration(reservation: Reservation, now: float) -> bool:
+    """Whether the controller should mark the reservation expired at ``now``."""
+    deadline = expiry_deadline(reservation)
+    return deadline is not None and now > deadline
 
 
 def should_expire(reservation: Reservation, now: float, *, node_exists: bool = True) -> bool:
@@ -324,19 +332,27 @@ def _set_or_drop(status: dict[str, Any], key: str, value: Any) -> None:
 # ---- garbage collection --------------------------------------------------------------------
 
 
-def needs_cleanup(reservation: Reservation, now: float, gc_duration_s: float = DEFAULT_GC_DURATION_S) -> bool:
-    """Finished long enough ago: expired (by the Expired condition's transition time) or
-    succeeded (by the Succeeded condition's probe time) more than ``gc_duration_s`` ago."""
+def cleanup_deadline(reservation: Reservation, gc_duration_s: float = DEFAULT_GC_DURATION_S) -> float | None:
+    """When an ended reservation may be collected: ``gc_duration_s`` after its Expired
+    condition's transition (Succeeded: that condition's last probe); None when it has not
+    ended that way."""
     if is_expired(reservation):
         reason, stamp = REASON_EXPIRED, "lastTransitionTime"
     elif is_succeeded(reservation):
         reason, stamp = REASON_SUCCEEDED, "lastProbeTime"
     else:
-        return False
+        return None
     for condition in conditions_of(reservation):
         if condition.get("reason") == reason:
-            return now - _time_or_dawn(condition.get(stamp)) > gc_duration_s
-    return False
+            return _time_or_dawn(condition.get(stamp)) + gc_duration_s
+    return None
+
+
+def needs_cleanup(reservation: Reservation, now: float, gc_duration_s: float = DEFAULT_GC_DURATION_S) -> bool:
+    """Finished long enough ago: expired (by the Expired condition's transition time) or
+    succeeded (by the Succeeded condition's probe time) more than ``gc_duration_s`` ago."""
+    deadline = cleanup_deadline(reservation, gc_duration_s)
+    return deadline is not None and now > deadline
 
 
 def should_garbage_collect(
