@@ -324,3 +324,38 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         initialized_at=initialized,
         gang=gang_member(pod),
     )
+
+
+def pod_object(pod: PodInfo) -> dict[str, Any]:
+    """The parts of a pod object the Koordinator cores read from a record (they take API
+    dicts): identity, labels, Koordinator's annotations, the controlling owner, priority,
+    node and the requests (one container)."""
+    meta: dict[str, Any] = {
+        "name": pod.name,
+        "namespace": pod.namespace,
+        "uid": pod.uid,
+        "labels": dict(pod.labels),
+        "annotations": dict(pod.annotations),
+    }
+    if pod.controller is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": pod.controller.api_version,
+                "kind": pod.controller.kind,
+                "name": pod.controller.name,
+                "uid": pod.controller.uid,
+                "controller": True,
+            }
+        ]
+    requests = {name: f"{value}m" if name == CPU else str(value) for name, value in pod.requests.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "priority": pod.priority,
+            "nodeName": pod.node_name,
+            "tolerations": [],
+            "containers": [{"name": "c", "resources": {"requests": requests}}],
+        },
+    }

@@ -44,9 +44,10 @@ from controlplane.scheduler.plugins.interface import (
     PreFilterResult,
     QueueNotifier,
     follow,
+    reasons_by_node,
     row_scores,
 )
-from controlplane.scheduler.plugins.rowverdicts import RowVerdicts, Verdict
+from controlplane.scheduler.plugins.rowverdicts import PodShapes, RowVerdicts, Verdict
 from controlplane.scheduler.podinfo import PodInfo
 from controlplane.scheduler.queue import ClusterEvent
 from koordinator.api.extension.annotations import AnnotationError
@@ -145,9 +146,8 @@ class DeviceShare:
         self.booked: dict[str, tuple[str, Allocations]] = {}
         # a node's device verdicts change with its devices and their bookings only
         self._verdicts: RowVerdicts[Shape] = RowVerdicts(follow_pods=False)
-        self._claims: dict[Shape, DeviceClaim | DeviceShareError | None] = {}
+        self._claims: PodShapes[Shape, DeviceClaim | DeviceShareError | None] = PodShapes(_shape, self._parse)
         self._notifier = QueueNotifier(DEVICE_CHANGE)
-        self._last: tuple[PodInfo, Shape, DeviceClaim | DeviceShareError | None] | None = None
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -222,28 +222,16 @@ class DeviceShare:
     # --- a pod's claim ---------------------------------------------------------------------
 
     def _claim(self, pod: PodInfo) -> tuple[Shape, DeviceClaim | DeviceShareError | None]:
-        """The pod's claim (the points of one cycle ask for the same pod in turn)."""
-        last = self._last
-        if last is not None and last[0] is pod:
-            return last[1], last[2]
-        shape, claim = self._claim_of(pod)
-        self._last = (pod, shape, claim)
-        return shape, claim
+        return self._claims.get(pod)
 
-    def _claim_of(self, pod: PodInfo) -> tuple[Shape, DeviceClaim | DeviceShareError | None]:
-        shape = _shape(pod)
+    @staticmethod
+    def _parse(pod: PodInfo, shape: Shape) -> DeviceClaim | DeviceShareError | None:
         if not shape[0]:
-            return shape, None
-        claim = self._claims.get(shape)
-        if claim is None and shape not in self._claims:
-            try:
-                claim = build_claim(dict(shape[0]), pod.annotations)
-            except DeviceShareError as err:
-                claim = err
-            if len(self._claims) > 256:
-                self._claims.clear()
-            self._claims[shape] = claim
-        return shape, claim
+            return None
+        try:
+            return build_claim(dict(shape[0]), pod.annotations)
+        except DeviceShareError as err:
+            return err
 
     def _verdict(self, claim: DeviceClaim) -> Callable[[NodeInfo], Verdict]:
         def verdict(info: NodeInfo) -> Verdict:
@@ -285,14 +273,9 @@ class DeviceShare:
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         _, claim = self._claim(pod)
-        out: dict[str, int] = {}
         if not isinstance(claim, DeviceClaim):
-            return out
-        for info in cluster.nodes.values():
-            if rejected[info.row]:
-                why = self._why(claim, info.name) or NO_DEVICES
-                out[why] = out.get(why, 0) + 1
-        return out
+            return {}
+        return reasons_by_node(cluster, rejected, lambda info: self._why(claim, info.name) or NO_DEVICES)
 
     def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         _, claim = self._claim(pod)

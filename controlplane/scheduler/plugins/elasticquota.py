@@ -28,7 +28,13 @@ from typing import Any
 
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.plugins.defaultpreemption import VictimRules
-from controlplane.scheduler.plugins.interface import CycleState, Handle, PreFilterResult, QueueNotifier
+from controlplane.scheduler.plugins.interface import (
+    CycleState,
+    Handle,
+    PreFilterResult,
+    QueueNotifier,
+    deleted_name,
+)
 from controlplane.scheduler.podinfo import POD_FIELD_SELECTOR, PodInfo
 from controlplane.scheduler.queue import ClusterEvent
 from controlplane.scheduler.quota import (
@@ -151,11 +157,7 @@ class ElasticQuota:
         self._notifier.notify()
 
     def on_quota_deleted(self, quota: Obj | Tombstone[Obj]) -> None:
-        name = (
-            quota.key.rpartition("/")[2]
-            if isinstance(quota, Tombstone)
-            else str((quota.get("metadata") or {}).get("name") or "")
-        )
+        name = deleted_name(quota)
         self.quotas.pop(name, None)
         self.forest.delete_quota(name)
         self._notifier.notify()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -107,6 +107,18 @@ def passing_mask(rejected: int, n: int) -> bytes:
 def bits_of(mask: bytes) -> int:
     """A 0/1 byte mask as a bit set of rows."""
     return int(mask.translate(_MASK_TO_ASCII)[::-1] or b"0", 2)
+
+
+def reasons_by_node(
+    cluster: Cluster, rejected: bytes, why: Callable[[NodeInfo], str | None]
+) -> dict[str, int]:
+    """:meth:`MaskFilter.reasons` for a plug-in that says per node why: ``why`` of every
+    rejected row's node, counted (a row it finds no reason for is not counted)."""
+    out: dict[str, int] = {}
+    for info in cluster.nodes.values():
+        if rejected[info.row] and (reason := why(info)):
+            out[reason] = out.get(reason, 0) + 1
+    return out
 
 
 _ASCII_TO_MASK = bytes.maketrans(b"01", b"\x00\x01")
@@ -355,7 +367,7 @@ def follow(
     )
 
 
-def deleted_name(obj: Obj | Tombstone[Obj]) -> str:
+def deleted_name(obj: Mapping[str, Any] | Tombstone[Any]) -> str:
     """The name of a deleted object, or of a tombstone's."""
     if isinstance(obj, Tombstone):
         return obj.key.rpartition("/")[2]

@@ -64,9 +64,10 @@ from controlplane.scheduler.plugins.interface import (
     QueueNotifier,
     final_row_scores,
     follow,
+    reasons_by_node,
 )
-from controlplane.scheduler.plugins.rowverdicts import RowVerdicts, Verdict
-from controlplane.scheduler.podinfo import PodInfo
+from controlplane.scheduler.plugins.rowverdicts import PodShapes, RowVerdicts, Verdict
+from controlplane.scheduler.podinfo import PodInfo, pod_object
 from controlplane.scheduler.queue import ClusterEvent
 from koordinator.api.extension.numa import (
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
@@ -174,20 +175,6 @@ def _shape(pod: PodInfo) -> Shape:
     )
 
 
-def _pod_object(pod: PodInfo) -> dict[str, Any]:
-    """The parts of the pod object the NUMA core reads."""
-    return {
-        "metadata": {
-            "uid": pod.uid,
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "labels": dict(pod.labels),
-            "annotations": dict(pod.annotations),
-        },
-        "spec": {"priority": pod.priority, "nodeName": pod.node_name},
-    }
-
-
 class NodeNUMAResource:
     NAME = NAME
     PREEMPTION_HELPS = False
@@ -204,10 +191,9 @@ class NodeNUMAResource:
         #: nodes whose NRT sets a NUMA policy or the kubelet's static CPU manager policy
         self._policy_nodes: set[str] = set()
         self._verdicts: RowVerdicts[Shape] = RowVerdicts()
-        self._requests: dict[Shape, PodNUMARequest | RejectionError] = {}
+        self._requests: PodShapes[Shape, PodNUMARequest | RejectionError] = PodShapes(_shape, self._parse)
         self._notifier = QueueNotifier(NRT_CHANGE)
         self._cluster: Cluster | None = None
-        self._last: tuple[PodInfo, Shape, PodNUMARequest | RejectionError] | None = None
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -249,7 +235,7 @@ class NodeNUMAResource:
             return
         if not new.node_name or ANNOTATION_RESOURCE_STATUS not in new.annotations or new.uid in self.booked:
             return
-        allocation = allocation_from_pod(_pod_object(new))
+        allocation = allocation_from_pod(pod_object(new))
         if allocation is not None:
             self._book(new.node_name, allocation)
 
@@ -271,28 +257,15 @@ class NodeNUMAResource:
     # --- a pod on a node -------------------------------------------------------------------
 
     def _request(self, pod: PodInfo) -> tuple[Shape, PodNUMARequest | RejectionError]:
-        """The pod's request here (the points of one cycle ask for the same pod in turn)."""
-        last = self._last
-        if last is not None and last[0] is pod:
-            return last[1], last[2]
-        shape, request = self._request_of(pod)
-        self._last = (pod, shape, request)
-        return shape, request
+        return self._requests.get(pod)
 
-    def _request_of(self, pod: PodInfo) -> tuple[Shape, PodNUMARequest | RejectionError]:
-        shape = _shape(pod)
-        found = self._requests.get(shape)
-        if found is None:
-            try:
-                found = pre_filter(
-                    _pod_object(pod), self.args.default_cpu_bind_policy, requests=_quantities(pod.requests)
-                )
-            except RejectionError as err:
-                found = err
-            if len(self._requests) > 256:
-                self._requests.clear()
-            self._requests[shape] = found
-        return shape, found
+    def _parse(self, pod: PodInfo, shape: Shape) -> PodNUMARequest | RejectionError:
+        try:
+            return pre_filter(
+                pod_object(pod), self.args.default_cpu_bind_policy, requests=_quantities(pod.requests)
+            )
+        except RejectionError as err:
+            return err
 
     def _decide(self, request: PodNUMARequest, info: NodeInfo) -> tuple[TopologyOptions, NodeDecision]:
         options = self.options.get(info.name, _EMPTY)
@@ -421,13 +394,9 @@ class NodeNUMAResource:
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         self._cluster = cluster
         _, request = self._request(pod)
-        out: dict[str, int] = {}
         if not isinstance(request, PodNUMARequest):
-            return out
-        for info in cluster.nodes.values():
-            if rejected[info.row] and (why := self._why(pod, request, info)):
-                out[why] = out.get(why, 0) + 1
-        return out
+            return {}
+        return reasons_by_node(cluster, rejected, lambda info: self._why(pod, request, info))
 
     def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         self._cluster = cluster

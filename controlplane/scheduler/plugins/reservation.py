@@ -54,10 +54,11 @@ from controlplane.scheduler.plugins.interface import (
     QueueNotifier,
     follow,
     passing_mask,
+    reasons_by_node,
     row_scores,
     rows_mask,
 )
-from controlplane.scheduler.podinfo import PodInfo, pod_info
+from controlplane.scheduler.podinfo import PodInfo, pod_info, pod_object
 from controlplane.scheduler.queue import ClusterEvent
 from controlplane.scheduler.reservation import lifecycle
 from controlplane.scheduler.reservation.fit import fits_reservation
@@ -77,7 +78,6 @@ from koordinator.api.extension.reservation import (
     ANNOTATION_RESERVATION_ALLOCATED,
     get_reservation_allocated,
 )
-from koordinator.api.quantity import Quantity
 from koordinator.api.resourcelist import ResourceList
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
@@ -188,43 +188,6 @@ def _ints(resources: ResourceList) -> dict[str, int]:
     return out
 
 
-def _quantities(requests: Mapping[str, int]) -> ResourceList:
-    return {n: Quantity.from_milli(v) if n == CPU else Quantity.from_int(v) for n, v in requests.items()}
-
-
-def _pod_object(pod: PodInfo) -> dict[str, Any]:
-    """The parts of the pod object the reservation core reads: identity, labels, the
-    reservation annotations, the controlling owner and the requests."""
-    meta: dict[str, Any] = {
-        "name": pod.name,
-        "namespace": pod.namespace,
-        "uid": pod.uid,
-        "labels": dict(pod.labels),
-        "annotations": dict(pod.annotations),
-    }
-    if pod.controller is not None:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": pod.controller.api_version,
-                "kind": pod.controller.kind,
-                "name": pod.controller.name,
-                "uid": pod.controller.uid,
-                "controller": True,
-            }
-        ]
-    requests = {name: f"{value}m" if name == CPU else str(value) for name, value in pod.requests.items()}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {
-            "nodeName": pod.node_name,
-            "tolerations": [],
-            "containers": [{"name": "c", "resources": {"requests": requests}}],
-        },
-    }
-
-
 @dataclass
 class _Matched:
     """The reservations a pod may use, by node, for its scheduling cycle."""
@@ -289,7 +252,7 @@ class Reservation:
         info = ReservationInfo.from_reservation(reservation)
         for uid, (owner, pod) in self.owners.items():
             if owner == name and uid:
-                info.add_assigned_pod(_pod_object(pod))
+                info.add_assigned_pod(pod_object(pod))
         self._unindex(name)
         self.infos[name] = info
         self._index(name, info)
@@ -394,7 +357,7 @@ class Reservation:
         self._changed.add(name)
         info = self.infos.get(name)
         if info is not None:
-            info.add_assigned_pod(_pod_object(pod))
+            info.add_assigned_pod(pod_object(pod))
             self._sync_reserve_pod(info)
 
     def _unassign(self, uid: str) -> None:
@@ -405,7 +368,7 @@ class Reservation:
         self._changed.add(name)
         info = self.infos.get(name)
         if info is not None:
-            info.remove_assigned_pod(_pod_object(pod))
+            info.remove_assigned_pod(pod_object(pod))
             self._sync_reserve_pod(info)
             self._notifier.notify()
 
@@ -421,7 +384,7 @@ class Reservation:
             return None
         if not self._candidates(pod) and ANNOTATION_RESERVATION_AFFINITY not in pod.annotations:
             return None  # no reservation may own it, and it asks for none
-        obj = _pod_object(pod)
+        obj = pod_object(pod)
         try:
             ctx = PodContext.of(obj)
         except (ReservationError, AnnotationError):
@@ -489,13 +452,9 @@ class Reservation:
 
     def reasons(self, pod: PodInfo, cluster: Cluster, rejected: bytes) -> dict[str, int]:
         matched = self._match(pod, cluster)
-        out: dict[str, int] = {}
         if matched is None:
-            return out
-        for info in cluster.nodes.values():
-            if rejected[info.row] and (why := self._node_verdict(matched, info.name)):
-                out[why] = out.get(why, 0) + 1
-        return out
+            return {}
+        return reasons_by_node(cluster, rejected, lambda info: self._node_verdict(matched, info.name))
 
     def explain(self, pod: PodInfo, node: NodeInfo, cluster: Cluster) -> str | None:
         matched = self._match(pod, cluster)
@@ -606,7 +565,7 @@ class Reservation:
         for owner, pod in self.owners.values():
             if owner != name or info is None:
                 continue
-            obj = _pod_object(pod)
+            obj = pod_object(pod)
             obj["metadata"]["annotations"][ANNOTATION_RESERVATION_ALLOCATED] = reservation_allocated_value(
                 name, info.uid
             )

@@ -1,5 +1,6 @@
-"""Per-node verdicts kept per pod shape, for plug-ins whose node check is Python work
-(NodeNUMAResource's trial CPU allocation, DeviceShare's trial device allocation).
+"""What NodeNUMAResource and DeviceShare keep per pod shape: the pod's parsed request
+(:class:`PodShapes`), and per node its verdict (:class:`RowVerdicts`), since their node
+check is Python work (a trial CPU or device allocation).
 
 Pods of one shape (same CPU or device request, same policies) get the same answer from a
 node until that node changes, so a plug-in keeps, per shape, the filter's byte mask and the
@@ -17,12 +18,43 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
+from controlplane.scheduler.podinfo import PodInfo
 
 MAX_SHAPES = 64
+#: parsed requests kept at once; past it they are all dropped
+MAX_REQUESTS = 256
 
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 #: a node's verdict for a shape: (passes, raw score)
 Verdict = tuple[bool, int]
+
+
+class PodShapes(Generic[K, V]):
+    """A plug-in's parsed request of a pod, which depends on the pod's shape alone (``shape``
+    of the record): parsed once per shape (``parse``), and the last pod's kept apart, as the
+    points of one cycle ask for the same pod in turn."""
+
+    def __init__(self, shape: Callable[[PodInfo], K], parse: Callable[[PodInfo, K], V]) -> None:
+        self._shape = shape
+        self._parse = parse
+        self._parsed: dict[K, V] = {}
+        self._last: tuple[PodInfo, K, V] | None = None
+
+    def get(self, pod: PodInfo) -> tuple[K, V]:
+        last = self._last
+        if last is not None and last[0] is pod:
+            return last[1], last[2]
+        key = self._shape(pod)
+        if key in self._parsed:
+            value = self._parsed[key]
+        else:
+            value = self._parse(pod, key)
+            if len(self._parsed) >= MAX_REQUESTS:
+                self._parsed.clear()
+            self._parsed[key] = value
+        self._last = (pod, key, value)
+        return key, value
 
 
 class _Shape:
