@@ -47,6 +47,8 @@ from koordlet.metricsadvisor.framework import CollectorConfig
 from koordlet.qosmanager.registry import strategies
 from koordlet.qosmanager.scenario import Scenario, ScenarioError, plan_scenario
 from koordlet.qosmanager.scenario import as_table as as_plan_table
+from koordlet.runtimehooks.nri.plugin import NriOptions
+from koordlet.runtimehooks.protocol import FailurePolicy
 from koordlet.system import native
 from koordlet.system.paths import HostPaths
 from koordlet.system.probe import as_json, as_table, probe
@@ -91,6 +93,13 @@ def _add_host_root_flags(parser: argparse.ArgumentParser) -> None:
 def host_paths(args: argparse.Namespace) -> HostPaths:
     overrides = {field: getattr(args, field, None) for field in HOST_ROOT_FLAGS.values()}
     return HostPaths.from_environ().with_overrides(**overrides)
+
+
+def _failure_policy(text: str) -> FailurePolicy:
+    try:
+        return FailurePolicy(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a failure policy (Ignore or Fail)") from None
 
 
 #: (flag, dest, type, default, help) of the agent, upstream's names and defaults
@@ -209,6 +218,77 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         10.0,
         "period of the runtime hooks' reconciler",
     ),
+    (
+        "--runtime-hooks-plugin-failure-policy",
+        "runtime_hooks_plugin_failure_policy",
+        _failure_policy,
+        FailurePolicy.IGNORE,
+        "Ignore: a failing hook is logged and the others run; Fail: it stops the stage "
+        "(through NRI, the runtime is told and fails the pod or container)",
+    ),
+    (
+        "--enable-nri-runtime-hook",
+        "enable_nri_runtime_hook",
+        bool_flag,
+        True,
+        "apply the runtime hooks through NRI when the runtime offers it",
+    ),
+    (
+        "--runtime-hooks-nri-socket-path",
+        "runtime_hooks_nri_socket_path",
+        str,
+        "nri/nri.sock",
+        "the NRI socket, relative to --var-run-root-dir",
+    ),
+    (
+        "--runtime-hooks-nri-plugin-name",
+        "runtime_hooks_nri_plugin_name",
+        str,
+        "koordlet_nri",
+        "NRI plug-in name",
+    ),
+    (
+        "--runtime-hooks-nri-plugin-index",
+        "runtime_hooks_nri_plugin_index",
+        str,
+        "00",
+        "NRI plug-in index (plug-ins run in ascending order)",
+    ),
+    (
+        "--runtime-hooks-nri-connect-timeout",
+        "runtime_hooks_nri_connect_timeout",
+        duration_flag,
+        6.0,
+        "limit of the NRI connection and registration (a little over containerd's registration timeout)",
+    ),
+    (
+        "--runtime-hooks-nri-backoff-duration",
+        "runtime_hooks_nri_backoff_duration",
+        duration_flag,
+        1.0,
+        "first wait before reconnecting to NRI",
+    ),
+    (
+        "--runtime-hooks-nri-backoff-factor",
+        "runtime_hooks_nri_backoff_factor",
+        float,
+        2.0,
+        "growth of the wait between NRI reconnection attempts",
+    ),
+    (
+        "--runtime-hooks-nri-backoff-cap",
+        "runtime_hooks_nri_backoff_cap",
+        duration_flag,
+        30.0,
+        "longest wait between NRI reconnection attempts (upstream: unbounded)",
+    ),
+    (
+        "--runtime-hooks-nri-backoff-steps",
+        "runtime_hooks_nri_backoff_steps",
+        int,
+        2**31 - 1,
+        "failed NRI connection attempts in a row before giving up (the reconciler goes on)",
+    ),
 ]
 
 
@@ -233,6 +313,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
             )
         node_name = socket.gethostname()
     host, port = args.addr if args.addr is not None else (("127.0.0.1" if args.standalone else ""), 9316)
+    paths = host_paths(args) if not args.standalone else _standalone_paths(args)
     collectors = CollectorConfig(
         collect_res_used_interval=args.collect_res_used_interval,
         collect_sys_metric_outdated_interval=args.collect_sys_metric_outdated_interval,
@@ -242,7 +323,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
     )
     return AgentConfig(
         node_name=node_name,
-        paths=host_paths(args) if not args.standalone else _standalone_paths(args),
+        paths=paths,
         gates=args.feature_gates,
         host=host,
         port=port,
@@ -266,6 +347,21 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         cpu_evict_cooldown=args.cpu_evict_cool_time_seconds,
         resource_force_update_seconds=args.resource_force_update_seconds,
         runtime_hooks_reconcile_interval=args.runtime_hooks_reconcile_interval,
+        runtime_hooks_failure_policy=args.runtime_hooks_plugin_failure_policy,
+        nri=_nri_options(args, paths) if args.enable_nri_runtime_hook else None,
+    )
+
+
+def _nri_options(args: argparse.Namespace, paths: HostPaths) -> NriOptions:
+    return NriOptions(
+        socket_path=paths.var_run(args.runtime_hooks_nri_socket_path),
+        plugin_name=args.runtime_hooks_nri_plugin_name,
+        plugin_index=args.runtime_hooks_nri_plugin_index,
+        connect_timeout=args.runtime_hooks_nri_connect_timeout,
+        backoff_duration=args.runtime_hooks_nri_backoff_duration,
+        backoff_factor=args.runtime_hooks_nri_backoff_factor,
+        backoff_cap=args.runtime_hooks_nri_backoff_cap,
+        backoff_steps=args.runtime_hooks_nri_backoff_steps,
     )
 
 

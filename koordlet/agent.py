@@ -55,7 +55,8 @@ from koordlet.qosmanager.evictor import Evictor
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, NodeView, QoSManager, Snapshot
 from koordlet.qosmanager.registry import strategies
 from koordlet.runtimehooks.framework import HookManager
-from koordlet.runtimehooks.protocol import NodeFacts
+from koordlet.runtimehooks.nri.plugin import NriOptions, NriPlugin
+from koordlet.runtimehooks.protocol import FailurePolicy, NodeFacts
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks
 from koordlet.scrape import MetricsEndpoint, ScrapeLimits
@@ -120,6 +121,9 @@ class AgentConfig:
     cpu_evict_cooldown: float = 20.0
     resource_force_update_seconds: float = 60.0
     runtime_hooks_reconcile_interval: float = 10.0
+    runtime_hooks_failure_policy: FailurePolicy = FailurePolicy.IGNORE
+    #: the NRI transport's options; None: ``--enable-nri-runtime-hook=false``
+    nri: NriOptions | None = None
     scrape_limits: ScrapeLimits = field(default_factory=ScrapeLimits)
 
 
@@ -203,6 +207,7 @@ class Agent:
         )
         self.qos: QoSManager | None = None
         self.reconciler: Reconciler | None = None
+        self.nri: NriPlugin | None = None
 
     # --- HTTP ----------------------------------------------------------------------------
 
@@ -394,7 +399,14 @@ class Agent:
         if self.config.standalone:
             log.info("standalone mode: runtime hooks are not run (they would act on this machine's cgroups)")
             return
-        manager = HookManager(hooks(self.metrics), self.metrics)
+        manager = HookManager(
+            hooks(self.metrics), self.metrics, failure_policy=self.config.runtime_hooks_failure_policy
+        )
+        if self.config.nri is not None:
+            self.nri = NriPlugin(
+                self.config.nri, manager, self.node_facts, self.executor, states.get_all_pods
+            )
+            self._tasks.append(asyncio.create_task(self.nri.run(), name="nri-plugin"))
         self.reconciler = Reconciler(
             manager,
             self.node_facts,
