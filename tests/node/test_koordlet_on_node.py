@@ -9,6 +9,7 @@ cgroup files or the apiserver hold.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import NotFoundError
 from tests.envtest import apply_crds
 from tests.koordlet.clusterenv import KOORDLET_CRDS
+from tests.node.cgroupwrites import CgroupWrites
 from tests.nodetier import busybox_pod, delete_pods, node_config, publish_batch_resources, wait_running
 from testsupport.nodetier import Node
 
@@ -78,6 +80,7 @@ def koordlet(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> It
     """A koordlet process on the node; yields its log."""
     asyncio.run(_setup(node_cluster))
     log = tmp_path_factory.mktemp("koordlet") / "koordlet.log"
+    assert node_cluster.spec is not None
     argv = [
         sys.executable, "-m", "koordlet",
         "--kubeconfig", str(node_cluster.kubeconfig),
@@ -88,6 +91,10 @@ def koordlet(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> It
         "--runtime-hooks-reconcile-interval", "1s",
         "--cpu-suppress-interval-seconds", "1",
         "--feature-gates", "BEMemoryEvict=true",
+        # the NRI socket of the node's containerd (not the host's)
+        "--var-run-root-dir", str(node_cluster.spec.dir),
+        # cached values are not rewritten during the module (the NRI test counts writes)
+        "--resource-force-update-seconds", "3600",
     ]  # fmt: skip
     proc = node_cluster.popen(
         argv, log, env={"NODE_NAME": "koord-node", "agent_mode": "hostMode", "PATH": "/usr/bin:/bin"}
@@ -319,3 +326,129 @@ async def test_a_be_pod_over_the_memory_threshold_is_evicted(
         assert ls_pod["status"]["phase"] == "Running"
     finally:
         await _patch_be_threshold(node_client, memoryEvictThresholdPercent=None, memoryEvictLowerPercent=None)
+
+
+# --- NRI: the hooks applied while containerd creates the container ------------------------
+
+NRI_REGISTERED = "NRI plug-in 00-koordlet_nri registered"
+#: what a container sees of its own cgroups as it starts, then it sleeps
+SHOW_CGROUPS = (
+    "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.shares "
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpuset/cpuset.cpus; exec sleep 3600"
+)
+
+
+def _registrations(log: Path) -> int:
+    return log.read_text(errors="replace").count(NRI_REGISTERED) if log.exists() else 0
+
+
+def _synchronized_since_registration(log: Path) -> bool:
+    return "NRI: synchronized with" in log.read_text(errors="replace").rsplit(NRI_REGISTERED, 1)[-1]
+
+
+def _first_lines(node: Node, pod: dict[str, Any], count: int) -> list[str] | None:
+    """The first lines the pod's container wrote (the kubelet's CRI log file), once it wrote them."""
+    meta = pod["metadata"]
+    assert node.spec is not None
+    log = node.spec.dir / "pod-logs" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / "main" / "0.log"
+    if not log.exists():
+        return None
+    # "<time> stdout F <text>" per line
+    lines = [line.split(" ", 3)[3] for line in log.read_text().splitlines() if line.count(" ") >= 3]
+    return lines[:count] if len(lines) >= count else None
+
+
+async def _nri_ready(client: ApiClient, pods: list[str], koordlet: Path) -> None:
+    """The NRI plug-in registered. The koordlet starts its hooks once the kubelet lists a
+    pod (an empty list reads as a kubelet restart), as its own DaemonSet pod would be."""
+    await _create(client, pods, busybox_pod("nri-anchor", SLEEP))
+    await wait_running(client, "default", pods)
+    await until(lambda: _registrations(koordlet) >= 1, 30, "the NRI plug-in registered", koordlet)
+
+
+async def _nri_pods(client: ApiClient, pods: list[str]) -> dict[str, dict[str, Any]]:
+    """A BE batch pod (its batch resources recorded by the webhook's annotation) and a pinned
+    LSR pod, both printing their cgroup values as they start."""
+    batch = {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"}
+    recorded = json.dumps({"containers": {"main": {"requests": batch, "limits": batch}}})
+    await _create(
+        client,
+        pods,
+        busybox_pod(
+            "nri-batch",
+            SHOW_CGROUPS,
+            requests=batch,
+            limits=batch,
+            labels={QOS: "BE"},
+            annotations={"node.koordinator.sh/extended-resource-spec": recorded},
+        ),
+    )
+    whole_cpu = {"cpu": "1", "memory": "64Mi"}
+    await _create(
+        client,
+        pods,
+        busybox_pod(
+            "nri-lsr",
+            SHOW_CGROUPS,
+            requests=whole_cpu,
+            limits=whole_cpu,
+            labels={QOS: "LSR"},
+            annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "1"}'},
+        ),
+    )
+    return {p["metadata"]["name"]: p for p in await wait_running(client, "default", pods)}
+
+
+async def test_nri_containers_start_with_their_hook_values(
+    node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
+) -> None:
+    await _nri_ready(node_client, pods, koordlet)
+    running = await _nri_pods(node_client, pods)
+    # quota, shares, memory limit, cpuset, read by the container's first command: the
+    # kubelet's values (-1, 2, unlimited) were never there
+    batch = await until(
+        lambda: _first_lines(node_cluster, running["nri-batch"], 3), 30, "its output", koordlet
+    )
+    assert batch == ["50000", "512", str(256 << 20)]
+    lsr = await until(lambda: _first_lines(node_cluster, running["nri-lsr"], 4), 30, "its output", koordlet)
+    assert (lsr[0], lsr[3]) == ("-1", "1")  # pinned, its quota lifted
+    batch_uid = running["nri-batch"]["metadata"]["uid"]
+    assert read(_cgroup(node_cluster, "cpu", "besteffort", f"pod{batch_uid}", "cpu.idle")) == "1"
+
+
+async def test_nri_reconnects_after_a_containerd_restart_and_reapplies_nothing(
+    node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
+) -> None:
+    await _nri_ready(node_client, pods, koordlet)
+    running = await _nri_pods(node_client, pods)
+    batch, lsr = running["nri-batch"], running["nri-lsr"]
+    be_dir = ("besteffort", f"pod{batch['metadata']['uid']}")
+    lsr_dir = (f"pod{lsr['metadata']['uid']}", container_id(lsr))
+    watched = [
+        _cgroup(node_cluster, "cpu", *be_dir, "cpu.idle"),
+        _cgroup(node_cluster, "cpu", *be_dir, "cpu.cfs_quota_us"),
+        _cgroup(node_cluster, "cpu", *be_dir, container_id(batch), "cpu.cfs_quota_us"),
+        _cgroup(node_cluster, "memory", *be_dir, container_id(batch), "memory.limit_in_bytes"),
+        _cgroup(node_cluster, "cpuset", *lsr_dir, "cpuset.cpus"),
+        _cgroup(node_cluster, "cpu", *lsr_dir, "cpu.cfs_quota_us"),
+    ]
+    await asyncio.sleep(3)  # the reconciler has seen both pods (it finds nothing to change)
+    writes = CgroupWrites(watched)
+    try:
+        before = _registrations(koordlet)
+        await asyncio.to_thread(node_cluster.restart_containerd)
+        await until(
+            lambda: _registrations(koordlet) > before, 60, "the NRI plug-in registered again", koordlet
+        )
+        await until(
+            lambda: _synchronized_since_registration(koordlet), 30, "the runtime's Synchronize", koordlet
+        )
+        await asyncio.sleep(3)  # a few reconciles
+        assert writes.count() == 0, writes.seen
+        # the counter does see a write: the same value written again
+        watched[0].write_text(read(watched[0]))
+        assert writes.count() == 1
+    finally:
+        writes.close()
+    # the kubelet goes on with the restarted runtime: the pods stay running
+    await wait_running(node_client, "default", pods)

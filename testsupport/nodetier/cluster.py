@@ -284,6 +284,27 @@ class Node:
             preexec_fn=isolation.enter_netns(self.netns),
         )
 
+    def restart_containerd(self, timeout: float = 60.0) -> None:
+        """Restart the node's containerd (its containers go on running) and wait until it
+        answers again."""
+        assert self.spec is not None
+        counter = self.spec.dir / "containerd-restarts"
+
+        def restarts() -> int:
+            with contextlib.suppress(OSError, ValueError):
+                return int(counter.read_text())
+            return 0
+
+        before = restarts()
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while restarts() == before:
+            if time.monotonic() > deadline:
+                raise NodeTierError(
+                    f"containerd not back after {timeout:.0f}s\n{_tail(self.workdir / 'node.log')}"
+                )
+            time.sleep(0.1)
+
     def import_image(self, archive: Path) -> None:
         """Import an image archive (docker or OCI) into the node's containerd."""
         assert self.spec is not None

@@ -8,6 +8,7 @@ process of the node (daemons, shims, containers) dies when it exits, crash or no
 mounts die with the mount namespace and its links with the network namespace. What it
 leaves on the host is the scratch directory and empty cgroups, which it removes itself on
 a clean stop and :func:`testsupport.nodetier.cluster.sweep` removes after a crash.
+SIGUSR1 restarts containerd.
 
 It writes ``ready.json`` once the node is Ready (its taints cleared by the node lifecycle
 controller, the ``default`` service account made) and ``failed.txt`` if it cannot get
@@ -65,6 +66,8 @@ class NodeMain:
         self.plane: ControlPlane | None = None
         self.relay: Relay | None = None
         self.stopping = False
+        #: set by SIGUSR1: restart containerd (``Node.restart_containerd``)
+        self.restart_runtime = False
         self._ssl: ssl.SSLContext | None = None
 
     # --- helpers -------------------------------------------------------------------------
@@ -144,6 +147,12 @@ class NodeMain:
 
     def container_runtime(self) -> None:
         os.environ["PATH"] = components.path_with_node_bin(self.spec)
+        self.containerd()
+        for image in IMAGES:
+            self.ctr("images", "import", "--all-platforms", str(self.spec.images / image))
+        self.mark("images imported")
+
+    def containerd(self) -> None:
         self.start("containerd", components.containerd_argv(self.spec))
 
         def answers() -> bool:
@@ -156,9 +165,18 @@ class NodeMain:
 
         self.wait("containerd", answers, 60)
         self.mark("containerd ready")
-        for image in IMAGES:
-            self.ctr("images", "import", "--all-platforms", str(self.spec.images / image))
-        self.mark("images imported")
+
+    def restart_containerd(self) -> None:
+        """Stop containerd (SIGTERM; its shims and containers go on) and start it again, as an
+        upgrade would; counts the restarts in ``containerd-restarts``."""
+        self.restart_runtime = False
+        for process in [p for p in self.procs if p.name == "containerd"]:
+            process.stop()
+            self.procs.remove(process)
+        self.containerd()
+        counter = self.spec.dir / "containerd-restarts"
+        done = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(done + 1))
 
     def kubelet(self) -> None:
         assert self.plane is not None
@@ -214,6 +232,8 @@ class NodeMain:
             )
         )
         while not self.stopping:
+            if self.restart_runtime:
+                self.restart_containerd()
             for process in self.procs:
                 process.check_alive()
             self.reap()
@@ -244,6 +264,7 @@ class NodeMain:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGUSR1, lambda _signum, _frame: setattr(self, "restart_runtime", True))
         failure = ""
         try:
             self.serve()
