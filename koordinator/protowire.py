@@ -7,7 +7,10 @@ published ``.proto`` files), on top of these primitives:
 * :class:`Writer` appends fields (varints, strings, bytes, nested messages, string maps);
 * :func:`fields` splits a message into ``{field number: [raw values]}``: ints for varint
   and fixed fields, bytes for length-delimited ones; repeated fields keep their order and,
-  as protobuf wants, the last value of a singular field wins.
+  as protobuf wants, the last value of a singular field wins;
+* :func:`replace`, :func:`edit`, :func:`append` and :func:`without` change some fields of
+  an encoded message and keep every other byte as it was (the runtime proxy edits CRI
+  calls it does not otherwise understand).
 
 Unknown fields are kept by :func:`fields` and ignored by readers, so a newer runtime that
 adds fields does not break an older reader. Malformed input raises :class:`ProtoError`.
@@ -15,20 +18,24 @@ adds fields does not break an older reader. Malformed input raises :class:`Proto
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 __all__ = [
     "ProtoError",
     "Writer",
+    "append",
+    "edit",
     "fields",
     "first",
     "int64",
     "message",
     "messages",
+    "replace",
     "string",
     "string_map",
     "strings",
     "uint",
+    "without",
 ]
 
 VARINT, FIXED64, BYTES, FIXED32 = 0, 1, 2, 5
@@ -210,3 +217,68 @@ def messages(msg: Fields, number: int) -> list[dict[int, list[int | bytes]]]:
 
 def string_map(msg: Fields, number: int) -> dict[str, str]:
     return {string(entry, 1): string(entry, 2) for entry in messages(msg, number)}
+
+
+# --- editing a message in place ---------------------------------------------------------------
+
+
+def _raw_fields(data: bytes) -> list[tuple[int, bytes]]:
+    """Each field's number and its whole encoding (key included), in order."""
+    out: list[tuple[int, bytes]] = []
+    pos, end = 0, len(data)
+    while pos < end:
+        start = pos
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == VARINT:
+            _, pos = _varint(data, pos)
+        elif wire == BYTES:
+            size, pos = _varint(data, pos)
+            pos += size
+        elif wire == FIXED64:
+            pos += 8
+        elif wire == FIXED32:
+            pos += 4
+        else:
+            raise ProtoError(f"field {number}: unsupported wire type {wire}")
+        if pos > end:
+            raise ProtoError(f"field {number}: truncated")
+        out.append((number, bytes(data[start:pos])))
+    return out
+
+
+def replace(data: bytes, number: int, value: Writer | bytes | None) -> bytes:
+    """``data`` with every occurrence of field ``number`` dropped and, unless ``value`` is
+    None, ``value`` written as that field (a message or bytes); the other fields keep their
+    encoding and order."""
+    kept = b"".join(raw for n, raw in _raw_fields(data) if n != number)
+    if value is None:
+        return kept
+    return kept + bytes(Writer().message(number, value, always=True))
+
+
+def edit(data: bytes, path: tuple[int, ...], change: Callable[[bytes], bytes]) -> bytes:
+    """``data`` with the nested message at ``path`` (field numbers, outermost first)
+    replaced by ``change(current)``; a missing message along the way starts empty."""
+    number, rest = path[0], path[1:]
+    current = first(fields(data), number)
+    inner = current if isinstance(current, bytes) else b""
+    return replace(data, number, edit(inner, rest, change) if rest else change(inner))
+
+
+def append(data: bytes, number: int, value: Writer | bytes) -> bytes:
+    """``data`` with one more occurrence of the repeated field ``number``."""
+    return data + bytes(Writer().message(number, value, always=True))
+
+
+def without(data: bytes, number: int, keep: Callable[[bytes], bool]) -> bytes:
+    """``data`` with the occurrences of the repeated message field ``number`` that ``keep``
+    refuses dropped."""
+    out = bytearray()
+    for n, raw in _raw_fields(data):
+        if n == number:
+            value = first(fields(raw), number)
+            if isinstance(value, bytes) and not keep(value):
+                continue
+        out += raw
+    return bytes(out)

@@ -31,6 +31,8 @@ import orjson
 
 from koordinator import __version__
 from koordinator.api.features import KOORDLET_FEATURES
+from koordinator.api.runtimehook import FailurePolicy as ProxyFailurePolicy
+from koordinator.api.runtimehook import HookType
 from koordinator.cli import (
     address_flag,
     bool_flag,
@@ -49,6 +51,7 @@ from koordlet.qosmanager.scenario import Scenario, ScenarioError, plan_scenario
 from koordlet.qosmanager.scenario import as_table as as_plan_table
 from koordlet.runtimehooks.nri.plugin import NriOptions
 from koordlet.runtimehooks.protocol import FailurePolicy
+from koordlet.runtimehooks.proxyserver import HookServerOptions
 from koordlet.system import native
 from koordlet.system.paths import HostPaths
 from koordlet.system.probe import as_json, as_table, probe
@@ -64,6 +67,7 @@ HOST_ROOT_FLAGS = {
     "--var-run-root-dir": "var_run_root",
     "--run-root-dir": "run_root",
     "--var-lib-kubelet-dir": "var_lib_kubelet",
+    "--runtime-hooks-config-path": "runtime_hooks_config_dir",
 }
 
 
@@ -93,6 +97,20 @@ def _add_host_root_flags(parser: argparse.ArgumentParser) -> None:
 def host_paths(args: argparse.Namespace) -> HostPaths:
     overrides = {field: getattr(args, field, None) for field in HOST_ROOT_FLAGS.values()}
     return HostPaths.from_environ().with_overrides(**overrides)
+
+
+def _unix_only(text: str) -> str:
+    if text != "unix":
+        raise argparse.ArgumentTypeError(f"{text!r}: the runtime hook server listens on a unix socket only")
+    return text
+
+
+def _hook_types(text: str) -> tuple[HookType, ...]:
+    try:
+        return tuple(HookType(part.strip()) for part in text.split(",") if part.strip())
+    except ValueError:
+        known = ", ".join(h.value for h in HookType)
+        raise argparse.ArgumentTypeError(f"{text!r}: hook points are {known}") from None
 
 
 def _failure_policy(text: str) -> FailurePolicy:
@@ -227,6 +245,41 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "(through NRI, the runtime is told and fails the pod or container)",
     ),
     (
+        "--runtime-hooks-network",
+        "runtime_hooks_network",
+        _unix_only,
+        "unix",
+        "network of the runtime hook server (unix)",
+    ),
+    (
+        "--runtime-hooks-addr",
+        "runtime_hooks_addr",
+        str,
+        "/host-var-run-koordlet/koordlet.sock",
+        "socket of the runtime hook server koord-runtime-proxy calls ('' to run none)",
+    ),
+    (
+        "--runtime-hooks-host-endpoint",
+        "runtime_hooks_host_endpoint",
+        str,
+        "/var/run/koordlet/koordlet.sock",
+        "that socket as the host sees it (what koord-runtime-proxy is told)",
+    ),
+    (
+        "--runtime-hooks-failure-policy",
+        "runtime_hooks_failure_policy",
+        _failure_policy,
+        FailurePolicy.IGNORE,
+        "what koord-runtime-proxy does when this koordlet's hooks fail: Ignore or Fail the CRI call",
+    ),
+    (
+        "--runtime-hooks-disable-stages",
+        "runtime_hooks_disable_stages",
+        _hook_types,
+        (),
+        "comma-separated hook points koord-runtime-proxy should not call (PreRunPodSandbox, ...)",
+    ),
+    (
         "--enable-nri-runtime-hook",
         "enable_nri_runtime_hook",
         bool_flag,
@@ -349,6 +402,15 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         runtime_hooks_reconcile_interval=args.runtime_hooks_reconcile_interval,
         runtime_hooks_failure_policy=args.runtime_hooks_plugin_failure_policy,
         nri=_nri_options(args, paths) if args.enable_nri_runtime_hook else None,
+        hook_server=HookServerOptions(
+            Path(args.runtime_hooks_addr),
+            args.runtime_hooks_host_endpoint,
+            paths.runtime_hooks_config_dir,
+            ProxyFailurePolicy(args.runtime_hooks_failure_policy.value),
+            args.runtime_hooks_disable_stages,
+        )
+        if args.runtime_hooks_addr
+        else None,
     )
 
 

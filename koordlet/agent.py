@@ -57,8 +57,10 @@ from koordlet.qosmanager.registry import strategies
 from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.nri.plugin import NriOptions, NriPlugin
 from koordlet.runtimehooks.protocol import FailurePolicy, NodeFacts
+from koordlet.runtimehooks.proxyserver import HookServerOptions, RuntimeHookServer
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks
+from koordlet.runtimehooks.transport import HookRunner
 from koordlet.scrape import MetricsEndpoint, ScrapeLimits
 from koordlet.statesinformer.callbacks import CallbackType
 from koordlet.statesinformer.informer import StatesInformer
@@ -124,6 +126,8 @@ class AgentConfig:
     runtime_hooks_failure_policy: FailurePolicy = FailurePolicy.IGNORE
     #: the NRI transport's options; None: ``--enable-nri-runtime-hook=false``
     nri: NriOptions | None = None
+    #: the runtime hook server koord-runtime-proxy calls; None: ``--runtime-hooks-addr=''``
+    hook_server: HookServerOptions | None = None
     scrape_limits: ScrapeLimits = field(default_factory=ScrapeLimits)
 
 
@@ -208,6 +212,7 @@ class Agent:
         self.qos: QoSManager | None = None
         self.reconciler: Reconciler | None = None
         self.nri: NriPlugin | None = None
+        self.hook_server: RuntimeHookServer | None = None
 
     # --- HTTP ----------------------------------------------------------------------------
 
@@ -407,6 +412,12 @@ class Agent:
                 self.config.nri, manager, self.node_facts, self.executor, states.get_all_pods
             )
             self._tasks.append(asyncio.create_task(self.nri.run(), name="nri-plugin"))
+        if self.config.hook_server is not None:
+            runner = HookRunner(manager, self.node_facts, self.executor, states.get_all_pods)
+            self.hook_server = RuntimeHookServer(runner, self.config.hook_server)
+            self._tasks.append(
+                asyncio.create_task(self._serve_hooks(self.hook_server), name="runtime-hook-server")
+            )
         self.reconciler = Reconciler(
             manager,
             self.node_facts,
@@ -418,6 +429,17 @@ class Agent:
         for kind in (CallbackType.ALL_PODS, CallbackType.NODE_SLO_SPEC, CallbackType.NODE_TOPOLOGY):
             states.register_callback(kind, "runtime-hooks", self.reconciler.trigger)
         self.reconciler.start()
+
+    async def _serve_hooks(self, server: RuntimeHookServer) -> None:
+        """The runtime hook server until the agent stops (a failure to serve is logged)."""
+        try:
+            if not await server.start():
+                return
+            await asyncio.Event().wait()
+        except OSError as exc:
+            log.warning("runtime hook server not started: %s", exc)
+        finally:
+            await server.stop()
 
     def _on_collected(self, collector: str) -> None:
         """New node or pod usage: let the QoS strategies look at it right away."""

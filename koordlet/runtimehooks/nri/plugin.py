@@ -16,10 +16,8 @@ events a ``Configure`` config names), and runs the same hooks as the reconciler:
   containerd restart applies nothing twice (upstream issue 2334: pinning repeated on
   reconnect).
 
-Pods come from the sandbox: its labels and annotations are the pod's (the kubelet copies
-them), the QoS class from its cgroup parent, and container batch resources from the
-webhook's ``node.koordinator.sh/extended-resource-spec`` annotation; when the states
-informer already knows the pod, its spec is used too.
+Pods and containers reach the hooks through :mod:`koordlet.runtimehooks.transport`, as
+with the runtime proxy.
 
 The connection is retried with exponential backoff while the socket is missing or the
 runtime is down. Upstream gives up for good when the socket is missing at a retry (so a
@@ -35,20 +33,16 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from koordinator.api.extension.annotations import AnnotationError
-from koordinator.api.extension.qos import get_pod_qos_class_with_default
-from koordinator.api.extension.resources import get_extended_resource_spec
 from koordlet.executor import ResourceUpdateExecutor
-from koordlet.runtimehooks.framework import HookError, HookManager
+from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.nri import messages as m
 from koordlet.runtimehooks.nri.ttrpc import Handler, Session, TtrpcError
-from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext, Resources, Stage
-from koordlet.statesinformer.podmeta import ContainerMeta, PodMeta
-from koordlet.system.cgroup.layout import ContainerIDError, qos_of_dir
+from koordlet.runtimehooks.protocol import NodeFacts, Resources, Stage
+from koordlet.runtimehooks.transport import HookRunner, Sandbox, origin_resources
+from koordlet.statesinformer.podmeta import PodMeta
 
 log = logging.getLogger(__name__)
 
@@ -75,47 +69,19 @@ class NriOptions:
     backoff_steps: int = 2**31 - 1
 
 
-def _pod_object(sandbox: m.PodSandbox, known: PodMeta | None, kube_qos: str) -> dict[str, Any]:
-    """The pod the hooks read: metadata from the sandbox, the spec from the states informer
-    when it has the pod, else containers named by the extended-resource-spec annotation."""
-    spec: dict[str, Any]
-    if known is not None:
-        spec = dict(known.pod.get("spec") or {})
-    else:
-        try:
-            recorded = get_extended_resource_spec(sandbox.annotations)
-        except (AnnotationError, ValueError):
-            recorded = None
-        names = sorted(recorded.containers) if recorded is not None else []
-        spec = {"containers": [{"name": name} for name in names]}
-    return {
-        "metadata": {
-            "name": sandbox.name,
-            "namespace": sandbox.namespace,
-            "uid": sandbox.uid,
-            "labels": dict(sandbox.labels),
-            "annotations": dict(sandbox.annotations),
-        },
-        "spec": spec,
-        "status": {"qosClass": kube_qos},
-    }
-
-
-def origin_resources(resources: Resources) -> m.LinuxResources:
-    """The resources the runtime itself applies to a container (upstream's "origin" ones)."""
+def nri_resources(resources: Resources) -> m.LinuxResources:
+    """What the runtime applies itself, as NRI carries it."""
+    origin = origin_resources(resources)
     return m.LinuxResources(
-        memory_limit=resources.memory_limit,
-        cpu_shares=resources.cpu_shares,
-        cpu_quota=resources.cfs_quota,
-        cpuset_cpus=resources.cpuset or "",
+        memory_limit=origin.memory_limit,
+        cpu_shares=origin.cpu_shares,
+        cpu_quota=origin.cfs_quota,
+        cpuset_cpus=origin.cpuset or "",
     )
 
 
-def ext_resources(resources: Resources) -> Resources:
-    """The resources the runtime has no field for, written by the executor."""
-    return Resources(
-        cpu_bvt=resources.cpu_bvt, cpu_idle=resources.cpu_idle, net_cls_classid=resources.net_cls_classid
-    )
+def sandbox_of(pod: m.PodSandbox) -> Sandbox:
+    return Sandbox(pod.name, pod.namespace, pod.uid, pod.labels, pod.annotations, pod.cgroup_parent)
 
 
 class NriPlugin:
@@ -130,10 +96,7 @@ class NriPlugin:
         pods: Callable[[], Sequence[PodMeta]] = tuple,
     ) -> None:
         self.options = options
-        self.manager = manager
-        self.facts = facts
-        self.executor = executor
-        self.pods = pods
+        self.runner = HookRunner(manager, facts, executor, pods)
         self.events = m.event_mask(list(DEFAULT_EVENTS))
         self.runtime = ("", "")
         #: set while registered with a runtime
@@ -224,6 +187,7 @@ class NriPlugin:
     async def _configure(self, payload: bytes) -> bytes:
         request = m.ConfigureRequest.decode(payload)
         self.runtime = (request.runtime_name, request.runtime_version)
+        self.runner.id_scheme = _ID_SCHEME.get(request.runtime_name, "containerd")
         log.info("NRI: configured by %s %s", request.runtime_name, request.runtime_version)
         if request.config:
             try:
@@ -271,81 +235,27 @@ class NriPlugin:
 
     # --- the hooks (worker threads) --------------------------------------------------------
 
-    def _known(self, uid: str) -> PodMeta | None:
-        return next((p for p in self.pods() if p.uid == uid), None)
+    def run_pod_sandbox(self, pod: m.PodSandbox) -> None:
+        self.runner.run_pod(sandbox_of(pod), Stage.PRE_RUN_POD_SANDBOX)
 
-    def pod_meta(self, sandbox: m.PodSandbox, node: NodeFacts) -> PodMeta:
-        known = self._known(sandbox.uid)
-        kube_qos = known.kube_qos if known is not None else qos_of_dir(sandbox.cgroup_parent)
-        pod = _pod_object(sandbox, known, kube_qos.value)
-        return PodMeta(
-            pod=pod,
-            uid=sandbox.uid,
-            namespace=sandbox.namespace,
-            name=sandbox.name,
-            kube_qos=kube_qos,
-            qos=get_pod_qos_class_with_default(pod),
-            cgroup_dir=node.cgroups.layout.pod_dir(kube_qos, sandbox.uid),
-            containers=(),
+    def remove_pod_sandbox(self, pod: m.PodSandbox) -> None:
+        self.runner.run_pod(sandbox_of(pod), Stage.POST_STOP_POD_SANDBOX)
+
+    def create_container(self, pod: m.PodSandbox, container: m.Container) -> bytes:
+        ctx = self.runner.run_container(
+            sandbox_of(pod), container.name, container.id, Stage.PRE_CREATE_CONTAINER
         )
-
-    def container_meta(self, pod: PodMeta, container: m.Container, node: NodeFacts) -> ContainerMeta:
-        scheme = _ID_SCHEME.get(self.runtime[0], "containerd")
-        container_id = f"{scheme}://{container.id}"
-        try:
-            cgroup_dir = node.cgroups.layout.container_dir(pod.kube_qos, pod.uid, container_id)
-        except ContainerIDError:
-            cgroup_dir = ""
-        init_names = {str(c.get("name")) for c in (pod.pod.get("spec") or {}).get("initContainers") or ()}
-        return ContainerMeta(container.name, container_id, cgroup_dir, container.name in init_names)
-
-    def run_pod_sandbox(self, sandbox: m.PodSandbox) -> None:
-        node = self.facts()
-        pod = self.pod_meta(sandbox, node)
-        try:
-            ctx = self.manager.run_pod(PodContext(pod, node), Stage.PRE_RUN_POD_SANDBOX)
-        except HookError as exc:
-            raise RuntimeError(str(exc)) from exc
-        self.executor.leveled([ctx.response.resources.updates(pod.cgroup_dir, f"nri pod {pod.key}")])
-        self.executor.update_batch(ctx.response.extra)
-
-    def remove_pod_sandbox(self, sandbox: m.PodSandbox) -> None:
-        node = self.facts()
-        pod = self.pod_meta(sandbox, node)
-        try:
-            ctx = self.manager.run_pod(PodContext(pod, node), Stage.POST_STOP_POD_SANDBOX)
-        except HookError as exc:
-            raise RuntimeError(str(exc)) from exc
-        self.executor.update_batch(ctx.response.extra, cacheable=False)
-
-    def _container_hooks(
-        self, sandbox: m.PodSandbox, container: m.Container, stage: Stage
-    ) -> ContainerContext:
-        node = self.facts()
-        pod = self.pod_meta(sandbox, node)
-        meta = self.container_meta(pod, container, node)
-        try:
-            ctx = self.manager.run_container(ContainerContext(pod, meta, node), stage)
-        except HookError as exc:
-            raise RuntimeError(str(exc)) from exc
-        if meta.cgroup_dir:
-            owner = f"nri pod {pod.key} {meta.name}"
-            self.executor.update_batch(ext_resources(ctx.response.resources).updates(meta.cgroup_dir, owner))
-        self.executor.update_batch(ctx.response.extra)
-        return ctx
-
-    def create_container(self, sandbox: m.PodSandbox, container: m.Container) -> bytes:
-        ctx = self._container_hooks(sandbox, container, Stage.PRE_CREATE_CONTAINER)
         response = ctx.response
         adjust = m.ContainerAdjustment(
             env=dict(response.env),
             mounts=[m.Mount(x.destination, x.source, x.type, x.options) for x in response.mounts],
-            resources=origin_resources(response.resources),
+            resources=nri_resources(response.resources),
         )
         return m.CreateContainerResponse(adjust).encode()
 
-    def update_container(self, sandbox: m.PodSandbox, container: m.Container) -> bytes:
-        ctx = self._container_hooks(sandbox, container, Stage.PRE_UPDATE_CONTAINER_RESOURCES)
-        resources = origin_resources(ctx.response.resources)
+    def update_container(self, pod: m.PodSandbox, container: m.Container) -> bytes:
+        stage = Stage.PRE_UPDATE_CONTAINER_RESOURCES
+        ctx = self.runner.run_container(sandbox_of(pod), container.name, container.id, stage)
+        resources = nri_resources(ctx.response.resources)
         updates = [m.ContainerUpdate(container.id, resources)] if resources else []
         return m.UpdatesResponse(updates).encode()

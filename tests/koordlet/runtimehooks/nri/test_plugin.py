@@ -265,7 +265,7 @@ async def test_remove_pod_sandbox_runs_the_cleanup(be_node):
         def remove_pod(self, ctx: PodContext) -> None:
             removed.append(ctx.pod.uid)
 
-    be_node.plugin.manager = HookManager([Cleanup()])
+    be_node.plugin.runner.manager = HookManager([Cleanup()])
     pod = be_sandbox(be_node.host)
     await be_node.runtime.remove_pod_sandbox(pod)
     assert removed == [pod.uid]
