@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,10 +236,10 @@ def pod(i: int, namespace: str) -> dict[str, Any]:
 # --- on the envtest apiserver ----------------------------------------------------------------
 
 
-async def _install_crds(client: ApiClient) -> None:
+async def install_crds(client: ApiClient, paths: Sequence[Path] = CRDS) -> None:
     """Create the CRDs and wait until each is Established."""
     names = []
-    for path in CRDS:
+    for path in paths:
         crd = yaml.safe_load(path.read_text())
         await client.create(res.CUSTOM_RESOURCE_DEFINITIONS, crd)
         names.append(str(crd["metadata"]["name"]))
@@ -254,7 +255,7 @@ async def _install_crds(client: ApiClient) -> None:
 
 async def _populate(client: ApiClient, nodes: int, pods: int) -> float:
     """S2's objects through the API (CRDs and namespaces first, untimed): seconds to create them."""
-    await _install_crds(client)
+    await install_crds(client)
     await client.ensure_namespace(SYSTEM_NAMESPACE)
     await client.ensure_namespace(e2e.NAMESPACE)
     limit = asyncio.Semaphore(e2e.CREATE_CONCURRENCY)

@@ -23,7 +23,7 @@ import pytest
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig
-from koordinator.kube.errors import NotFoundError
+from koordinator.kube.errors import ConflictError, NotFoundError
 from testsupport.envtest import ControlPlaneError, provision_binaries
 from testsupport.nodetier import BUSYBOX_IMAGE, Node, NodeTierError, provision_node_binaries
 
@@ -122,11 +122,17 @@ def busybox_pod(
 async def publish_batch_resources(client: ApiClient, node: str = "koord-node") -> None:
     """What koord-manager's noderesource controller would publish from NodeMetrics: the
     kubelet admits a pod asking for batch resources only when its node has them."""
-    obj = await client.get(res.NODES, node)
-    for field in ("capacity", "allocatable"):
-        obj["status"][field]["kubernetes.io/batch-cpu"] = "1000"
-        obj["status"][field]["kubernetes.io/batch-memory"] = "2Gi"
-    await client.replace_status(res.NODES, obj)
+    for _ in range(10):  # the kubelet writes the node's status too
+        obj = await client.get(res.NODES, node)
+        for field in ("capacity", "allocatable"):
+            obj["status"][field]["kubernetes.io/batch-cpu"] = "1000"
+            obj["status"][field]["kubernetes.io/batch-memory"] = "2Gi"
+        try:
+            await client.replace_status(res.NODES, obj)
+            return
+        except ConflictError:
+            continue
+    raise AssertionError("the node's status kept changing under the batch resources")
 
 
 def batch_profile(name: str, app: str, **extra: str) -> dict[str, Any]:

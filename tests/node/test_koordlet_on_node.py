@@ -9,7 +9,6 @@ cgroup files or the apiserver hold.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,64 +20,28 @@ from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import NotFoundError
-from tests.envtest import apply_crds
-from tests.koordlet.clusterenv import KOORDLET_CRDS
 from tests.node.cgroupwrites import CgroupWrites
-from tests.nodetier import busybox_pod, delete_pods, node_config, publish_batch_resources, wait_running
+from tests.node.koordletenv import (
+    BURN,
+    QOS,
+    SLEEP,
+    cgroup_path,
+    container_id,
+    create_pod,
+    first_lines,
+    hooked_pods,
+    read,
+    setup_koordlet_objects,
+    until,
+)
+from tests.nodetier import busybox_pod, delete_pods, wait_running
 from testsupport.nodetier import Node
-
-CGROUP = Path("/sys/fs/cgroup")
-BURN = "while :; do :; done"
-SLEEP = "exec sleep 3600"
-QOS = "koordinator.sh/qosClass"
-PRIORITY = "koordinator.sh/priority-class"
-
-
-def _cgroup(node: Node, subsystem: str, *parts: str) -> Path:
-    return CGROUP.joinpath(subsystem, node.cgroup_root.strip("/"), "kubepods", *(p for p in parts if p))
-
-
-def read(path: Path) -> str:
-    return path.read_text().strip()
-
-
-async def _setup(node: Node) -> None:
-    async with ApiClient(node_config(node)) as client:
-        await apply_crds(client, KOORDLET_CRDS)
-        await client.create(
-            res.NODE_SLOS,
-            {
-                "apiVersion": "slo.koordinator.sh/v1alpha1",
-                "kind": "NodeSLO",
-                "metadata": {"name": "koord-node"},
-                "spec": {
-                    "resourceUsedThresholdWithBE": {
-                        "enable": True,
-                        "cpuSuppressThresholdPercent": 65,
-                        "cpuSuppressPolicy": "cpuset",
-                    },
-                    "resourceQOSStrategy": {
-                        "beClass": {"cpuQOS": {"enable": True, "groupIdentity": -1, "schedIdle": 1}},
-                    },
-                },
-            },
-        )
-        await client.create(
-            res.NODE_METRICS,
-            {
-                "apiVersion": "slo.koordinator.sh/v1alpha1",
-                "kind": "NodeMetric",
-                "metadata": {"name": "koord-node"},
-                "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 2, "aggregateDurationSeconds": 10}},
-            },
-        )
-        await publish_batch_resources(client)
 
 
 @pytest.fixture(scope="module")
 def koordlet(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A koordlet process on the node; yields its log."""
-    asyncio.run(_setup(node_cluster))
+    asyncio.run(setup_koordlet_objects(node_cluster))
     log = tmp_path_factory.mktemp("koordlet") / "koordlet.log"
     assert node_cluster.spec is not None
     argv = [
@@ -114,39 +77,15 @@ async def pods(node_client: ApiClient) -> AsyncIterator[list[str]]:
     await delete_pods(node_client, "default", names)
 
 
-async def _create(client: ApiClient, names: list[str], pod: dict[str, Any]) -> None:
-    names.append(pod["metadata"]["name"])
-    await client.create(res.PODS, pod)
-
-
-def log_tail(log: Path, lines: int = 30) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
-
-
-async def until(check: Any, within: float, what: str, log: Path) -> Any:
-    """Poll ``check`` (sync or async) until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + within
-    last: Any = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = check()
-        if asyncio.iscoroutine(last):
-            last = await last
-        if last:
-            return last
-        await asyncio.sleep(0.5)
-    tail = await asyncio.to_thread(log_tail, log)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})\n--- koordlet log tail ---\n{tail}")
-
-
 async def test_nodemetric_shows_real_pods_and_real_usage(
     node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
 ) -> None:
     cpu_mem = {"cpu": "500m", "memory": "64Mi"}
-    await _create(node_client, pods, busybox_pod("gu", SLEEP, requests=cpu_mem, limits=cpu_mem))
-    await _create(
+    await create_pod(node_client, pods, busybox_pod("gu", SLEEP, requests=cpu_mem, limits=cpu_mem))
+    await create_pod(
         node_client, pods, busybox_pod("bu", BURN, requests={"cpu": "100m"}, limits={"cpu": "400m"})
     )
-    await _create(node_client, pods, busybox_pod("be", SLEEP))
+    await create_pod(node_client, pods, busybox_pod("be", SLEEP))
     running = {p["metadata"]["name"]: p for p in await wait_running(node_client, "default", pods)}
     assert {n: p["status"]["qosClass"] for n, p in running.items()} == {
         "gu": "Guaranteed",
@@ -173,20 +112,20 @@ async def test_nodemetric_shows_real_pods_and_real_usage(
     # the pod cgroups the koordlet read are the kubelet's, under the node's cgroup root
     for name, qos_dir in (("gu", ""), ("bu", "burstable"), ("be", "besteffort")):
         uid = running[name]["metadata"]["uid"]
-        assert _cgroup(node_cluster, "cpuacct", qos_dir, f"pod{uid}").is_dir()
+        assert cgroup_path(node_cluster, "cpuacct", qos_dir, f"pod{uid}").is_dir()
 
 
 async def test_runtime_hooks_reconcile_real_containers(
     node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
 ) -> None:
     batch = {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"}
-    await _create(
+    await create_pod(
         node_client,
         pods,
         busybox_pod("batch", SLEEP, requests=batch, limits=batch, labels={QOS: "BE"}),
     )
     whole_cpu = {"cpu": "1", "memory": "64Mi"}
-    await _create(
+    await create_pod(
         node_client,
         pods,
         busybox_pod(
@@ -204,18 +143,18 @@ async def test_runtime_hooks_reconcile_real_containers(
     be_dir = ("besteffort", f"pod{batch_pod['metadata']['uid']}")
     be_container = container_id(batch_pod)
     lsr_container = container_id(lsr_pod)
-    lsr_cpuset = _cgroup(node_cluster, "cpuset", f"pod{lsr_pod['metadata']['uid']}", lsr_container)
+    lsr_cpuset = cgroup_path(node_cluster, "cpuset", f"pod{lsr_pod['metadata']['uid']}", lsr_container)
 
     def applied() -> dict[str, str] | None:
         values = {
-            "pod cfs quota": read(_cgroup(node_cluster, "cpu", *be_dir, "cpu.cfs_quota_us")),
+            "pod cfs quota": read(cgroup_path(node_cluster, "cpu", *be_dir, "cpu.cfs_quota_us")),
             "container cfs quota": read(
-                _cgroup(node_cluster, "cpu", *be_dir, be_container, "cpu.cfs_quota_us")
+                cgroup_path(node_cluster, "cpu", *be_dir, be_container, "cpu.cfs_quota_us")
             ),
             "container memory limit": read(
-                _cgroup(node_cluster, "memory", *be_dir, be_container, "memory.limit_in_bytes")
+                cgroup_path(node_cluster, "memory", *be_dir, be_container, "memory.limit_in_bytes")
             ),
-            "pod cpu.idle": read(_cgroup(node_cluster, "cpu", *be_dir, "cpu.idle")),
+            "pod cpu.idle": read(cgroup_path(node_cluster, "cpu", *be_dir, "cpu.idle")),
             "lsr cpuset": read(lsr_cpuset / "cpuset.cpus"),
         }
         return values if values["lsr cpuset"] == "1" and values["pod cpu.idle"] == "1" else None
@@ -228,11 +167,6 @@ async def test_runtime_hooks_reconcile_real_containers(
         "pod cpu.idle": "1",
         "lsr cpuset": "1",
     }
-
-
-def container_id(pod: dict[str, Any]) -> str:
-    [status] = pod["status"]["containerStatuses"]
-    return str(status["containerID"]).split("://", 1)[1]
 
 
 async def _patch_be_threshold(client: ApiClient, **fields: Any) -> None:
@@ -248,7 +182,7 @@ async def _patch_be_threshold(client: ApiClient, **fields: Any) -> None:
 async def test_a_busy_ls_pod_shrinks_the_be_tier_quota(
     node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
 ) -> None:
-    be_quota = _cgroup(node_cluster, "cpu", "besteffort", "cpu.cfs_quota_us")
+    be_quota = cgroup_path(node_cluster, "cpu", "besteffort", "cpu.cfs_quota_us")
     await _patch_be_threshold(node_client, cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=100)
     try:
         # a quiet node: the BE tier may use what the host does not (2 cores less system use),
@@ -261,7 +195,7 @@ async def test_a_busy_ls_pod_shrinks_the_be_tier_quota(
                 koordlet,
             )
         )
-        await _create(
+        await create_pod(
             node_client,
             pods,
             busybox_pod("ls-busy", BURN, requests={"cpu": "100m"}, limits={"cpu": "1"}, labels={QOS: "LS"}),
@@ -294,11 +228,11 @@ async def test_a_be_pod_over_the_memory_threshold_is_evicted(
     used_percent = 100 * (meminfo["MemTotal"] - meminfo["MemAvailable"]) / meminfo["MemTotal"]
     hog = int(meminfo["MemTotal"] * 0.06)  # 6% of the machine, twice the headroom left
     threshold = int(used_percent) + 3
-    await _create(
+    await create_pod(
         node_client, pods, busybox_pod("ls-steady", SLEEP, requests={"cpu": "50m"}, labels={QOS: "LS"})
     )
     # busybox tail keeps a line without newlines whole in memory
-    await _create(
+    await create_pod(
         node_client, pods, busybox_pod("be-hog", f"head -c {hog} /dev/zero | tail", labels={QOS: "BE"})
     )
     [_, hog_pod] = await wait_running(node_client, "default", pods)
@@ -331,11 +265,6 @@ async def test_a_be_pod_over_the_memory_threshold_is_evicted(
 # --- NRI: the hooks applied while containerd creates the container ------------------------
 
 NRI_REGISTERED = "NRI plug-in 00-koordlet_nri registered"
-#: what a container sees of its own cgroups as it starts, then it sleeps
-SHOW_CGROUPS = (
-    "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.shares "
-    "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpuset/cpuset.cpus; exec sleep 3600"
-)
 
 
 def _registrations(log: Path) -> int:
@@ -346,91 +275,46 @@ def _synchronized_since_registration(log: Path) -> bool:
     return "NRI: synchronized with" in log.read_text(errors="replace").rsplit(NRI_REGISTERED, 1)[-1]
 
 
-def _first_lines(node: Node, pod: dict[str, Any], count: int) -> list[str] | None:
-    """The first lines the pod's container wrote (the kubelet's CRI log file), once it wrote them."""
-    meta = pod["metadata"]
-    assert node.spec is not None
-    log = node.spec.dir / "pod-logs" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / "main" / "0.log"
-    if not log.exists():
-        return None
-    # "<time> stdout F <text>" per line
-    lines = [line.split(" ", 3)[3] for line in log.read_text().splitlines() if line.count(" ") >= 3]
-    return lines[:count] if len(lines) >= count else None
-
-
 async def _nri_ready(client: ApiClient, pods: list[str], koordlet: Path) -> None:
     """The NRI plug-in registered. The koordlet starts its hooks once the kubelet lists a
     pod (an empty list reads as a kubelet restart), as its own DaemonSet pod would be."""
-    await _create(client, pods, busybox_pod("nri-anchor", SLEEP))
+    await create_pod(client, pods, busybox_pod("nri-anchor", SLEEP))
     await wait_running(client, "default", pods)
     await until(lambda: _registrations(koordlet) >= 1, 30, "the NRI plug-in registered", koordlet)
-
-
-async def _nri_pods(client: ApiClient, pods: list[str]) -> dict[str, dict[str, Any]]:
-    """A BE batch pod (its batch resources recorded by the webhook's annotation) and a pinned
-    LSR pod, both printing their cgroup values as they start."""
-    batch = {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"}
-    recorded = json.dumps({"containers": {"main": {"requests": batch, "limits": batch}}})
-    await _create(
-        client,
-        pods,
-        busybox_pod(
-            "nri-batch",
-            SHOW_CGROUPS,
-            requests=batch,
-            limits=batch,
-            labels={QOS: "BE"},
-            annotations={"node.koordinator.sh/extended-resource-spec": recorded},
-        ),
-    )
-    whole_cpu = {"cpu": "1", "memory": "64Mi"}
-    await _create(
-        client,
-        pods,
-        busybox_pod(
-            "nri-lsr",
-            SHOW_CGROUPS,
-            requests=whole_cpu,
-            limits=whole_cpu,
-            labels={QOS: "LSR"},
-            annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "1"}'},
-        ),
-    )
-    return {p["metadata"]["name"]: p for p in await wait_running(client, "default", pods)}
 
 
 async def test_nri_containers_start_with_their_hook_values(
     node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
 ) -> None:
     await _nri_ready(node_client, pods, koordlet)
-    running = await _nri_pods(node_client, pods)
+    running = await hooked_pods(node_client, pods)
     # quota, shares, memory limit, cpuset, read by the container's first command: the
     # kubelet's values (-1, 2, unlimited) were never there
     batch = await until(
-        lambda: _first_lines(node_cluster, running["nri-batch"], 3), 30, "its output", koordlet
+        lambda: first_lines(node_cluster, running["hooked-batch"], 3), 30, "its output", koordlet
     )
     assert batch == ["50000", "512", str(256 << 20)]
-    lsr = await until(lambda: _first_lines(node_cluster, running["nri-lsr"], 4), 30, "its output", koordlet)
+    lsr = await until(lambda: first_lines(node_cluster, running["hooked-lsr"], 4), 30, "its output", koordlet)
     assert (lsr[0], lsr[3]) == ("-1", "1")  # pinned, its quota lifted
-    batch_uid = running["nri-batch"]["metadata"]["uid"]
-    assert read(_cgroup(node_cluster, "cpu", "besteffort", f"pod{batch_uid}", "cpu.idle")) == "1"
+    batch_uid = running["hooked-batch"]["metadata"]["uid"]
+    assert read(cgroup_path(node_cluster, "cpu", "besteffort", f"pod{batch_uid}", "cpu.idle")) == "1"
 
 
 async def test_nri_reconnects_after_a_containerd_restart_and_reapplies_nothing(
     node_cluster: Node, node_client: ApiClient, koordlet: Path, pods: list[str]
 ) -> None:
     await _nri_ready(node_client, pods, koordlet)
-    running = await _nri_pods(node_client, pods)
-    batch, lsr = running["nri-batch"], running["nri-lsr"]
+    running = await hooked_pods(node_client, pods)
+    batch, lsr = running["hooked-batch"], running["hooked-lsr"]
     be_dir = ("besteffort", f"pod{batch['metadata']['uid']}")
     lsr_dir = (f"pod{lsr['metadata']['uid']}", container_id(lsr))
     watched = [
-        _cgroup(node_cluster, "cpu", *be_dir, "cpu.idle"),
-        _cgroup(node_cluster, "cpu", *be_dir, "cpu.cfs_quota_us"),
-        _cgroup(node_cluster, "cpu", *be_dir, container_id(batch), "cpu.cfs_quota_us"),
-        _cgroup(node_cluster, "memory", *be_dir, container_id(batch), "memory.limit_in_bytes"),
-        _cgroup(node_cluster, "cpuset", *lsr_dir, "cpuset.cpus"),
-        _cgroup(node_cluster, "cpu", *lsr_dir, "cpu.cfs_quota_us"),
+        cgroup_path(node_cluster, "cpu", *be_dir, "cpu.idle"),
+        cgroup_path(node_cluster, "cpu", *be_dir, "cpu.cfs_quota_us"),
+        cgroup_path(node_cluster, "cpu", *be_dir, container_id(batch), "cpu.cfs_quota_us"),
+        cgroup_path(node_cluster, "memory", *be_dir, container_id(batch), "memory.limit_in_bytes"),
+        cgroup_path(node_cluster, "cpuset", *lsr_dir, "cpuset.cpus"),
+        cgroup_path(node_cluster, "cpu", *lsr_dir, "cpu.cfs_quota_us"),
     ]
     await asyncio.sleep(3)  # the reconciler has seen both pods (it finds nothing to change)
     writes = CgroupWrites(watched)

@@ -284,11 +284,29 @@ class Node:
             preexec_fn=isolation.enter_netns(self.netns),
         )
 
+    def use_runtime_endpoint(self, endpoint: Path | None, timeout: float = 60.0) -> None:
+        """Restart the kubelet talking to ``endpoint`` (koord-runtime-proxy's socket), or to
+        containerd again with None; returns once the new kubelet runs."""
+        self._kubelet(str(endpoint or ""), timeout)
+
+    def stop_kubelet(self, timeout: float = 60.0) -> None:
+        """Stop the kubelet (its pods go on running) until :meth:`use_runtime_endpoint`."""
+        self._kubelet("none", timeout)
+
+    def _kubelet(self, endpoint: str, timeout: float) -> None:
+        assert self.spec is not None
+        (self.spec.dir / "kubelet-runtime-endpoint").write_text(endpoint)
+        self._signal_and_wait(signal.SIGUSR2, "kubelet-restarts", timeout)
+
     def restart_containerd(self, timeout: float = 60.0) -> None:
         """Restart the node's containerd (its containers go on running) and wait until it
         answers again."""
+        self._signal_and_wait(signal.SIGUSR1, "containerd-restarts", timeout)
+
+    def _signal_and_wait(self, signum: signal.Signals, counter_name: str, timeout: float) -> None:
+        """Signal the node's PID 1 and wait until it counted the restart in ``counter_name``."""
         assert self.spec is not None
-        counter = self.spec.dir / "containerd-restarts"
+        counter = self.spec.dir / counter_name
 
         def restarts() -> int:
             with contextlib.suppress(OSError, ValueError):
@@ -296,12 +314,16 @@ class Node:
             return 0
 
         before = restarts()
-        os.kill(self.pid, signal.SIGUSR1)
+        if self._unshare is None or self._unshare.poll() is not None:
+            failed = self.spec.failed_file
+            why = failed.read_text() if failed.exists() else _tail(self.workdir / "node.log")
+            raise NodeTierError(f"the node is gone:\n{why}")
+        os.kill(self.pid, signum)
         deadline = time.monotonic() + timeout
         while restarts() == before:
             if time.monotonic() > deadline:
                 raise NodeTierError(
-                    f"containerd not back after {timeout:.0f}s\n{_tail(self.workdir / 'node.log')}"
+                    f"no restart after {signum.name} in {timeout:.0f}s\n{_tail(self.workdir / 'node.log')}"
                 )
             time.sleep(0.1)
 

@@ -134,7 +134,11 @@ def path_with_node_bin(spec: NodeSpec) -> str:
     return f"{spec.bin}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
 
 
-def kubelet_argv(spec: NodeSpec, creds: Credentials, kubelet_kubeconfig: Path) -> list[str]:
+def kubelet_argv(
+    spec: NodeSpec, creds: Credentials, kubelet_kubeconfig: Path, runtime_endpoint: Path | None = None
+) -> list[str]:
+    """The kubelet's command line and config, talking to containerd (or ``runtime_endpoint``:
+    koord-runtime-proxy in front of it)."""
     base = spec.dir / "kubelet"
     (spec.dir / "pod-logs").mkdir(parents=True, exist_ok=True)
     config = base / "config.yaml"
@@ -145,7 +149,7 @@ def kubelet_argv(spec: NodeSpec, creds: Credentials, kubelet_kubeconfig: Path) -
                 "kind": "KubeletConfiguration",
                 "cgroupDriver": "cgroupfs",
                 "cgroupRoot": spec.cgroup_root,
-                "containerRuntimeEndpoint": f"unix://{spec.containerd_socket}",
+                "containerRuntimeEndpoint": f"unix://{runtime_endpoint or spec.containerd_socket}",
                 "failSwapOn": False,
                 "address": "0.0.0.0",
                 "port": 10250,

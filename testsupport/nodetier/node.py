@@ -8,7 +8,8 @@ process of the node (daemons, shims, containers) dies when it exits, crash or no
 mounts die with the mount namespace and its links with the network namespace. What it
 leaves on the host is the scratch directory and empty cgroups, which it removes itself on
 a clean stop and :func:`testsupport.nodetier.cluster.sweep` removes after a crash.
-SIGUSR1 restarts containerd.
+SIGUSR1 restarts containerd; SIGUSR2 restarts the kubelet on the runtime endpoint the file
+``kubelet-runtime-endpoint`` names (koord-runtime-proxy's socket; empty: containerd's).
 
 It writes ``ready.json`` once the node is Ready (its taints cleared by the node lifecycle
 controller, the ``default`` service account made) and ``failed.txt`` if it cannot get
@@ -68,6 +69,9 @@ class NodeMain:
         self.stopping = False
         #: set by SIGUSR1: restart containerd (``Node.restart_containerd``)
         self.restart_runtime = False
+        #: set by SIGUSR2: restart the kubelet (``Node.use_runtime_endpoint``)
+        self.restart_kubelet_requested = False
+        self.kubelet_kubeconfig: Path | None = None
         self._ssl: ssl.SSLContext | None = None
 
     # --- helpers -------------------------------------------------------------------------
@@ -132,6 +136,8 @@ class NodeMain:
             apiserver_args=[
                 "--authorization-mode=Node",  # appended to RBAC: RBAC,Node
                 f"--advertise-address={NODE_IP}",
+                # logs and exec reach the kubelet at its node IP (its name does not resolve)
+                "--kubelet-preferred-address-types=InternalIP",
                 "--bind-address=0.0.0.0",
                 "--enable-aggregator-routing=true",
                 f"--audit-policy-file={policy}",
@@ -142,6 +148,12 @@ class NodeMain:
             disabled_admission_plugins=(),
             extra_serving_ips=(NODE_IP,),
         )
+        # logs and exec: the apiserver shows the kubelet the admin certificate
+        creds = self.plane.creds
+        self.plane.apiserver_args += [
+            f"--kubelet-client-certificate={creds.admin_cert}",
+            f"--kubelet-client-key={creds.admin_key}",
+        ]
         self.plane.start()
         self.mark("apiserver ready")
 
@@ -166,6 +178,28 @@ class NodeMain:
         self.wait("containerd", answers, 60)
         self.mark("containerd ready")
 
+    def restart_kubelet(self) -> None:
+        """Restart the kubelet on the runtime endpoint named in ``kubelet-runtime-endpoint``
+        (empty or missing: containerd's socket; ``none``: leave it stopped); counts the
+        restarts in ``kubelet-restarts``."""
+        assert self.plane is not None
+        assert self.kubelet_kubeconfig is not None
+        self.restart_kubelet_requested = False
+        named = self.spec.dir / "kubelet-runtime-endpoint"
+        text = named.read_text().strip() if named.exists() else ""
+        for process in [p for p in self.procs if p.name == "kubelet"]:
+            process.stop()
+            self.procs.remove(process)
+        if text != "none":
+            endpoint = Path(text) if text else None
+            self.start(
+                "kubelet",
+                components.kubelet_argv(self.spec, self.plane.creds, self.kubelet_kubeconfig, endpoint),
+            )
+        counter = self.spec.dir / "kubelet-restarts"
+        done = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(done + 1))
+
     def restart_containerd(self) -> None:
         """Stop containerd (SIGTERM; its shims and containers go on) and start it again, as an
         upgrade would; counts the restarts in ``containerd-restarts``."""
@@ -188,6 +222,7 @@ class NodeMain:
             spec.dir / "kubelet" / "kubeconfig", self.plane.url, creds.ca_cert, cert, key
         )
         isolation.make_cgroup_root(spec.cgroup_root)
+        self.kubelet_kubeconfig = config
         self.start("kubelet", components.kubelet_argv(spec, creds, config))
         self.wait("the Node object", lambda: self.api_get(f"/api/v1/nodes/{spec.name}"))
         self.mark("node registered")
@@ -234,6 +269,8 @@ class NodeMain:
         while not self.stopping:
             if self.restart_runtime:
                 self.restart_containerd()
+            if self.restart_kubelet_requested:
+                self.restart_kubelet()
             for process in self.procs:
                 process.check_alive()
             self.reap()
@@ -265,6 +302,9 @@ class NodeMain:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGUSR1, lambda _signum, _frame: setattr(self, "restart_runtime", True))
+        signal.signal(
+            signal.SIGUSR2, lambda _signum, _frame: setattr(self, "restart_kubelet_requested", True)
+        )
         failure = ""
         try:
             self.serve()

@@ -8,9 +8,12 @@ override its value with the ``koordinator.sh/cpuQOS`` annotation (``enable: fals
 0). Turning it on also sets ``/proc/sys/kernel/sched_group_identity_enabled`` to 1.
 
 On mainline kernels, which have no bvt, this hook uses ``cpu.idle`` (Linux 5.15) instead —
-an improvement over upstream, which does nothing there: the BE class (its pods and the
-``besteffort`` cgroup) runs as SCHED_IDLE (``cpu.idle=1``) when the BE class asks for a
-negative group identity or for ``schedIdle: 1``; every other cgroup gets ``cpu.idle=0``.
+an improvement over upstream, which does nothing there: BE pods run as SCHED_IDLE
+(``cpu.idle=1``) when the BE class asks for a negative group identity or for
+``schedIdle: 1``; every other cgroup gets ``cpu.idle=0``. The kube-QoS cgroups, the
+``besteffort`` one included, are never made idle: the kernel refuses ``cpu.shares`` on an
+idle cgroup, and the kubelet writes the ``besteffort`` cgroup's shares when it starts — it
+would fail to start ("failed to initialize top level QOS containers") after a restart.
 The hook serves the ``groupIdentity`` CPU policy of the NodeSLO (the default).
 """
 
@@ -115,5 +118,5 @@ class GroupIdentity(HookBase):
                 if sysctl.exists():
                     ctx.response.extra.append(FileUpdate(sysctl, "1", 0, 1, NAME))
         elif mode == "idle":
-            best_effort = ctx.qos is KubeQOSClass.BEST_EFFORT
-            ctx.response.resources.cpu_idle = self._be_idle(node) if best_effort else 0
+            # never idle: the kubelet writes these cgroups' cpu.shares (see the module's doc)
+            ctx.response.resources.cpu_idle = 0
