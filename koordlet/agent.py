@@ -407,13 +407,11 @@ class Agent:
         manager = HookManager(
             hooks(self.metrics), self.metrics, failure_policy=self.config.runtime_hooks_failure_policy
         )
+        runner = HookRunner(manager, self.node_facts, self.executor, states.get_all_pods)
         if self.config.nri is not None:
-            self.nri = NriPlugin(
-                self.config.nri, manager, self.node_facts, self.executor, states.get_all_pods
-            )
+            self.nri = NriPlugin(self.config.nri, runner)
             self._tasks.append(asyncio.create_task(self.nri.run(), name="nri-plugin"))
         if self.config.hook_server is not None:
-            runner = HookRunner(manager, self.node_facts, self.executor, states.get_all_pods)
             self.hook_server = RuntimeHookServer(runner, self.config.hook_server)
             self._tasks.append(
                 asyncio.create_task(self._serve_hooks(self.hook_server), name="runtime-hook-server")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,35 @@ def first_lines(node: Node, pod: dict[str, Any], count: int) -> list[str] | None
     return lines[:count] if len(lines) >= count else None
 
 
+def pinned_pod(name: str, script: str) -> dict[str, Any]:
+    """A pinned LSR pod: a whole CPU, cpuset ``1`` in the scheduler's resource-status."""
+    whole_cpu = {"cpu": "1", "memory": "64Mi"}
+    return busybox_pod(
+        name,
+        script,
+        requests=whole_cpu,
+        limits=whole_cpu,
+        labels={QOS: "LSR"},
+        annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "1"}'},
+    )
+
+
+def koordlet_argv(node: Node, *extra: str) -> list[str]:
+    """A koordlet on the node (its kubeconfig, kubepods root and NRI socket), 1 s kubelet syncs."""
+    assert node.spec is not None
+    return [
+        sys.executable, "-m", "koordlet",
+        "--kubeconfig", str(node.kubeconfig),
+        "--cgroup-kube-dir", f"{node.cgroup_root.strip('/')}/kubepods",
+        "--addr", "127.0.0.1:9316",
+        "--kubelet-sync-interval", "1s",
+        "--runtime-hooks-reconcile-interval", "1s",
+        # the NRI socket of the node's containerd (not the host's)
+        "--var-run-root-dir", str(node.spec.dir),
+        *extra,
+    ]  # fmt: skip
+
+
 async def hooked_pods(client: ApiClient, pods: list[str]) -> dict[str, dict[str, Any]]:
     """A BE batch pod (its batch resources recorded by the webhook's annotation) and a pinned
     LSR pod, both printing their cgroup values as they start."""
@@ -137,17 +167,5 @@ async def hooked_pods(client: ApiClient, pods: list[str]) -> dict[str, dict[str,
             annotations={"node.koordinator.sh/extended-resource-spec": recorded},
         ),
     )
-    whole_cpu = {"cpu": "1", "memory": "64Mi"}
-    await create_pod(
-        client,
-        pods,
-        busybox_pod(
-            "hooked-lsr",
-            SHOW_CGROUPS,
-            requests=whole_cpu,
-            limits=whole_cpu,
-            labels={QOS: "LSR"},
-            annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "1"}'},
-        ),
-    )
+    await create_pod(client, pods, pinned_pod("hooked-lsr", SHOW_CGROUPS))
     return {p["metadata"]["name"]: p for p in await wait_running(client, "default", pods)}

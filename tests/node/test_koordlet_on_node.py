@@ -9,8 +9,7 @@ cgroup files or the apiserver hold.
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +29,13 @@ from tests.node.koordletenv import (
     create_pod,
     first_lines,
     hooked_pods,
+    koordlet_argv,
+    pinned_pod,
     read,
     setup_koordlet_objects,
     until,
 )
-from tests.nodetier import busybox_pod, delete_pods, wait_running
+from tests.nodetier import busybox_pod, wait_running
 from testsupport.nodetier import Node
 
 
@@ -44,21 +45,14 @@ def koordlet(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> It
     asyncio.run(setup_koordlet_objects(node_cluster))
     log = tmp_path_factory.mktemp("koordlet") / "koordlet.log"
     assert node_cluster.spec is not None
-    argv = [
-        sys.executable, "-m", "koordlet",
-        "--kubeconfig", str(node_cluster.kubeconfig),
-        "--cgroup-kube-dir", f"{node_cluster.cgroup_root.strip('/')}/kubepods",
-        "--addr", "127.0.0.1:9316",
+    argv = koordlet_argv(
+        node_cluster,
         "--collect-res-used-interval", "1s",
-        "--kubelet-sync-interval", "1s",
-        "--runtime-hooks-reconcile-interval", "1s",
         "--cpu-suppress-interval-seconds", "1",
         "--feature-gates", "BEMemoryEvict=true",
-        # the NRI socket of the node's containerd (not the host's)
-        "--var-run-root-dir", str(node_cluster.spec.dir),
         # cached values are not rewritten during the module (the NRI test counts writes)
         "--resource-force-update-seconds", "3600",
-    ]  # fmt: skip
+    )  # fmt: skip
     proc = node_cluster.popen(
         argv, log, env={"NODE_NAME": "koord-node", "agent_mode": "hostMode", "PATH": "/usr/bin:/bin"}
     )
@@ -67,14 +61,6 @@ def koordlet(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> It
     finally:
         proc.kill()
         proc.wait()
-
-
-@pytest.fixture
-async def pods(node_client: ApiClient) -> AsyncIterator[list[str]]:
-    """The names of the pods a test creates (in ``default``), deleted afterwards."""
-    names: list[str] = []
-    yield names
-    await delete_pods(node_client, "default", names)
 
 
 async def test_nodemetric_shows_real_pods_and_real_usage(
@@ -124,19 +110,7 @@ async def test_runtime_hooks_reconcile_real_containers(
         pods,
         busybox_pod("batch", SLEEP, requests=batch, limits=batch, labels={QOS: "BE"}),
     )
-    whole_cpu = {"cpu": "1", "memory": "64Mi"}
-    await create_pod(
-        node_client,
-        pods,
-        busybox_pod(
-            "lsr",
-            SLEEP,
-            requests=whole_cpu,
-            limits=whole_cpu,
-            labels={QOS: "LSR"},
-            annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset": "1"}'},
-        ),
-    )
+    await create_pod(node_client, pods, pinned_pod("lsr", SLEEP))
     running = {p["metadata"]["name"]: p for p in await wait_running(node_client, "default", pods)}
     batch_pod, lsr_pod = running["batch"], running["lsr"]
     assert batch_pod["status"]["qosClass"] == "BestEffort"

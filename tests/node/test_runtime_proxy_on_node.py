@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from tests.node.koordletenv import (
     create_pod,
     first_lines,
     hooked_pods,
+    koordlet_argv,
     log_tail,
     read,
     setup_koordlet_objects,
@@ -84,21 +85,15 @@ def proxy_node(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> 
         logs / "koordlet.log",
     )  # fmt: skip
     setup.start_proxy()
-    koordlet_argv = [
-        sys.executable, "-m", "koordlet",
-        "--kubeconfig", str(node_cluster.kubeconfig),
-        "--cgroup-kube-dir", f"{node_cluster.cgroup_root.strip('/')}/kubepods",
-        "--addr", "127.0.0.1:9316",
-        "--kubelet-sync-interval", "1s",
-        "--runtime-hooks-reconcile-interval", "1s",
-        "--var-run-root-dir", str(work),
+    argv = koordlet_argv(
+        node_cluster,
         "--enable-nri-runtime-hook=false",
         "--runtime-hooks-addr", str(work / "koordlet-hooks" / "koordlet.sock"),
         "--runtime-hooks-host-endpoint", str(work / "koordlet-hooks" / "koordlet.sock"),
         "--runtime-hooks-config-path", str(hook_configs),
-    ]  # fmt: skip
+    )  # fmt: skip
     koordlet = node_cluster.popen(
-        koordlet_argv, setup.koordlet_log, env={"NODE_NAME": "koord-node", "agent_mode": "hostMode"}
+        argv, setup.koordlet_log, env={"NODE_NAME": "koord-node", "agent_mode": "hostMode"}
     )
     try:
         node_cluster.use_runtime_endpoint(socket)
@@ -108,13 +103,6 @@ def proxy_node(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> 
         koordlet.kill()
         koordlet.wait()
         setup.stop_proxy()
-
-
-@pytest.fixture
-async def pods(node_client: ApiClient) -> AsyncIterator[list[str]]:
-    names: list[str] = []
-    yield names
-    await delete_pods(node_client, "default", names)
 
 
 async def _hooks_announced(proxy_node: ProxyNode, client: ApiClient, pods: list[str]) -> None:

@@ -30,19 +30,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from koordlet.executor import ResourceUpdateExecutor
-from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.nri import messages as m
 from koordlet.runtimehooks.nri.ttrpc import Handler, Session, TtrpcError
-from koordlet.runtimehooks.protocol import NodeFacts, Resources, Stage
+from koordlet.runtimehooks.protocol import Resources, Stage
 from koordlet.runtimehooks.transport import HookRunner, Sandbox, origin_resources
-from koordlet.statesinformer.podmeta import PodMeta
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +83,9 @@ def sandbox_of(pod: m.PodSandbox) -> Sandbox:
 class NriPlugin:
     """The NRI plug-in; :meth:`run` connects, serves and reconnects until cancelled."""
 
-    def __init__(
-        self,
-        options: NriOptions,
-        manager: HookManager,
-        facts: Callable[[], NodeFacts],
-        executor: ResourceUpdateExecutor,
-        pods: Callable[[], Sequence[PodMeta]] = tuple,
-    ) -> None:
+    def __init__(self, options: NriOptions, runner: HookRunner) -> None:
         self.options = options
-        self.runner = HookRunner(manager, facts, executor, pods)
+        self.runner = runner
         self.events = m.event_mask(list(DEFAULT_EVENTS))
         self.runtime = ("", "")
         #: set while registered with a runtime

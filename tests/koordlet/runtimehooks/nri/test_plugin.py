@@ -20,6 +20,7 @@ from koordlet.runtimehooks.nri.plugin import NriOptions, NriPlugin
 from koordlet.runtimehooks.nri.ttrpc import TtrpcError
 from koordlet.runtimehooks.protocol import ContainerContext, FailurePolicy, NodeFacts, PodContext
 from koordlet.runtimehooks.registry import hooks
+from koordlet.runtimehooks.transport import HookRunner
 from tests.fakes.host import FakeHost
 from tests.koordlet.runtimehooks.conftest import facts
 from testsupport.nri import FakeNriRuntime
@@ -58,12 +59,8 @@ class Node:
         self.node = node
         self.executor = ResourceUpdateExecutor(node.cgroups)
         self.socket = tmp_path / "nri.sock"
-        self.plugin = NriPlugin(
-            NriOptions(self.socket, backoff_duration=0.02, backoff_cap=0.1),
-            manager or HookManager(hooks()),
-            lambda: self.node,
-            self.executor,
-        )
+        runner = HookRunner(manager or HookManager(hooks()), lambda: self.node, self.executor)
+        self.plugin = NriPlugin(NriOptions(self.socket, backoff_duration=0.02, backoff_cap=0.1), runner)
         self.runtime = FakeNriRuntime(self.socket, **kw)
 
     def writes(self) -> list[str]:
