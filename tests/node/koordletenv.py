@@ -33,44 +33,44 @@ def read(path: Path) -> str:
     return path.read_text().strip()
 
 
+#: what the koordlet tests expect of the node's NodeSLO: BE suppression by cpuset at 65%, and
+#: the BE class's CPU QoS with SCHED_IDLE
+NODE_SLO_SPEC = {
+    "resourceUsedThresholdWithBE": {
+        "enable": True,
+        "cpuSuppressThresholdPercent": 65,
+        "cpuSuppressPolicy": "cpuset",
+    },
+    "resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True, "groupIdentity": -1, "schedIdle": 1}}},
+}
+
+
 async def setup_koordlet_objects(node: Node) -> None:
-    """The CRDs, the NodeSLO and NodeMetric the koordlet reads, and batch resources on the
-    node (once per node: a later module finds them there)."""
+    """The CRDs, the NodeSLO (its spec set again: a koord-manager of another module may have
+    rewritten it) and NodeMetric the koordlet reads, and batch resources on the node."""
     async with ApiClient(node_config(node)) as client:
         await apply_crds(client, KOORDLET_CRDS)
-        with contextlib.suppress(AlreadyExistsError):
-            await _create_objects(client)
-        await publish_batch_resources(client)
-
-
-async def _create_objects(client: ApiClient) -> None:
-    await client.create(
-        res.NODE_SLOS,
-        {
+        slo = {
             "apiVersion": "slo.koordinator.sh/v1alpha1",
             "kind": "NodeSLO",
             "metadata": {"name": "koord-node"},
-            "spec": {
-                "resourceUsedThresholdWithBE": {
-                    "enable": True,
-                    "cpuSuppressThresholdPercent": 65,
-                    "cpuSuppressPolicy": "cpuset",
-                },
-                "resourceQOSStrategy": {
-                    "beClass": {"cpuQOS": {"enable": True, "groupIdentity": -1, "schedIdle": 1}},
-                },
-            },
-        },
-    )
-    await client.create(
-        res.NODE_METRICS,
-        {
+            "spec": NODE_SLO_SPEC,
+        }
+        try:
+            await client.create(res.NODE_SLOS, slo)
+        except AlreadyExistsError:
+            current = await client.get(res.NODE_SLOS, "koord-node")
+            current["spec"] = NODE_SLO_SPEC
+            await client.replace(res.NODE_SLOS, current)
+        metric = {
             "apiVersion": "slo.koordinator.sh/v1alpha1",
             "kind": "NodeMetric",
             "metadata": {"name": "koord-node"},
             "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 2, "aggregateDurationSeconds": 10}},
-        },
-    )
+        }
+        with contextlib.suppress(AlreadyExistsError):
+            await client.create(res.NODE_METRICS, metric)
+        await publish_batch_resources(client)
 
 
 async def create_pod(client: ApiClient, names: list[str], pod: dict[str, Any]) -> None:

@@ -39,6 +39,18 @@ CGROUP = Path("/sys/fs/cgroup")
 INSTALL_VALUES = ["manager.replicas=1", "scheduler.replicas=1"]
 
 
+def install_values(node: Node, *extra: str) -> list[str]:
+    """``--set`` arguments: the install values, and the koordlet's host directories under /etc
+    moved into the node's scratch directory (the node shares the host's /etc; the kubelet
+    would create them there)."""
+    host = node.workdir / "host-etc"
+    dirs = [
+        f"koordlet.hostDirs.kubeletConfigDir={host / 'kubernetes'}",
+        f"koordlet.hostDirs.koordProxyRegisterDir={host / 'runtime' / 'hookserver.d'}",
+    ]
+    return [arg for value in [*INSTALL_VALUES, *dirs, *extra] for arg in ("--set", value)]
+
+
 def helm_cmd(helm: Path, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HOME": str(node.workdir), "KUBECONFIG": str(node.kubeconfig)}
     return subprocess.run(
@@ -52,7 +64,7 @@ def node_cluster_with_chart(helm: Path, image_archive: Path) -> Iterator[Node]:
     node = Node("koord-node").start()
     try:
         node.import_image(image_archive)
-        sets = [arg for value in INSTALL_VALUES for arg in ("--set", value)]
+        sets = install_values(node)
         done = helm_cmd(
             helm, node, "install", "koordinator", str(CHART), *sets, "--wait", "--timeout", "240s"
         )
@@ -178,7 +190,7 @@ async def test_an_upgrade_rolls_the_gates_and_an_uninstall_leaves_nothing(
 ) -> None:
     node = node_cluster_with_chart
     gates = ["featureGates=PodValidatingWebhook=false", "koordlet.features=BEMemoryEvict=true"]
-    sets = [arg for value in [*INSTALL_VALUES, *gates] for arg in ("--set", value)]
+    sets = install_values(node, *gates)
     done = helm_cmd(helm, node, "upgrade", "koordinator", str(CHART), *sets, "--wait", "--timeout", "240s")
     assert done.returncode == 0, done.stderr + pod_report(node)
     async with ApiClient(node_config(node)) as client:

@@ -508,7 +508,7 @@ FIELDS: dict[tuple[type[Model], str], FieldDoc] = {
         "GroupIdentity hook ({gate:GroupIdentity}): pods of the class and the kube-QoS cgroups "
         "(`lsClass` -> burstable, `beClass` -> besteffort); an LS pod may override it with "
         "`koordinator.sh/cpuQOS`. On mainline kernels (no bvt) only a negative `beClass` value "
-        "matters: BE pods and the besteffort cgroup get `cpu.idle=1`.",
+        "matters: BE pods get `cpu.idle=1` (the besteffort cgroup does not: the kubelet writes its shares).",
         _GROUP_IDENTITY,
     ),
     (CPUQOS, "schedIdle"): _used(
