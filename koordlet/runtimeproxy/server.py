@@ -94,9 +94,6 @@ class RuntimeProxy:
             await channel.close()
         await self.hooks.close()
 
-    async def wait(self) -> None:
-        await self._server.wait_for_termination()
-
     async def recover(self) -> None:
         """What the runtime already runs (a proxy restarted under running pods)."""
         try:
@@ -168,7 +165,7 @@ class RuntimeProxy:
     async def _stop_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
         answer = await forward(cri.STOP_POD_SANDBOX, request)
         pod = self.pods.get(cri.pod_sandbox_id(request))
-        if not self._skipped(pod) and pod is not None:
+        if pod is not None and not self._skipped(pod):
             await self._after(rh.HookType.POST_STOP_POD_SANDBOX, pod.hook_request().encode())
         return answer
 
