@@ -238,18 +238,6 @@ def _process(
             proc.wait()
 
 
-def _koordlet_argv(node: Node, *extra: str) -> list[str]:
-    return [
-        sys.executable, "-m", "koordlet",
-        "--kubeconfig", str(node.kubeconfig),
-        "--cgroup-kube-dir", f"{node.cgroup_root.strip('/')}/kubepods",
-        "--addr", "127.0.0.1:9316",
-        "--kubelet-sync-interval", "1s",
-        "--var-run-root-dir", str(_spec(node).dir),
-        *extra,
-    ]  # fmt: skip
-
-
 def _run_modes(node: Node, pods: int, work: Path) -> dict[str, dict[str, list[float]]]:
     spec = _spec(node)
     config = ClusterConfig(
@@ -267,7 +255,7 @@ def _run_modes(node: Node, pods: int, work: Path) -> dict[str, dict[str, list[fl
     # NRI: the koordlet registered with containerd
     node.use_runtime_endpoint(None)
     log = work / "koordlet-nri.log"
-    with _process(node, _koordlet_argv(node, "--runtime-hooks-addr="), log, env):
+    with _process(node, node.koordlet_argv("--runtime-hooks-addr="), log, env):
         _wait_log(log, "NRI plug-in 00-koordlet_nri registered", "the NRI plug-in")
         _wait_log(log, "runtime hook BatchResource enabled", "the koordlet's hooks")
         node.stop_kubelet()
@@ -284,8 +272,7 @@ def _run_modes(node: Node, pods: int, work: Path) -> dict[str, dict[str, list[fl
         "--remote-image-service-endpoint", str(spec.containerd_socket),
         "--hook-server-config-dir", str(hooks / "config"),
     ]  # fmt: skip
-    koordlet_argv = _koordlet_argv(
-        node,
+    koordlet_argv = node.koordlet_argv(
         "--enable-nri-runtime-hook=false",
         "--runtime-hooks-addr",
         str(hooks / "koordlet.sock"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,19 +134,8 @@ def pinned_pod(name: str, script: str) -> dict[str, Any]:
 
 
 def koordlet_argv(node: Node, *extra: str) -> list[str]:
-    """A koordlet on the node (its kubeconfig, kubepods root and NRI socket), 1 s kubelet syncs."""
-    assert node.spec is not None
-    return [
-        sys.executable, "-m", "koordlet",
-        "--kubeconfig", str(node.kubeconfig),
-        "--cgroup-kube-dir", f"{node.cgroup_root.strip('/')}/kubepods",
-        "--addr", "127.0.0.1:9316",
-        "--kubelet-sync-interval", "1s",
-        "--runtime-hooks-reconcile-interval", "1s",
-        # the NRI socket of the node's containerd (not the host's)
-        "--var-run-root-dir", str(node.spec.dir),
-        *extra,
-    ]  # fmt: skip
+    """A koordlet on the node with 1 s runtime-hook reconciles."""
+    return node.koordlet_argv("--runtime-hooks-reconcile-interval", "1s", *extra)
 
 
 async def hooked_pods(client: ApiClient, pods: list[str]) -> dict[str, dict[str, Any]]:

@@ -248,6 +248,20 @@ class Node:
         assert self.spec is not None
         return self.spec.cgroup_root
 
+    def koordlet_argv(self, *extra: str) -> list[str]:
+        """A koordlet for this node: its kubeconfig, its kubepods root, the NRI socket of its
+        containerd (not the host's), 1 s kubelet syncs; ``extra`` flags appended."""
+        assert self.spec is not None
+        return [
+            sys.executable, "-m", "koordlet",
+            "--kubeconfig", str(self.kubeconfig),
+            "--cgroup-kube-dir", f"{self.cgroup_root.strip('/')}/kubepods",
+            "--addr", "127.0.0.1:9316",
+            "--kubelet-sync-interval", "1s",
+            "--var-run-root-dir", str(self.spec.dir),
+            *extra,
+        ]  # fmt: skip
+
     def popen(
         self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
