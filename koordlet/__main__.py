@@ -31,8 +31,7 @@ import orjson
 
 from koordinator import __version__
 from koordinator.api.features import KOORDLET_FEATURES
-from koordinator.api.runtimehook import FailurePolicy as ProxyFailurePolicy
-from koordinator.api.runtimehook import HookType
+from koordinator.api.runtimehook import FailurePolicy, HookType
 from koordinator.cli import (
     address_flag,
     bool_flag,
@@ -50,7 +49,6 @@ from koordlet.qosmanager.registry import strategies
 from koordlet.qosmanager.scenario import Scenario, ScenarioError, plan_scenario
 from koordlet.qosmanager.scenario import as_table as as_plan_table
 from koordlet.runtimehooks.nri.plugin import NriOptions
-from koordlet.runtimehooks.protocol import FailurePolicy
 from koordlet.runtimehooks.proxyserver import HookServerOptions
 from koordlet.system import native
 from koordlet.system.paths import HostPaths
@@ -406,7 +404,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
             Path(args.runtime_hooks_addr),
             args.runtime_hooks_host_endpoint,
             paths.runtime_hooks_config_dir,
-            ProxyFailurePolicy(args.runtime_hooks_failure_policy.value),
+            args.runtime_hooks_failure_policy,
             args.runtime_hooks_disable_stages,
         )
         if args.runtime_hooks_addr

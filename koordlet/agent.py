@@ -33,6 +33,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from koordinator.api.features import FeatureGates
+from koordinator.api.runtimehook import FailurePolicy
 from koordinator.api.types.slo import NodeSLOSpec
 from koordinator.cli import cannot_listen, one_line, stop_on_signals
 from koordinator.heap import freeze_startup_heap
@@ -56,7 +57,7 @@ from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, No
 from koordlet.qosmanager.registry import strategies
 from koordlet.runtimehooks.framework import HookManager
 from koordlet.runtimehooks.nri.plugin import NriOptions, NriPlugin
-from koordlet.runtimehooks.protocol import FailurePolicy, NodeFacts
+from koordlet.runtimehooks.protocol import NodeFacts
 from koordlet.runtimehooks.proxyserver import HookServerOptions, RuntimeHookServer
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks

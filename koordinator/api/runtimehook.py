@@ -256,9 +256,13 @@ class ContainerResourceHookResponse:
 
 
 class FailurePolicy(enum.StrEnum):
-    #: a hook server that fails or cannot be reached fails the CRI call
+    """Upstream's failure policy, in two places: the koordlet's hooks at a stage
+    (``--runtime-hooks-plugin-failure-policy``) and a hook server as koord-runtime-proxy
+    calls it (``--runtime-hooks-failure-policy``, in the server's configuration file)."""
+
+    #: a failing hook stops the stage; a failing hook server fails the CRI call
     FAIL = "Fail"
-    #: the CRI call goes on unchanged
+    #: a failing hook is logged and the others run; the CRI call goes on unchanged
     IGNORE = "Ignore"
 
 

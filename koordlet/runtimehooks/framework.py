@@ -25,11 +25,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from koordinator.api.runtimehook import FailurePolicy
 from koordlet.executor import Update
 from koordlet.metrics import KoordletMetrics
 from koordlet.runtimehooks.protocol import (
     ContainerContext,
-    FailurePolicy,
     NodeFacts,
     PodContext,
     QOSContext,

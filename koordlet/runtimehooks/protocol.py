@@ -41,13 +41,6 @@ class Stage(enum.StrEnum):
     PRE_UPDATE_CONTAINER_RESOURCES = "PreUpdateContainerResources"
 
 
-class FailurePolicy(enum.StrEnum):
-    #: a failing hook stops the stage (the transport reports the failure to the runtime)
-    FAIL = "Fail"
-    #: a failing hook is logged; the others still run
-    IGNORE = "Ignore"
-
-
 @dataclass
 class Resources:
     """What hooks ask for a cgroup: ``None`` leaves a resource as it is."""

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import pytest
 
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY
+from koordinator.api.runtimehook import FailurePolicy
 from koordlet.executor import ResourceUpdateExecutor, Update
 from koordlet.runtimehooks.framework import HookBase, HookError, HookManager
-from koordlet.runtimehooks.protocol import ContainerContext, FailurePolicy, NodeFacts, PodContext, Stage
+from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext, Stage
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks
 from koordlet.statesinformer.podmeta import PodMeta

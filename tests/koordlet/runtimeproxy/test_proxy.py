@@ -19,7 +19,7 @@ from koordinator.api.extension.device import ANNOTATION_DEVICE_ALLOCATED
 from koordinator.api.extension.resources import ANNOTATION_EXTENDED_RESOURCE_SPEC, BATCH_CPU, BATCH_MEMORY
 from koordlet.executor import ResourceUpdateExecutor
 from koordlet.runtimehooks.framework import HookBase, HookManager
-from koordlet.runtimehooks.protocol import ContainerContext, FailurePolicy
+from koordlet.runtimehooks.protocol import ContainerContext
 from koordlet.runtimehooks.proxyserver import HookServerOptions, RuntimeHookServer
 from koordlet.runtimehooks.registry import hooks
 from koordlet.runtimehooks.transport import HookRunner
@@ -188,7 +188,7 @@ class Boom(HookBase):
 
 @pytest.mark.parametrize("policy", [rh.FailurePolicy.FAIL, rh.FailurePolicy.IGNORE])
 async def test_a_failing_hook_follows_the_failure_policy(tmp_path, policy):
-    manager = HookManager([Boom(), *hooks()], failure_policy=FailurePolicy.FAIL)
+    manager = HookManager([Boom(), *hooks()], failure_policy=rh.FailurePolicy.FAIL)
     stack = await _stack(tmp_path, manager, policy)
     try:
         request = crimsg.create_container("sb-1", _be_config())

@@ -13,12 +13,13 @@ import pytest
 from koordinator.api.extension.device import ANNOTATION_DEVICE_ALLOCATED
 from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
 from koordinator.api.extension.resources import ANNOTATION_EXTENDED_RESOURCE_SPEC, BATCH_CPU, BATCH_MEMORY
+from koordinator.api.runtimehook import FailurePolicy
 from koordlet.executor import ResourceUpdateExecutor
 from koordlet.runtimehooks.framework import HookBase, HookManager
 from koordlet.runtimehooks.nri import messages as m
 from koordlet.runtimehooks.nri.plugin import NriOptions, NriPlugin
 from koordlet.runtimehooks.nri.ttrpc import TtrpcError
-from koordlet.runtimehooks.protocol import ContainerContext, FailurePolicy, NodeFacts, PodContext
+from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext
 from koordlet.runtimehooks.registry import hooks
 from koordlet.runtimehooks.transport import HookRunner
 from tests.fakes.host import FakeHost
