@@ -408,7 +408,7 @@ class Agent:
         manager = HookManager(
             hooks(self.metrics), self.metrics, failure_policy=self.config.runtime_hooks_failure_policy
         )
-        runner = HookRunner(manager, self.node_facts, self.executor, states.get_all_pods)
+        runner = HookRunner(manager, self.node_facts, self.executor, states.get_pod)
         if self.config.nri is not None:
             self.nri = NriPlugin(self.config.nri, runner)
             self._tasks.append(asyncio.create_task(self.nri.run(), name="nri-plugin"))

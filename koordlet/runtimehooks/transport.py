@@ -12,17 +12,16 @@ carries their batch resources); the QoS class from the cgroup parent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from koordinator.api.extension.annotations import AnnotationError
-from koordinator.api.extension.qos import get_pod_qos_class_with_default
 from koordinator.api.extension.resources import get_extended_resource_spec
 from koordlet.executor import ResourceUpdateExecutor
 from koordlet.runtimehooks.framework import HookError, HookManager
 from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext, Resources, Stage
-from koordlet.statesinformer.podmeta import ContainerMeta, PodMeta
+from koordlet.statesinformer.podmeta import ContainerMeta, PodMeta, meta_with_uid
 from koordlet.system.cgroup.layout import ContainerIDError, qos_of_dir
 
 
@@ -93,29 +92,20 @@ class HookRunner:
         manager: HookManager,
         facts: Callable[[], NodeFacts],
         executor: ResourceUpdateExecutor,
-        pods: Callable[[], Sequence[PodMeta]] = tuple,
+        known: Callable[[str], PodMeta | None] = lambda _uid: None,
     ) -> None:
         self.manager = manager
         self.facts = facts
         self.executor = executor
-        self.pods = pods
+        #: the states informer's pod by UID (its spec, once the kubelet lists the pod)
+        self.known = known
         #: the scheme of the container IDs the kubelet reports (``containerd://``, ``cri-o://``)
         self.id_scheme = "containerd"
 
     def pod_meta(self, sandbox: Sandbox, node: NodeFacts) -> PodMeta:
-        known = next((p for p in self.pods() if p.uid == sandbox.uid), None)
+        known = self.known(sandbox.uid)
         kube_qos = known.kube_qos if known is not None else qos_of_dir(sandbox.cgroup_parent)
-        pod = _pod_object(sandbox, known, kube_qos.value)
-        return PodMeta(
-            pod=pod,
-            uid=sandbox.uid,
-            namespace=sandbox.namespace,
-            name=sandbox.name,
-            kube_qos=kube_qos,
-            qos=get_pod_qos_class_with_default(pod),
-            cgroup_dir=node.cgroups.layout.pod_dir(kube_qos, sandbox.uid),
-            containers=(),
-        )
+        return meta_with_uid(_pod_object(sandbox, known, kube_qos.value), node.cgroups.layout, sandbox.uid)
 
     def container_meta(self, pod: PodMeta, name: str, container_id: str, node: NodeFacts) -> ContainerMeta:
         """A container the runtime creates; without an ID yet (before CreateContainer

@@ -123,6 +123,9 @@ class StatesInformer:
     def get_all_pods(self) -> list[PodMeta]:
         return self.pods.get_all_pods()
 
+    def get_pod(self, uid: str) -> PodMeta | None:
+        return self.pods.get_pod(uid)
+
     def get_node(self) -> Mapping[str, Any] | None:
         return self._node
 

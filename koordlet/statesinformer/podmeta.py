@@ -84,10 +84,13 @@ def _containers(
 
 def pod_meta(pod: Mapping[str, Any], layout: KubepodsLayout) -> PodMeta | None:
     """The PodMeta of a pod object, or None when it has no UID (malformed)."""
+    uid = str((pod.get("metadata") or {}).get("uid") or "")
+    return meta_with_uid(pod, layout, uid) if uid else None
+
+
+def meta_with_uid(pod: Mapping[str, Any], layout: KubepodsLayout, uid: str) -> PodMeta:
+    """The PodMeta of a pod object for ``uid`` (a runtime transport names the pod by its sandbox)."""
     metadata = pod.get("metadata") or {}
-    uid = str(metadata.get("uid") or "")
-    if not uid:
-        return None
     kube_qos = get_pod_qos(pod)
     return PodMeta(
         pod=pod,
