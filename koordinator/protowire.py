@@ -18,7 +18,7 @@ adds fields does not break an older reader. Malformed input raises :class:`Proto
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 __all__ = [
     "ProtoError",
@@ -127,11 +127,12 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     raise ProtoError("varint longer than 10 bytes")
 
 
-def fields(data: bytes) -> dict[int, list[int | bytes]]:
-    """The fields of one message, raw: ``{number: [value, ...]}`` in the order written."""
-    out: dict[int, list[int | bytes]] = {}
+def _scan(data: bytes) -> Iterator[tuple[int, int | bytes, int, int]]:
+    """Each field in order: its number, its value (an int for varint and fixed fields, bytes
+    for length-delimited ones), and where its whole encoding (key included) starts and ends."""
     pos, end = 0, len(data)
     while pos < end:
+        start = pos
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
         if number == 0:
@@ -154,6 +155,13 @@ def fields(data: bytes) -> dict[int, list[int | bytes]]:
             value, pos = int.from_bytes(data[pos : pos + 4], "little"), pos + 4
         else:
             raise ProtoError(f"field {number}: unsupported wire type {wire}")
+        yield number, value, start, pos
+
+
+def fields(data: bytes) -> dict[int, list[int | bytes]]:
+    """The fields of one message, raw: ``{number: [value, ...]}`` in the order written."""
+    out: dict[int, list[int | bytes]] = {}
+    for number, value, _, _ in _scan(data):
         out.setdefault(number, []).append(value)
     return out
 
@@ -222,36 +230,11 @@ def string_map(msg: Fields, number: int) -> dict[str, str]:
 # --- editing a message in place ---------------------------------------------------------------
 
 
-def _raw_fields(data: bytes) -> list[tuple[int, bytes]]:
-    """Each field's number and its whole encoding (key included), in order."""
-    out: list[tuple[int, bytes]] = []
-    pos, end = 0, len(data)
-    while pos < end:
-        start = pos
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == VARINT:
-            _, pos = _varint(data, pos)
-        elif wire == BYTES:
-            size, pos = _varint(data, pos)
-            pos += size
-        elif wire == FIXED64:
-            pos += 8
-        elif wire == FIXED32:
-            pos += 4
-        else:
-            raise ProtoError(f"field {number}: unsupported wire type {wire}")
-        if pos > end:
-            raise ProtoError(f"field {number}: truncated")
-        out.append((number, bytes(data[start:pos])))
-    return out
-
-
 def replace(data: bytes, number: int, value: Writer | bytes | None) -> bytes:
     """``data`` with every occurrence of field ``number`` dropped and, unless ``value`` is
     None, ``value`` written as that field (a message or bytes); the other fields keep their
     encoding and order."""
-    kept = b"".join(raw for n, raw in _raw_fields(data) if n != number)
+    kept = b"".join(data[start:end] for n, _, start, end in _scan(data) if n != number)
     if value is None:
         return kept
     return kept + bytes(Writer().message(number, value, always=True))
@@ -275,10 +258,8 @@ def without(data: bytes, number: int, keep: Callable[[bytes], bool]) -> bytes:
     """``data`` with the occurrences of the repeated message field ``number`` that ``keep``
     refuses dropped."""
     out = bytearray()
-    for n, raw in _raw_fields(data):
-        if n == number:
-            value = first(fields(raw), number)
-            if isinstance(value, bytes) and not keep(value):
-                continue
-        out += raw
+    for n, value, start, end in _scan(data):
+        if n == number and isinstance(value, bytes) and not keep(value):
+            continue
+        out += data[start:end]
     return bytes(out)
