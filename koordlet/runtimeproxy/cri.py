@@ -37,6 +37,8 @@ _SANDBOX_CONFIG_METADATA, _SANDBOX_CONFIG_LABELS, _SANDBOX_CONFIG_ANNOTATIONS, _
 _LINUX_SANDBOX_CGROUP_PARENT, _LINUX_SANDBOX_RESOURCES = 1, 5
 _CONTAINER_METADATA, _CONTAINER_ENVS, _CONTAINER_ANNOTATIONS, _CONTAINER_LINUX = 1, 6, 10, 15
 _LINUX_CONTAINER_RESOURCES = 1
+#: LinuxContainerResources.unified, a map
+_UNIFIED = 9
 
 
 @dataclass
@@ -132,15 +134,13 @@ def _merge_map(data: bytes, number: int, values: dict[str, str]) -> bytes:
 def merge_resources(current: bytes, changes: rh.LinuxContainerResources) -> bytes:
     """CRI ``LinuxContainerResources`` with each field the hooks specified replaced."""
     wanted = pw.fields(bytes(changes.encode()))
-    for number in sorted(wanted):
+    for number in sorted(wanted.keys() - {_UNIFIED}):  # the map is merged entry by entry below
         value = wanted[number][-1]
         current = pw.replace(current, number, None)
         current += bytes(
             Writer().varint(number, value) if isinstance(value, int) else Writer().blob(number, value)
         )
-    if changes.unified:
-        current = _merge_map(pw.replace(current, 9, None), 9, changes.unified)
-    return current
+    return _merge_map(current, _UNIFIED, changes.unified)
 
 
 def apply_sandbox_hook(request: bytes, response: rh.PodSandboxHookResponse) -> bytes:

@@ -97,3 +97,11 @@ def test_listed_pods_and_containers_for_recovery():
     container = pw.Writer().string(1, "c1").string(2, "sb-1").message(3, pw.Writer().string(1, "main"))
     containers = cri.listed_containers(bytes(pw.Writer().message(1, container)))
     assert (containers["c1"].pod_id, containers["c1"].name) == ("sb-1", "main")
+
+
+def test_unified_entries_are_merged_with_the_kubelets():
+    kubelet = bytes(crimsg.resources(cpu_shares=2).string_map(9, {"memory.high": "100", "io.weight": "50"}))
+    changes = rh.LinuxContainerResources(cpu_quota=50000, unified={"memory.high": "200", "cpu.idle": "1"})
+    merged = rh.LinuxContainerResources.decode(pw.fields(cri.merge_resources(kubelet, changes)))
+    assert merged.unified == {"memory.high": "200", "io.weight": "50", "cpu.idle": "1"}
+    assert (merged.cpu_shares, merged.cpu_quota) == (2, 50000)
