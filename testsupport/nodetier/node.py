@@ -187,28 +187,31 @@ class NodeMain:
         self.restart_kubelet_requested = False
         named = self.spec.dir / "kubelet-runtime-endpoint"
         text = named.read_text().strip() if named.exists() else ""
-        for process in [p for p in self.procs if p.name == "kubelet"]:
-            process.stop()
-            self.procs.remove(process)
+        self._stop_daemon("kubelet")
         if text != "none":
             endpoint = Path(text) if text else None
             self.start(
                 "kubelet",
                 components.kubelet_argv(self.spec, self.plane.creds, self.kubelet_kubeconfig, endpoint),
             )
-        counter = self.spec.dir / "kubelet-restarts"
-        done = int(counter.read_text()) if counter.exists() else 0
-        counter.write_text(str(done + 1))
+        self._count("kubelet-restarts")
 
     def restart_containerd(self) -> None:
         """Stop containerd (SIGTERM; its shims and containers go on) and start it again, as an
         upgrade would; counts the restarts in ``containerd-restarts``."""
         self.restart_runtime = False
-        for process in [p for p in self.procs if p.name == "containerd"]:
+        self._stop_daemon("containerd")
+        self.containerd()
+        self._count("containerd-restarts")
+
+    def _stop_daemon(self, name: str) -> None:
+        for process in [p for p in self.procs if p.name == name]:
             process.stop()
             self.procs.remove(process)
-        self.containerd()
-        counter = self.spec.dir / "containerd-restarts"
+
+    def _count(self, counter_name: str) -> None:
+        """One more restart in the file ``counter_name`` (``Node`` waits on it)."""
+        counter = self.spec.dir / counter_name
         done = int(counter.read_text()) if counter.exists() else 0
         counter.write_text(str(done + 1))
 
