@@ -282,3 +282,35 @@ def read_documents(path: str, stdin: TextIO | None = None) -> list[Any]:
         return [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML/JSON: {exc}") from None
+
+
+#: component-base's leader-election timings (kube-scheduler's and Koordinator's defaults)
+LEASE_DURATION_S = 15.0
+RENEW_DEADLINE_S = 10.0
+RETRY_PERIOD_S = 2.0
+
+
+def add_leader_election_flags(parser: argparse.ArgumentParser, lease_namespace: str, lease_name: str) -> None:
+    """component-base's ``--leader-elect*`` flags. Their defaults are None so that a config
+    file's ``leaderElection`` holds unless a flag is given (:func:`leader_election_flags`)."""
+    add = parser.add_argument
+    add("--leader-elect", type=bool_flag, metavar="BOOL", help="contend for the lease before working (true)")
+    add("--leader-elect-lease-duration", type=duration_flag, metavar="D", help=f"({LEASE_DURATION_S:g}s)")
+    add("--leader-elect-renew-deadline", type=duration_flag, metavar="D", help=f"({RENEW_DEADLINE_S:g}s)")
+    add("--leader-elect-retry-period", type=duration_flag, metavar="D", help=f"({RETRY_PERIOD_S:g}s)")
+    add("--leader-elect-resource-lock", choices=("leases",), default="leases")
+    add("--leader-elect-resource-name", metavar="NAME", help=f"({lease_name})")
+    add("--leader-elect-resource-namespace", metavar="NS", help=f"({lease_namespace})")
+
+
+def leader_election_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The leader-election flags given, by process-option name (``lease_duration_s`` ...)."""
+    flags = {
+        "leader_elect": args.leader_elect,
+        "lease_namespace": args.leader_elect_resource_namespace,
+        "lease_name": args.leader_elect_resource_name,
+        "lease_duration_s": args.leader_elect_lease_duration,
+        "renew_deadline_s": args.leader_elect_renew_deadline,
+        "retry_period_s": args.leader_elect_retry_period,
+    }
+    return {k: v for k, v in flags.items() if v is not None}

@@ -17,11 +17,11 @@ from controlplane.scheduler.simulate import SimulateError, as_table, simulate
 from koordinator import __version__
 from koordinator.api.features import CONTROL_PLANE_FEATURES
 from koordinator.cli import (
-    bool_flag,
+    add_leader_election_flags,
     cannot_listen,
     component_parser,
-    duration_flag,
     fail,
+    leader_election_flags,
     parse_component_args,
     run_loop,
     stop_on_signals,
@@ -50,25 +50,7 @@ def _process_flags(parser: argparse.ArgumentParser) -> None:
     add("--kube-api-qps", type=float, default=50.0, help="client QPS to the apiserver (50)")
     add("--kube-api-burst", type=int, default=100, help="client burst to the apiserver (100)")
     # and these override the file's leaderElection only when given (their defaults: None)
-    add("--leader-elect", type=bool_flag, metavar="BOOL", help=f"({str(defaults.leader_elect).lower()})")
-    add(
-        "--leader-elect-lease-duration",
-        type=duration_flag,
-        metavar="D",
-        help=f"({defaults.lease_duration_s:g}s)",
-    )
-    add(
-        "--leader-elect-renew-deadline",
-        type=duration_flag,
-        metavar="D",
-        help=f"({defaults.renew_deadline_s:g}s)",
-    )
-    add(
-        "--leader-elect-retry-period", type=duration_flag, metavar="D", help=f"({defaults.retry_period_s:g}s)"
-    )
-    add("--leader-elect-resource-lock", choices=("leases",), default="leases")
-    add("--leader-elect-resource-name", metavar="NAME", help=f"({defaults.lease_name})")
-    add("--leader-elect-resource-namespace", metavar="NS", help=f"({defaults.lease_namespace})")
+    add_leader_election_flags(parser, defaults.lease_namespace, defaults.lease_name)
     add(
         "--secure-port",
         type=int,
@@ -89,15 +71,7 @@ def settings(
     given; without it, the flags."""
     from controlplane.scheduler.process import ProcessOptions
 
-    flags = {
-        "leader_elect": args.leader_elect,
-        "lease_namespace": args.leader_elect_resource_namespace,
-        "lease_name": args.leader_elect_resource_name,
-        "lease_duration_s": args.leader_elect_lease_duration,
-        "renew_deadline_s": args.leader_elect_renew_deadline,
-        "retry_period_s": args.leader_elect_retry_period,
-    }
-    leader_election = {**config.leader_election, **{k: v for k, v in flags.items() if v is not None}}
+    leader_election = {**config.leader_election, **leader_election_flags(args)}
     options = ProcessOptions(
         **leader_election,
         bind_address=args.bind_address,

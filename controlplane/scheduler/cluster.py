@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.scheduler.kernel.table import PODS, NodeTable, PodVector
-from controlplane.scheduler.nodemetrics import NodeMetricRecord
 from controlplane.scheduler.pdbs import PDBRecord
 from controlplane.scheduler.podinfo import ANY_IP, HostPort, PodInfo
 from controlplane.scheduler.topology import DomainColumn, PodIndex
 from controlplane.scheduler.volumes import Volumes
 from koordinator.api import resourcelist
+from koordinator.nodemetrics import NodeMetricRecord
 
 #: taint effects the filter enforces (PreferNoSchedule only scores)
 FILTER_EFFECTS = ("NoSchedule", "NoExecute")

@@ -25,7 +25,15 @@ from controlplane.scheduler.registry import (
     SCORE,
 )
 from koordinator.api.features import FeatureGates
-from koordinator.api.goparse import parse_duration_seconds
+from koordinator.componentconfig import (
+    ClientConnection,
+    check_unknown,
+    client_connection,
+    leader_election,
+)
+from koordinator.componentconfig import (
+    ConfigError as ConfigError,
+)
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -48,10 +56,6 @@ EXTENSION_POINTS = (
 )
 
 
-class ConfigError(ValueError):
-    """A configuration the scheduler cannot run with; the message names the field."""
-
-
 @dataclass
 class Profile:
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
@@ -69,15 +73,6 @@ class Profile:
     args: dict[str, Any] = field(default_factory=dict)
     fit: noderesources.FitArgs = field(default_factory=noderesources.FitArgs)
     balanced: noderesources.BalancedArgs = field(default_factory=noderesources.BalancedArgs)
-
-
-@dataclass(frozen=True)
-class ClientConnection:
-    """``clientConnection``: how the scheduler reaches the apiserver (upstream's defaults)."""
-
-    kubeconfig: str | None = None
-    qps: float = 50.0
-    burst: int = 100
 
 
 @dataclass
@@ -114,69 +109,6 @@ TOP_LEVEL_FIELDS = frozenset(
     }
 )
 PROFILE_FIELDS = frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"})
-#: leaderElection field -> (ProcessOptions field, parser)
-_LEADER_ELECTION: dict[str, tuple[str | None, Any]] = {
-    "leaderElect": ("leader_elect", bool),
-    "leaseDuration": ("lease_duration_s", "duration"),
-    "renewDeadline": ("renew_deadline_s", "duration"),
-    "retryPeriod": ("retry_period_s", "duration"),
-    "resourceName": ("lease_name", str),
-    "resourceNamespace": ("lease_namespace", str),
-    "resourceLock": (None, str),
-}
-
-
-def _unknown(raw: Mapping[str, Any], known: frozenset[str], path: str) -> None:
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{path}: strict decoding error: unknown field(s) {unknown}")
-
-
-def _client_connection(raw: Any) -> ClientConnection:
-    if raw is None:
-        return ClientConnection()
-    if not isinstance(raw, Mapping):
-        raise ConfigError("clientConnection: must be a mapping")
-    _unknown(
-        raw,
-        frozenset({"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}),
-        "clientConnection",
-    )
-    qps, burst = raw.get("qps", 50.0), raw.get("burst", 100)
-    if isinstance(qps, bool) or not isinstance(qps, (int, float)) or qps < 0:
-        raise ConfigError(f"clientConnection.qps: Invalid value: {qps!r}: must be a non-negative number")
-    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
-        raise ConfigError(f"clientConnection.burst: Invalid value: {burst!r}: must be a non-negative integer")
-    kubeconfig = raw.get("kubeconfig") or None
-    if kubeconfig is not None and not isinstance(kubeconfig, str):
-        raise ConfigError("clientConnection.kubeconfig: must be a path")
-    return ClientConnection(kubeconfig, float(qps), burst)
-
-
-def _leader_election(raw: Any) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError("leaderElection: must be a mapping")
-    _unknown(raw, frozenset(_LEADER_ELECTION), "leaderElection")
-    out: dict[str, Any] = {}
-    for name, value in raw.items():
-        option, kind = _LEADER_ELECTION[name]
-        path = f"leaderElection.{name}"
-        if kind == "duration":
-            try:
-                parsed: Any = parse_duration_seconds(str(value))
-            except ValueError as err:
-                raise ConfigError(f"{path}: Invalid value: {value!r}: {err}") from None
-        elif not isinstance(value, kind):
-            raise ConfigError(f"{path}: Invalid value: {value!r}: must be a {kind.__name__}")
-        else:
-            parsed = value
-        if name == "resourceLock" and value != "leases":
-            raise ConfigError(f'{path}: Unsupported value: {value!r}: supported values: "leases"')
-        if option is not None:
-            out[option] = parsed
-    return out
 
 
 def _names(section: Any, path: str) -> list[tuple[str, int | None]]:
@@ -228,7 +160,7 @@ def _ordered(
 
 
 def _profile(raw: Mapping[str, Any], path: str) -> Profile:
-    _unknown(raw, PROFILE_FIELDS, path)
+    check_unknown(raw, PROFILE_FIELDS, path)
     profile = Profile(scheduler_name=raw.get("schedulerName") or "default-scheduler")
     profile.percentage_of_nodes_to_score = _percentage(
         raw.get("percentageOfNodesToScore"), f"{path}.percentageOfNodesToScore"
@@ -319,7 +251,7 @@ def parse(data: Any) -> SchedulerConfig:
         raise ConfigError(
             f"apiVersion/kind: expected {API_VERSION} {KIND}, got {data.get('apiVersion')} {data.get('kind')}"
         )
-    _unknown(data, TOP_LEVEL_FIELDS, "KubeSchedulerConfiguration")
+    check_unknown(data, TOP_LEVEL_FIELDS, "KubeSchedulerConfiguration")
     if data.get("extenders"):
         raise ConfigError("extenders: scheduler extenders are not supported by koord-scheduler")
     raw_profiles = data.get("profiles") or [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
@@ -345,8 +277,8 @@ def parse(data: Any) -> SchedulerConfig:
         _percentage(data.get("percentageOfNodesToScore"), "percentageOfNodesToScore"),
         initial,
         maximum,
-        _client_connection(data.get("clientConnection")),
-        _leader_election(data.get("leaderElection")),
+        client_connection(data.get("clientConnection")),
+        leader_election(data.get("leaderElection")),
     )
 
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeSpec, node_spec
-from controlplane.scheduler.nodemetrics import NodeMetricRecord, node_metric_record
 from controlplane.scheduler.pdbs import PDBRecord, pdb_record
 from controlplane.scheduler.queue import (
     CSI_NODE_ADD,
@@ -42,6 +41,7 @@ from controlplane.scheduler.volumes import (
 from koordinator.kube import resources as res
 from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.informer.informer import Tombstone
+from koordinator.nodemetrics import NodeMetricRecord, node_metric_record_or_none
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class ClusterFeed:
         plug-ins read (:data:`OPTIONAL_FEEDS`)."""
         if NODE_METRICS in feeds:
             factory.informer(res.NODE_METRICS).add_consumer(
-                _node_metric_record,
+                node_metric_record_or_none,
                 name="scheduler",
                 on_add=self._node_metric_set,
                 on_update=lambda _, new: self._node_metric_set(new),
@@ -205,14 +205,6 @@ def _node_record(obj: Mapping[str, Any]) -> NodeSpec | None:
         return node_spec(obj)
     except (ValueError, KeyError) as err:
         log.warning("node %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
-        return None
-
-
-def _node_metric_record(obj: Mapping[str, Any]) -> NodeMetricRecord | None:
-    try:
-        return node_metric_record(obj)
-    except ValueError as err:
-        log.warning("NodeMetric %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
         return None
 
 

@@ -22,12 +22,12 @@ from typing import Any
 from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.framework import Framework
-from controlplane.scheduler.nodemetrics import node_metric_record
 from controlplane.scheduler.pdbs import pdb_record
 from controlplane.scheduler.plugins.interface import Handle
 from controlplane.scheduler.podinfo import PodInfo, pod_info
 from koordinator.api.resourcelist import ResourceListError
 from koordinator.cli import read_documents
+from koordinator.nodemetrics import node_metric_record
 
 
 class SimulateError(ValueError):

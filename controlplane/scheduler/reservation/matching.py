@@ -43,6 +43,7 @@ from koordinator.api.selectors import (
     validate_label_selector,
     validate_node_selector_term,
 )
+from koordinator.api.taints import untolerated_taint
 
 __all__ = [
     "OwnerMatcher",
@@ -54,7 +55,6 @@ __all__ = [
     "match_object_ref",
     "match_owners",
     "parse_owner_matchers",
-    "tolerates",
 ]
 
 Obj = Mapping[str, Any]
@@ -141,20 +141,6 @@ def match_owners(pod: Obj, matchers: Sequence[OwnerMatcher]) -> bool:
 
 # ---- reservation affinity ------------------------------------------------------------------
 
-_DO_NOT_SCHEDULE = ("NoSchedule", "NoExecute")
-
-
-def tolerates(toleration: Obj, taint: Obj) -> bool:
-    """``Toleration.ToleratesTaint``: effect and key when set; Equal (default) compares values."""
-    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration.get("key") != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return operator == "Exists"
-
 
 @dataclass(frozen=True)
 class RequiredReservationAffinity:
@@ -214,12 +200,7 @@ class RequiredReservationAffinity:
 
     def untolerated_taint(self, taints: Iterable[Obj]) -> Obj | None:
         """The first NoSchedule/NoExecute taint no toleration tolerates."""
-        for taint in taints:
-            if taint.get("effect") not in _DO_NOT_SCHEDULE:
-                continue
-            if not any(tolerates(toleration, taint) for toleration in self.tolerations):
-                return taint
-        return None
+        return untolerated_taint(self.tolerations, taints)
 
 
 def find_untolerated_taint(affinity: RequiredReservationAffinity | None, taints: Iterable[Obj]) -> Obj | None:

@@ -13,6 +13,8 @@ from koordinator.api.goparse import GoParseError, parse_int
 
 __all__ = [
     "ANNOTATION_EVICTION_POLICY",
+    "ANNOTATION_EVICT_REASON",
+    "ANNOTATION_EVICT_TRIGGER",
     "ANNOTATION_EVICTION_PRIORITY",
     "ANNOTATION_JOB_CREATED_BY",
     "ANNOTATION_NETWORK_QOS",
@@ -36,6 +38,7 @@ __all__ = [
     "LABEL_BINDING_ADMISSION_BYPASS",
     "LABEL_CONFIGMAP_TYPE",
     "LABEL_CORE_SCHED_GROUP_ID",
+    "LABEL_EVICT_POLICY",
     "LABEL_CORE_SCHED_POLICY",
     "LABEL_MANAGED_BY",
     "LABEL_POD_EVICT_ENABLE",
@@ -98,6 +101,11 @@ CONFIGMAP_TYPE_SLO_CONTROLLER_CONFIG = "slo-controller-config"
 
 # ---- misc ------------------------------------------------------------------------------------------
 ANNOTATION_JOB_CREATED_BY = DOMAIN_PREFIX + "job-created-by"
+#: on a PodMigrationJob: why the descheduler asked for it, and which plug-in did
+ANNOTATION_EVICT_REASON = DOMAIN_PREFIX + "evict-reason"
+ANNOTATION_EVICT_TRIGGER = DOMAIN_PREFIX + "evict-trigger"
+#: on a pod (or its PodMigrationJob): the eviction policy (Eviction, Delete, SoftEviction)
+LABEL_EVICT_POLICY = DOMAIN_PREFIX + "evict-policy"
 ANNOTATION_SKIP_HOOKSERVER = "runtimeproxy.koordinator.sh/skip-hookserver"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_KOORDINATOR = "Koordinator"

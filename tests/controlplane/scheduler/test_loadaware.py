@@ -16,7 +16,6 @@ from controlplane.scheduler.cluster import Cluster
 from controlplane.scheduler.config import ConfigError, parse
 from controlplane.scheduler.framework import Framework
 from controlplane.scheduler.kernel.twin import go_round
-from controlplane.scheduler.nodemetrics import node_metric_record
 from controlplane.scheduler.plugins.loadaware.args import load_aware_args
 from controlplane.scheduler.plugins.loadaware.estimate import estimate_pod
 from controlplane.scheduler.plugins.loadaware.plugin import LoadAwareScheduling
@@ -24,6 +23,7 @@ from controlplane.scheduler.plugins.loadaware.usage import headroom, load_score
 from controlplane.scheduler.podinfo import pod_info
 from koordinator.kube import resources as res
 from koordinator.kube.timeutil import format_time
+from koordinator.nodemetrics import node_metric_record
 from tests.controlplane.scheduler.live import running
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer

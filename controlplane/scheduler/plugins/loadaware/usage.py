@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 
 from controlplane.scheduler.cluster import NodeInfo
 from controlplane.scheduler.kernel.twin import MAX_NODE_SCORE, go_round
-from controlplane.scheduler.nodemetrics import NodeMetricRecord, Usage
 from controlplane.scheduler.plugins.loadaware.args import Aggregated, LoadAwareArgs
 from controlplane.scheduler.plugins.loadaware.estimate import (
     Estimate,
@@ -38,6 +37,7 @@ from koordinator.api.extension.node import ANNOTATION_NODE_RAW_ALLOCATABLE
 from koordinator.api.extension.priority import PriorityClass
 from koordinator.api.extension.scheduling import CustomUsageThresholds, get_custom_usage_thresholds
 from koordinator.api.goparse import GoParseError, parse_duration_seconds
+from koordinator.nodemetrics import NodeMetricRecord, Usage
 
 PROD = PriorityClass.PROD.value
 #: no threshold on a resource: any estimate passes

@@ -12,12 +12,12 @@ from controlplane.scheduler.reservation.matching import (
     exact_match,
     exact_match_resources,
     find_untolerated_taint,
-    tolerates,
 )
 from controlplane.scheduler.reservation.messages import NodeDiagnosis
 from controlplane.scheduler.reservation.reservepod import ReservationError, reserve_pod
 from controlplane.scheduler.reservation.transformer import MatchOutcome, PodContext, classify
 from koordinator.api.quantity import Quantity
+from koordinator.api.taints import tolerates
 from tests.controlplane.scheduler.reservation.builders import make_pod, make_reservation
 
 EXACT = "scheduling.koordinator.sh/exact-match-reservation"

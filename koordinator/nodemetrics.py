@@ -1,5 +1,5 @@
-"""What the scheduler keeps of a NodeMetric (``slo.koordinator.sh/v1alpha1``): the koordlet's
-last usage report for a node, as LoadAwareScheduling reads it.
+"""What the control plane keeps of a NodeMetric (``slo.koordinator.sh/v1alpha1``): the koordlet's
+last usage report for a node, as LoadAwareScheduling and LowNodeLoad read it.
 
 Usages are integers per resource (CPU in milli-cores, everything else in units); the
 aggregated percentiles are keyed by (window in seconds, aggregation type). A pod's entry
@@ -8,6 +8,7 @@ keeps its usage and the priority class the koordlet reported for it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from koordinator.api import resourcelist
 from koordinator.api.goparse import GoParseError, parse_duration_seconds
 from koordinator.kube.timeutil import parse_time
+
+log = logging.getLogger(__name__)
 
 #: koordlet's report period when the NodeMetric's collect policy does not say
 DEFAULT_REPORT_INTERVAL_S = 60.0
@@ -99,3 +102,13 @@ def node_metric_record(obj: Mapping[str, Any]) -> NodeMetricRecord:
         aggregated=aggregated,
         pods=pods,
     )
+
+
+def node_metric_record_or_none(obj: Mapping[str, Any]) -> NodeMetricRecord | None:
+    """:func:`node_metric_record`, or None (with a warning) for a NodeMetric whose quantities
+    or times do not parse: an informer transform."""
+    try:
+        return node_metric_record(obj)
+    except ValueError as err:
+        log.warning("NodeMetric %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
+        return None
