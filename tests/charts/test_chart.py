@@ -1,9 +1,10 @@
 """charts/koordinator rendered by the real helm (built from its Go module by hack/helm.sh).
 
 Every parameter of Koordinator's installation guide is a value; the schema refuses wrong
-types and unknown keys; the CRD switches, feature gates, the not-yet-built components and
-the shipped scheduler profile render as documented; and (envtest) every rendered object
-passes the apiserver's server-side dry-run.
+types and unknown keys; the CRD switches, feature gates, the not-yet-built component,
+koord-descheduler (off by default) and the shipped scheduler and descheduler configurations
+render as documented; and (envtest) every rendered object passes the apiserver's
+server-side dry-run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from controlplane.descheduler.__main__ import build_parser as descheduler_parser
+from controlplane.descheduler.config import parse as parse_descheduler_config
 from controlplane.manager.controllers.sloconfig import parse_slo_config
 from controlplane.scheduler.config import load
 from koordinator.kube.client import PatchType
@@ -216,6 +219,7 @@ def container_args(docs: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
         ("manager.replica=2", "replica"),
         ("webhookConfiguration.failurePolicy.pods=Sometimes", "'/webhookConfiguration/failurePolicy/pods'"),
         ("featureGates=PodMutatingWebhook", "'/featureGates'"),
+        ("descheduler.featureGates=MigrationController", "'/descheduler/featureGates'"),
     ],
 )
 def test_the_schema_refuses_bad_values(helm: Path, value: str, message: str) -> None:
@@ -225,7 +229,7 @@ def test_the_schema_refuses_bad_values(helm: Path, value: str, message: str) -> 
     assert message in done.stderr
 
 
-@pytest.mark.parametrize("component", ["descheduler", "deviceDaemon"])
+@pytest.mark.parametrize("component", ["deviceDaemon"])
 def test_components_not_built_say_so(helm: Path, component: str) -> None:
     done = render(helm, f"{component}.enabled=true", check=False)
     assert done.returncode != 0
@@ -245,9 +249,155 @@ def test_the_scheduler_config_is_the_shipped_profile(helm: Path, tmp_path: Path)
     assert config.leader_election["lease_namespace"] == "koord"
 
 
+DESCHEDULER_OBJECTS = {
+    "ConfigMap": ["koord-descheduler-config"],
+    "Deployment": ["koord-descheduler"],
+    "ServiceAccount": ["koord-descheduler"],
+    "ClusterRole": ["koord-descheduler-role"],
+    "ClusterRoleBinding": ["koord-descheduler-rolebinding"],
+    "Role": ["koord-descheduler-role"],
+    "RoleBinding": ["koord-descheduler-rolebinding"],
+}
+
+
+def descheduler_objects(docs: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for doc in docs:
+        if doc["metadata"]["name"].startswith("koord-descheduler"):
+            found.setdefault(doc["kind"], []).append(doc["metadata"]["name"])
+    return found
+
+
+def test_the_descheduler_is_off_by_default(helm: Path) -> None:
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["descheduler"]["enabled"] is False
+    assert descheduler_objects(objects(helm)) == {}
+
+
+def test_the_descheduler_when_enabled(helm: Path) -> None:
+    docs = objects(
+        helm,
+        "descheduler.enabled=true",
+        "descheduler.replicas=3",
+        "descheduler.log.level=5",
+        "descheduler.featureGates=PodMutatingWebhook=false",
+        "descheduler.nodeSelector.pool=control",
+        "installation.namespace=koord",
+    )
+    assert descheduler_objects(docs) == DESCHEDULER_OBJECTS
+    deployment = by_kind(docs, "Deployment")["koord-descheduler"]
+    assert deployment["metadata"]["namespace"] == "koord"
+    assert deployment["spec"]["replicas"] == 3
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "koord-descheduler"
+    assert pod["nodeSelector"] == {"pool": "control"}
+    assert pod["hostNetwork"] is False
+    [container] = pod["containers"]
+    assert container["image"] == "ghcr.io/koordinator-py/koordinator:1.5.0"
+    assert container["command"] == ["koord-descheduler"]
+    assert container["args"] == [
+        "--config=/config-dir/koord-descheduler-config",
+        "--v=5",
+        "--feature-gates=PodMutatingWebhook=false",
+    ]
+    parsed = descheduler_parser().parse_args(container["args"])  # koord-descheduler takes them
+    assert parsed.config == "/config-dir/koord-descheduler-config"
+    assert parsed.verbosity == 5
+    assert container["ports"] == [{"name": "http-metrics", "containerPort": 10251}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 10251, "scheme": "HTTP"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 10251, "scheme": "HTTP"}
+    assert container["resources"] == {
+        "limits": {"cpu": "1000m", "memory": "1Gi"},
+        "requests": {"cpu": "500m", "memory": "256Mi"},
+    }
+    scheduler = by_kind(docs, "Deployment")["koord-scheduler"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"] == scheduler["securityContext"]
+    assert container["volumeMounts"] == [{"name": "config", "mountPath": "/config-dir", "readOnly": True}]
+    assert pod["volumes"] == [{"name": "config", "configMap": {"name": "koord-descheduler-config"}}]
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+
+def test_the_descheduler_rbac(helm: Path) -> None:
+    docs = objects(helm, "descheduler.enabled=true", "installation.namespace=koord")
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in by_kind(docs, "ClusterRole")["koord-descheduler-role"]["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    read = {"get", "list", "watch"}
+    every = read | {"create", "update", "patch", "delete"}
+    assert granted == {
+        ("", "pods"): read | {"delete", "patch"},
+        ("", "pods/eviction"): {"create"},
+        ("", "nodes"): read,
+        ("", "events"): {"create", "patch"},
+        ("slo.koordinator.sh", "nodemetrics"): read,
+        ("scheduling.koordinator.sh", "podmigrationjobs"): every,
+        ("scheduling.koordinator.sh", "podmigrationjobs/status"): {"get", "update", "patch"},
+        ("scheduling.koordinator.sh", "reservations"): every,
+        ("apps", "replicasets"): read,
+        ("apps", "statefulsets"): read,
+        ("batch", "jobs"): read,
+    }
+    subject = {"kind": "ServiceAccount", "name": "koord-descheduler", "namespace": "koord"}
+    binding = by_kind(docs, "ClusterRoleBinding")["koord-descheduler-rolebinding"]
+    assert binding["roleRef"]["name"] == "koord-descheduler-role"
+    assert binding["subjects"] == [subject]
+    role = by_kind(docs, "Role")["koord-descheduler-role"]
+    assert role["metadata"]["namespace"] == "koord"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    role_binding = by_kind(docs, "RoleBinding")["koord-descheduler-rolebinding"]
+    assert role_binding["metadata"]["namespace"] == "koord"
+    assert role_binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "koord-descheduler-role",
+    }
+    assert role_binding["subjects"] == [subject]
+    assert by_kind(docs, "ServiceAccount")["koord-descheduler"]["metadata"]["namespace"] == "koord"
+
+
+def test_the_descheduler_config_is_the_shipped_profile(helm: Path) -> None:
+    shipped = ROOT / "controlplane" / "descheduler" / "profiles" / "koord-descheduler.yaml"
+    copy = CHART / "files" / "koord-descheduler.yaml"
+    assert copy.read_bytes() == shipped.read_bytes(), f"copy {shipped} to {copy}"
+    docs = objects(helm, "descheduler.enabled=true", "installation.namespace=koord")
+    config_map = by_kind(docs, "ConfigMap")["koord-descheduler-config"]
+    assert config_map["metadata"]["namespace"] == "koord"
+    config = parse_descheduler_config(yaml.safe_load(config_map["data"]["koord-descheduler-config"]))
+    assert [p.name for p in config.profiles] == ["koord-descheduler"]
+    assert config.plugin_names() == {"MigrationController"}
+    assert config.leader_election["lease_namespace"] == "koord"
+    assert config.healthz_bind_address == config.metrics_bind_address == "0.0.0.0:10251"
+    # Koordinator's own pods stay where they are: the installation namespace is excluded
+    args = config.profiles[0].args
+    assert args["MigrationController"].exclude_namespaces == ("kube-system", "koord")
+    assert args["LowNodeLoad"].exclude_namespaces == ("kube-system", "koord")
+
+
+def test_the_descheduler_port_is_the_configs(helm: Path) -> None:
+    docs = objects(helm, "descheduler.enabled=true", "descheduler.port=10300")
+    config_map = by_kind(docs, "ConfigMap")["koord-descheduler-config"]
+    config = parse_descheduler_config(yaml.safe_load(config_map["data"]["koord-descheduler-config"]))
+    assert config.healthz_bind_address == config.metrics_bind_address == "0.0.0.0:10300"
+    template = by_kind(docs, "Deployment")["koord-descheduler"]["spec"]["template"]
+    [container] = template["spec"]["containers"]
+    assert container["ports"] == [{"name": "http-metrics", "containerPort": 10300}]
+    assert container["readinessProbe"]["httpGet"]["port"] == 10300
+    assert container["livenessProbe"]["httpGet"]["port"] == 10300
+    default = by_kind(objects(helm, "descheduler.enabled=true"), "Deployment")["koord-descheduler"]
+    # the checksum is the rendered config's: a changed one rolls the pods
+    checksum = template["metadata"]["annotations"]["checksum/config"]
+    assert default["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != checksum
+
+
 @pytest.mark.envtest
-async def test_every_rendered_object_passes_server_side_dry_run(helm: Path, envtest: Envtest) -> None:
-    docs = objects(helm)
+@pytest.mark.parametrize("sets", [(), ("descheduler.enabled=true",)], ids=["default", "descheduler"])
+async def test_every_rendered_object_passes_server_side_dry_run(
+    helm: Path, envtest: Envtest, sets: tuple[str, ...]
+) -> None:
+    docs = objects(helm, *sets)
     async with envtest.client() as client:
         await apply_crds(client, [d for d in docs if d["kind"] == "CustomResourceDefinition"])
         await client.ensure_namespace("koordinator-system")

@@ -51,7 +51,7 @@ def test_usage_errors_exit_2_with_one_line(name, args, fragment):
     assert lines[0].startswith(f"{name}: error:")
 
 
-@pytest.mark.parametrize("name", ["koord-descheduler", "koord-device-daemon"])
+@pytest.mark.parametrize("name", ["koord-device-daemon"])
 def test_unbuilt_component_says_so_in_one_line(name):
     result = run(script(name), "--v=4", "--feature-gates=AllAlpha=true")
     assert result.returncode == 2

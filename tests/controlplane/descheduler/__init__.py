@@ -1,0 +1,1 @@
+"""koord-descheduler tests."""
