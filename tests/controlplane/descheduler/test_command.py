@@ -161,7 +161,8 @@ def test_explain_rounds_and_text(files: dict[str, Path], capsys: pytest.CaptureF
         ({"config": "profiles: 3\n"}, "profiles: must be a list"),
         (
             {
-                "metrics": "apiVersion: v1\nkind: List\nitems: [{kind: NodeMetric, metadata: {name: x}, status: {nodeMetric: {nodeUsage: {resources: {cpu: lots}}}}}]\n"
+                "metrics": "kind: NodeMetric\nmetadata: {name: x}\n"
+                "status: {nodeMetric: {nodeUsage: {resources: {cpu: lots}}}}\n"
             },
             "NodeMetric x",
         ),
@@ -177,7 +178,8 @@ def test_explain_refuses_bad_input_in_one_line(
         main(explain(files))
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("koord-descheduler explain: error:")
+    assert len(err) == 1
+    assert err[0].startswith("koord-descheduler explain: error:")
     assert message in err[0]
 
 

@@ -151,7 +151,8 @@ async def test_health_metrics_and_only_the_leader_migrates() -> None:
                     'strategy="LowNodeLoad"} 1.0' in text
                 )
                 assert await get(f"http://127.0.0.1:{port}/readyz") == (200, "ok")
-                assert standby.elector is not None and not standby.elector.is_leader()
+                assert standby.elector is not None
+                assert not standby.elector.is_leader()
                 lease_obj = fake.get(res.LEASES, "koord-descheduler", "koordinator-system")
                 assert lease_obj["spec"]["holderIdentity"] == "a"
             finally:
