@@ -373,7 +373,9 @@ class LowNodeLoad:
             if not candidates:
                 log.info("no removable pods on node %s", u.name)
                 continue
-            candidates.sort(key=lambda c: pod_order(c[0], u.pod_usage, u.allocatable, weights, pod_key(c[0])))
+            current = u.prod_usage if source.prod else u.usage
+            overage = {r: current.get(r, 0) - limit for r, limit in source.thresholds.high.items()}
+            candidates.sort(key=lambda c: pod_order(c[0], u.pod_usage, overage, weights, pod_key(c[0])))
             for pod, destination in candidates:
                 current = u.prod_usage if source.prod else u.usage
                 if not is_over(current, source.thresholds.high):

@@ -6,8 +6,14 @@
   weighted mean over the resources it reports, integer-divided as upstream.
 * Pods, the one evicted first first: lower Koordinator priority class (free, batch, mid,
   prod, then none), lower ``spec.priority``, lower Kubernetes QoS (BestEffort first), lower
-  Koordinator QoS (BE first), higher usage score on its node (pods with no reported usage
-  last), newer first.
+  Koordinator QoS (BE first), then the pod whose usage best matches the node's overage
+  (pods with no reported usage last), newer first.
+
+The overage match is upstream's piecewise pod scorer (koordinator PRs 1962 and 2092): over
+the resources the node is over its high threshold on only (weighted), a pod using a ratio
+``r`` of the overage (usage minus threshold) scores ``r`` below 1 and ``1/r + 1`` from 1 up:
+the smallest pod that alone brings the node back under its threshold comes first, then
+larger ones, then those too small to do it alone, largest first.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.kubeqos import KubeQOSClass, get_pod_qos
 from koordinator.kube.timeutil import parse_time
 
-__all__ = ["pod_order", "usage_score"]
+__all__ = ["overage_score", "pod_order", "usage_score"]
 
 Obj = Mapping[str, Any]
 
@@ -54,6 +60,20 @@ def usage_score(usage: Mapping[str, int], allocatable: Mapping[str, int], weight
     return total // weight_sum if weight_sum else 0
 
 
+def overage_score(usage: Mapping[str, int], overage: Mapping[str, int], weights: Mapping[str, int]) -> float:
+    """The weighted piecewise match of a pod's usage to the node's overage (0 to 2)."""
+    total = 0.0
+    weight_sum = 0
+    for name, over in overage.items():
+        weight = weights.get(name, 0)
+        if over <= 0 or weight <= 0:
+            continue
+        ratio = usage.get(name, 0) / over
+        total += weight * (1 / ratio + 1 if ratio >= 1 else ratio)
+        weight_sum += weight
+    return total / weight_sum if weight_sum else 0.0
+
+
 def _created(pod: Obj) -> float:
     raw = (pod.get("metadata") or {}).get("creationTimestamp")
     try:
@@ -65,10 +85,10 @@ def _created(pod: Obj) -> float:
 def pod_order(
     pod: Obj,
     pod_usage: Mapping[str, Mapping[str, int]],
-    allocatable: Mapping[str, int],
+    overage: Mapping[str, int],
     weights: Mapping[str, int],
     key: str,
-) -> tuple[int, int, int, int, int, int, float]:
+) -> tuple[int, int, int, int, int, float, float]:
     """The sort key: ascending order is eviction order."""
     priority = (pod.get("spec") or {}).get("priority")
     usage = pod_usage.get(key)
@@ -78,6 +98,6 @@ def pod_order(
         _KUBE_QOS_ORDER.get(get_pod_qos(pod), 3),
         _QOS_ORDER[get_pod_qos_class_raw(pod)],
         0 if usage is not None else 1,
-        -usage_score(usage, allocatable, weights) if usage is not None else 0,
+        -overage_score(usage, overage, weights) if usage is not None else 0.0,
         -_created(pod),
     )

@@ -140,7 +140,7 @@ def test_explain_says_which_nodes_and_pods(
     ]
     assert profile["migrations"] == [
         {
-            "pod": "default/be-1",
+            "pod": "default/be-2",
             "node": "hot",
             "plugin": "LowNodeLoad",
             "reason": "node is overutilized, cpu usage(80.00%)>threshold(75.00%)",

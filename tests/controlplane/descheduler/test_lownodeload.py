@@ -17,6 +17,7 @@ import pytest
 from controlplane.descheduler.framework import EvictionLimiter, ProfileEvictor
 from controlplane.descheduler.lownodeload.args import parse_args
 from controlplane.descheduler.lownodeload.plugin import LowNodeLoad
+from controlplane.descheduler.lownodeload.sorting import overage_score, pod_order
 from koordinator.nodemetrics import NodeMetricRecord, node_metric_record
 from testsupport.fake.clock import FakeClock
 
@@ -190,8 +191,9 @@ async def test_classification_budget_and_the_pod_moved() -> None:
     by_name = {n["name"]: n for n in report["nodes"]}
     assert by_name["hot"]["usagePercent"]["cpu"] == 80.0
     assert by_name["mid"]["classification"] == "appropriate"
-    # BE before LS; of the BE pods the one using more first; after it hot is at 50%: stop
-    assert cluster.plugin.evicted == [("be-1", "node is overutilized, cpu usage(80.00%)>threshold(75.00%)")]
+    # BE before LS; of the BE pods the one matching the 500m overage best: be-2 (2 cores, 4x
+    # the overage, scores 1/4 + 1) before be-1 (3 cores, 1/6 + 1); after it hot is at 60%: stop
+    assert cluster.plugin.evicted == [("be-2", "node is overutilized, cpu usage(80.00%)>threshold(75.00%)")]
     assert report["evictions"][0]["fitsNode"] == "cool"
 
 
@@ -206,7 +208,7 @@ async def test_a_node_turns_anomalous_after_more_than_consecutive_abnormalities_
     assert cluster.plugin.evicted == []
     report = await balance(pl, cluster)
     assert report["anomalousNodes"] == ["hot"]
-    assert [name for name, _ in cluster.plugin.evicted] == ["be-1"]
+    assert [name for name, _ in cluster.plugin.evicted] == ["be-2"]
 
 
 async def test_a_low_round_resets_the_detector() -> None:
@@ -291,7 +293,7 @@ async def test_deviation_thresholds_are_relative_to_the_pool_mean() -> None:
     assert report["lowNodes"] == ["cool", "mid"]
     assert report["highNodes"] == ["hot"]
     assert report["budget"]["cpu"] == (5000 - 1000) + (5000 - 3000)
-    # be-1 (3 cores) leaves hot at 5000m, not over 5000m
+    # the overage is 3000m: be-1 (3 cores) matches it exactly and leaves hot at 5000m, not over
     assert [name for name, _ in cluster.plugin.evicted] == ["be-1"]
 
 
@@ -417,3 +419,37 @@ async def test_paused_does_nothing_and_dry_run_evicts_nothing() -> None:
     assert pl.reports == []
     await balance(plugin(cluster, dryRun=True), cluster)
     assert cluster.plugin.evicted == []
+
+
+@pytest.mark.parametrize(
+    ("usage", "score"),
+    [
+        ({"cpu": 500}, 2.0),  # exactly the overage
+        ({"cpu": 1000}, 1.5),  # twice it
+        ({"cpu": 250}, 0.5),  # half of it
+        ({"cpu": 0}, 0.0),
+    ],
+)
+def test_the_piecewise_overage_score(usage: dict[str, int], score: float) -> None:
+    # memory is not over: it does not weigh in, whatever its weight
+    assert (
+        overage_score({**usage, "memory": GI}, {"cpu": 500, "memory": -GI}, {"cpu": 1, "memory": 5}) == score
+    )
+
+
+def test_pod_order_classes_first_then_the_overage_match() -> None:
+    usage = {"default/free": {"cpu": 100}, "default/be-small": {"cpu": 500}, "default/be-big": {"cpu": 4000}}
+    pods = [
+        pod("be-big", "hot", created="2026-11-27T10:00:00Z"),
+        pod("prod", "hot", qos="LS", priority=9500),
+        pod("be-small", "hot"),
+        pod("free", "hot", priority=3500),
+        pod("be-new", "hot", created="2026-11-27T11:00:00Z"),
+    ]
+    order = sorted(
+        pods,
+        key=lambda p: pod_order(p, usage, {"cpu": 500}, {"cpu": 1}, f"default/{p['metadata']['name']}"),
+    )
+    # free (koord-free) first; the batch pods by overage match, those without usage last,
+    # newer first; prod last
+    assert [p["metadata"]["name"] for p in order] == ["free", "be-small", "be-big", "be-new", "prod"]
