@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         "NodeNUMAResource, DeviceShare, Reservation and DefaultPreBind "
         "(Koordinator's profile ships as controlplane/scheduler/profiles/koord-scheduler.yaml); "
         "`simulate` places pods offline with the same framework; `extender` serves the plug-ins to a "
-        "stock kube-scheduler. Not built in this release: koord-descheduler's plug-ins.",
+        "stock kube-scheduler.",
         CONTROL_PLANE_FEATURES,
         f"{PROG} {__version__}",
     )
