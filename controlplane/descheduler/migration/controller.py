@@ -623,7 +623,10 @@ class MigrationController:
                 f'Assigned Reservation "{name}" to node "{node}"',
             )
             return None
-        await self._write(job, edit)
+        if edit.changed:
+            # the next steps write the job again: continue from the version this write makes
+            await self._write(job, edit)
+            return None
         owners = (reservation.get("spec") or {}).get("owners") or []
         if any(((o or {}).get("object") or {}).get("kind") == "Pod" for o in owners):
             return await self._pending_pod_scheduled(job, pod, node)
