@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE",
-        help="PodMigrationJobs and workloads (ReplicaSets, StatefulSets, Jobs); repeatable",
+        help="PodMigrationJobs, workloads (ReplicaSets, StatefulSets, Jobs) and PriorityClasses; repeatable",
     )
     explain.add_argument("--config", dest="explain_config", metavar="FILE", help="DeschedulerConfiguration")
     explain.add_argument("--now", metavar="TIME", help="RFC 3339 time to evaluate at (default: now)")

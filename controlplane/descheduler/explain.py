@@ -2,8 +2,9 @@
 files, with the same plug-ins as the process.
 
 Nodes (``--nodes``), NodeMetrics (``--node-metrics``) and pods (``--pods``) make the cluster;
-``--objects`` adds PodMigrationJobs already running and the workloads (ReplicaSets,
-StatefulSets, Jobs) whose replicas the eviction gates read. Each profile of ``--config``
+``--objects`` adds PodMigrationJobs already running, the workloads (ReplicaSets,
+StatefulSets, Jobs) whose replicas the eviction gates read, and PriorityClasses (a
+``priorityThreshold`` by name). Each profile of ``--config``
 (default: the defaults, which balance nothing) runs ``--rounds`` rounds (default: enough for a
 node over its thresholds in every round to be found anomalous) at ``--now``; MigrationController
 admits pods exactly as it would (gates and limits, counting the jobs of earlier choices),
@@ -102,6 +103,7 @@ class OfflineCluster:
     records: dict[str, NodeMetricRecord]
     jobs: list[Obj] = field(default_factory=list)
     owners: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
+    priority_classes: dict[str, Obj] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_node: dict[str, list[Obj]] = defaultdict(list)
@@ -149,7 +151,11 @@ class OfflineMigration:
         def misfit(pod: Obj) -> str | None:
             return None if fits_any(pod, fit_nodes, cluster.pods_on_node) else "fits no other node"
 
-        gates = GateContext(misfit, cluster.expected_replicas)
+        def priority_of_class(name: str) -> int | None:
+            value = (cluster.priority_classes.get(name) or {}).get("value")
+            return value if isinstance(value, int) else None
+
+        gates = GateContext(misfit, cluster.expected_replicas, priority_of_class)
         limiters = ObjectLimiters(
             args.object_limiters,
             cluster.expected_replicas,
@@ -287,6 +293,8 @@ def explain(
         meta = obj.get("metadata") or {}
         if obj.get("kind") == "PodMigrationJob":
             cluster.jobs.append(obj)
+        elif obj.get("kind") == "PriorityClass":
+            cluster.priority_classes[str(meta.get("name"))] = obj
         elif obj.get("kind") in OWNER_KINDS:
             cluster.owners[(str(obj["kind"]), str(meta.get("namespace") or ""), str(meta.get("name")))] = obj
     results = [
@@ -354,7 +362,8 @@ def run(
         instant = wall_clock
     if rounds is not None and rounds < 1:
         raise ExplainError("--rounds must be at least 1")
-    objects = [o for path in objects_files for o in _objects(path, ("PodMigrationJob", *OWNER_KINDS))]
+    kinds = ("PodMigrationJob", "PriorityClass", *OWNER_KINDS)
+    objects = [o for path in objects_files for o in _objects(path, kinds)]
     report = explain(
         config,
         _objects(nodes_file, ("Node",)),

@@ -17,7 +17,8 @@ binding runs beside it, bounded.
   where it went.
 * **No fit**: the pod goes back to the queue (moved on again by the events its rejecting
   plug-ins registered), gets a ``FailedScheduling`` Event with upstream's text, and its
-  ``PodScheduled`` condition says ``Unschedulable`` with that message. When preemption
+  ``PodScheduled`` condition (a reserve pod: its Reservation's ``Scheduled`` condition) says
+  ``Unschedulable`` with that message. When preemption
   found a node, the victims are deleted and the pod is nominated to it.
 """
 
@@ -48,6 +49,7 @@ from controlplane.scheduler.queue import (
     SchedulingQueue,
 )
 from controlplane.scheduler.registry import BIND, REGISTRY, plugin_events
+from controlplane.scheduler.reservation import lifecycle as reservation_lifecycle
 from controlplane.scheduler.waiting import WaitingPod, WaitingPods
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, PatchType
@@ -484,12 +486,25 @@ class Scheduler:
         if self.recorder is not None:
             await self.recorder.record(_ref(pod), WARNING, "FailedScheduling", message)
         if pod.reservation:
-            return  # no Pod object: the Event on the Reservation says it
+            await self._report_unschedulable_reservation(pod.reservation, message)
+            return
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
         try:
             await self._patch_status(pod, {"conditions": [condition]})
         except KubeError as err:
             log.debug("PodScheduled condition of %s not written: %s", pod.key, err)
+
+    async def _report_unschedulable_reservation(self, name: str, message: str) -> None:
+        """A reserve pod has no Pod object: its Reservation's Scheduled condition says
+        ``Unschedulable`` with the message (the phase stays Pending), as upstream's
+        scheduler writes it."""
+        try:
+            current = await self.client.get(res.RESERVATIONS, name)
+            await self.client.replace_status(
+                res.RESERVATIONS, reservation_lifecycle.set_unschedulable(current, message, self.clock.time())
+            )
+        except KubeError as err:
+            log.debug("Scheduled condition of Reservation %s not written: %s", name, err)
 
     async def drain(self) -> None:
         """Wait for the bindings and reports in flight (tests, shutdown)."""

@@ -337,6 +337,7 @@ def test_the_descheduler_rbac(helm: Path) -> None:
         ("apps", "replicasets"): read,
         ("apps", "statefulsets"): read,
         ("batch", "jobs"): read,
+        ("scheduling.k8s.io", "priorityclasses"): read,
     }
     subject = {"kind": "ServiceAccount", "name": "koord-descheduler", "namespace": "koord"}
     binding = by_kind(docs, "ClusterRoleBinding")["koord-descheduler-rolebinding"]

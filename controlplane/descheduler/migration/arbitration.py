@@ -177,15 +177,21 @@ class Limits:
         uid = str(meta.get("uid") or "")
         namespace = str(meta.get("namespace") or "")
         node = str((pod.get("spec") or {}).get("nodeName") or "")
+        # the other pods being migrated (a job whose pod is gone still counts by its podRef)
+        refs: list[Mapping[str, Any]] = []
         migrating: list[Obj] = []
         for job in self.jobs():
             name = str((job.get("metadata") or {}).get("name") or "")
             if name == exclude_job or not is_migrating(job, admitted_only=admitted_only):
                 continue
+            ref = (job.get("spec") or {}).get("podRef") or {}
             other = self.pod_of_job(job)
-            if other is None or str((other.get("metadata") or {}).get("uid") or "") == uid:
+            other_uid = str((other.get("metadata") or {}).get("uid") or "") if other is not None else ""
+            if (other_uid or ref.get("uid")) == uid:
                 continue
-            migrating.append(other)
+            refs.append(ref)
+            if other is not None:
+                migrating.append(other)
         if args.gate("ObjectLimiter"):
             why = self.limiters.exceeded(pod)
             if why:
@@ -197,15 +203,15 @@ class Limits:
                 return f"node {node} already has {count} pod(s) migrating (maxMigratingPerNode {limit})"
         limit = args.max_migrating_per_namespace
         if args.gate("MaxMigratingPerNamespace") and limit and limit > 0:
-            count = sum(1 for p in migrating if (p.get("metadata") or {}).get("namespace") == namespace)
+            count = sum(1 for ref in refs if ref.get("namespace") == namespace)
             if count >= limit:
                 return (
                     f"namespace {namespace} already has {count} pod(s) migrating "
                     f"(maxMigratingPerNamespace {limit})"
                 )
         limit = args.max_migrating_globally
-        if args.gate("MaxMigratingGlobally") and limit and limit > 0 and len(migrating) >= limit:
-            return f"{len(migrating)} pod(s) already migrating (maxMigratingGlobally {limit})"
+        if args.gate("MaxMigratingGlobally") and limit and limit > 0 and len(refs) >= limit:
+            return f"{len(refs)} pod(s) already migrating (maxMigratingGlobally {limit})"
         return self._workload_refusal(pod, migrating)
 
     def _workload_refusal(self, pod: Obj, migrating: list[Obj]) -> str | None:
@@ -223,14 +229,12 @@ class Limits:
             )
         if not args.gate("MaxUnavailablePerWorkload"):
             return None
-        uid = (pod.get("metadata") or {}).get("uid")
         migrating_uids = {(p.get("metadata") or {}).get("uid") for p in siblings}
+        # the pods of the workload not Ready (the candidate too, as upstream) or migrating
         unavailable = len(siblings) + sum(
             1
             for p in self.workload_pods(workload)
-            if (p.get("metadata") or {}).get("uid") not in migrating_uids
-            and (p.get("metadata") or {}).get("uid") != uid
-            and not is_ready(p)
+            if (p.get("metadata") or {}).get("uid") not in migrating_uids and not is_ready(p)
         )
         limit = max_unavailable(replicas, args.max_unavailable_per_workload)
         if unavailable >= limit:

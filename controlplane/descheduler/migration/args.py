@@ -143,8 +143,10 @@ def _int_or_percent(raw: Mapping[str, Any], key: str, path: str) -> IntOrPercent
         match = _PERCENT.match(value)
         if match:
             return IntOrPercent(int(match.group(1)), percent=True)
-        if value.isdigit():
-            return IntOrPercent(int(value))
+        raise ArgsError(
+            f"{path}.{key}: Invalid value: {value!r}: {key} is invalid, err: invalid value for IntOrString: "
+            "invalid type: string is not a percentage"
+        )
     raise ArgsError(
         f"{path}.{key}: Invalid value: {value!r}: {key} is invalid, err: invalid value for IntOrString"
     )

@@ -6,9 +6,10 @@
 a new UUID; ``koordinator.sh/evict-reason``, ``evict-trigger`` and ``job-created-by``
 annotations; the default mode, TTL and delete options), or with ``dryRun`` only logs.
 
-**Arbitration** (every ``arbitrationArgs.interval``): waiting jobs in order; a pod that fails
-a gate fails its job (``ForbiddenMigratePod``), one over a limit keeps waiting, the others
-are admitted (the ``passed-arbitration`` annotation), which starts their reconcile.
+**Arbitration** (every ``arbitrationArgs.interval``): waiting jobs in order; a job past its
+TTL fails (``Timeout``), a pod that fails a gate fails its job (``ForbiddenMigratePod``), one
+over a limit keeps waiting, the others are admitted (the ``passed-arbitration``
+annotation), which starts their reconcile.
 
 **Reconcile** of an admitted job, one step (and at most one write) at a time:
 
@@ -184,7 +185,12 @@ class MigrationController:
         self.limits = Limits(
             args, self._all_jobs, self._pod_of_job, self._workload_pods, self.expected_replicas, self.limiters
         )
-        self.gates = GateContext(self._misfit, self.expected_replicas)
+        self.priority_classes: Consumer[Obj] | None = None
+        if args.priority_threshold_name:
+            self.priority_classes = factory.informer(res.PRIORITY_CLASSES).add_consumer(
+                name="migration-priorityclasses"
+            )
+        self.gates = GateContext(self._misfit, self.expected_replicas, self._priority_of_class)
         self.admission = Admission(args, self.gates, self.limits, self._jobs_of_pod)
         #: jobs created here that the informer has not delivered yet
         self._assumed: dict[str, Obj] = {}
@@ -222,6 +228,11 @@ class MigrationController:
         consumer = self.owners.get((workload.group, workload.kind))
         owner = consumer.store.get(workload.key) if consumer is not None else None
         return expected_replicas(workload, owner, len(self._workload_pods(workload)))
+
+    def _priority_of_class(self, name: str) -> int | None:
+        found = self.priority_classes.store.get(name) if self.priority_classes is not None else None
+        value = found.get("value") if found is not None else None
+        return value if isinstance(value, int) else None
 
     def pods_on_node(self, node: str) -> Sequence[Obj]:
         return self.pods.store.by_index("node", node)
@@ -389,6 +400,9 @@ class MigrationController:
 
         for view in order_jobs(views, pod_rank, batch_counts):
             name = str(job_api.meta(view.job).get("name"))
+            if self._expired(view.job):
+                await self._fail(view.job, job_api.REASON_TIMEOUT, "Abort job caused by timeout")
+                continue
             if view.pod is not None:
                 why = refusal(view.pod, self.args, self.gates)
                 if why is not None:
@@ -446,9 +460,7 @@ class MigrationController:
             return None
         if self.args.arbitration_enabled and phase != job_api.PHASE_RUNNING and not passed(job):
             return None  # arbitration admits it first
-        ttl = job_api.ttl_seconds(job)
-        born = job_api.created(job)
-        if ttl > 0 and born is not None and self.clock.time() - born >= ttl:
+        if self._expired(job):
             await self._fail(job, job_api.REASON_TIMEOUT, "Abort job caused by timeout")
             return None
         if phase != job_api.PHASE_RUNNING:
@@ -457,6 +469,12 @@ class MigrationController:
         if mode == MODE_EVICT_DIRECTLY:
             return await self._evict_directly(job)
         return await self._reservation_first(job)
+
+    def _expired(self, job: Obj) -> bool:
+        """Past its TTL since creation (a job without one never is)."""
+        ttl = job_api.ttl_seconds(job)
+        born = job_api.created(job)
+        return ttl > 0 and born is not None and self.clock.time() - born >= ttl
 
     async def _start(self, job: Obj) -> Result | None:
         ref = job_api.pod_ref(job)
@@ -596,13 +614,15 @@ class MigrationController:
             return Result(requeue_after=REQUEUE_S)
         r_ready = job_api.condition(r_status, "Ready")
         if r_phase == job_api.PHASE_FAILED and r_ready is not None and r_ready.get("reason") == "Expired":
-            await self._fail(job, job_api.REASON_RESERVATION_EXPIRED, "Reservation expired", event=False)
+            await self._fail(
+                job, job_api.REASON_RESERVATION_EXPIRED, "Reservation expired", event=False, edit=edit
+            )
             return None
         node = str(r_status.get("nodeName") or "")
         scheduled = bool(node) and r_scheduled is not None and r_scheduled.get("status") == job_api.TRUE
         if not scheduled:
             message = str(r_scheduled.get("message") or "") if r_scheduled else ""
-            await self._fail(job, job_api.REASON_UNSCHEDULABLE, message, event=False)
+            await self._fail(job, job_api.REASON_UNSCHEDULABLE, message, event=False, edit=edit)
             return None
         pod = self._pod_of_job(job)
         if not (job.get("status") or {}).get("nodeName"):
@@ -611,6 +631,7 @@ class MigrationController:
                     job,
                     job_api.REASON_FORBIDDEN,
                     f'Scheduler assignes the Reservation "{name}" on the same node as the Pod',
+                    edit=edit,
                 )
                 return None
             edit.set(nodeName=node)
@@ -749,15 +770,23 @@ class MigrationController:
         )
 
     async def _fail(
-        self, job: Obj, reason: str, message: str, *, event: bool = True, detail: str = ""
+        self,
+        job: Obj,
+        reason: str,
+        message: str,
+        *,
+        event: bool = True,
+        detail: str = "",
+        edit: job_api.StatusEdit | None = None,
     ) -> None:
-        """The job fails; a Reservation it created is deleted."""
+        """The job fails (with the changes ``edit`` already holds); a Reservation it created is
+        deleted."""
         name = job_api.meta(job).get("name")
         log.info(
             "PodMigrationJob %s failed: %s: %s%s", name, reason, message, f" ({detail})" if detail else ""
         )
         await self._delete_reservation(job)
-        edit = job_api.StatusEdit(job, self.clock.time())
+        edit = edit or job_api.StatusEdit(job, self.clock.time())
         edit.set(phase=job_api.PHASE_FAILED, reason=reason, message=message)
         await self._write(job, edit)
         self._admitted.discard(str(name))

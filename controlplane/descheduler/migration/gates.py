@@ -5,7 +5,8 @@ PodMigrationJob, and a waiting job for it fails with ``ForbiddenMigratePod``.
 In order: DaemonSet, mirror, static and terminating pods; pods without owners (unless
 ``evictAllBarePods``, or ``evictFailedBarePods`` for Failed ones); system-critical pods
 (priority >= 2000000000, unless ``evictSystemCriticalPods``) and pods at or over
-``priorityThreshold``; pods with local storage (emptyDir or hostPath, unless
+``priorityThreshold`` (its ``value``, or the value of the PriorityClass it names: a class
+that does not exist refuses every pod); pods with local storage (emptyDir or hostPath, unless
 ``evictLocalStoragePods``); pods with a PVC under ``ignorePvcPods``; with ``nodeFit``, pods
 that fit no other node; pods outside ``labelSelector``. The
 ``descheduler.alpha.kubernetes.io/evict`` annotation overrides all of these. Then, always:
@@ -45,6 +46,8 @@ class GateContext:
     misfit: Callable[[Obj], str | None]
     #: the workload's expected replicas
     expected_replicas: Callable[[Workload], int]
+    #: a PriorityClass's value (None: no such class), for ``priorityThreshold.name``
+    priority_of_class: Callable[[str], int | None] = lambda name: None
 
 
 def _constraint(pod: Obj, args: MigrationControllerArgs, ctx: GateContext) -> str | None:
@@ -71,6 +74,10 @@ def _constraint(pod: Obj, args: MigrationControllerArgs, ctx: GateContext) -> st
         if args.gate("SystemCritical") and priority is not None and priority >= SYSTEM_CRITICAL_PRIORITY:
             return "pod has system critical priority"
         threshold = args.priority_threshold
+        if threshold is None and args.priority_threshold_name:
+            threshold = ctx.priority_of_class(args.priority_threshold_name)
+            if threshold is None and args.gate("PriorityThreshold"):
+                return f"priority class {args.priority_threshold_name} of priorityThreshold not found"
         if (
             args.gate("PriorityThreshold")
             and threshold is not None

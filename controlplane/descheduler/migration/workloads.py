@@ -6,7 +6,7 @@ Job (default 1); for any other kind, the number of pods it controls.
 
 :func:`max_unavailable` is upstream's ``GetMaxUnavailable`` (also used for the migrating
 limit): the int-or-percent scaled down, and when that is 0 (or unset) 10% of the replicas
-above 10 replicas, 2 from 4 to 10, else 1 -- never more than the replicas, never 0 for a
+above 10 replicas, 2 from 4 to 10, else 1; never more than the replicas, never 0 for a
 workload with replicas.
 """
 
@@ -81,8 +81,8 @@ def max_unavailable(replicas: int, value: IntOrPercent | None) -> int:
             n = 2
         else:
             n = 1
-        n = max(1, min(n, replicas)) if replicas > 0 else 0
-    return n
+        n = max(1, n)
+    return min(n, replicas) if replicas > 0 else 0
 
 
 def is_ready(pod: Obj) -> bool:

@@ -19,6 +19,7 @@ from controlplane.descheduler.lownodeload.args import parse_args
 from controlplane.descheduler.lownodeload.plugin import LowNodeLoad
 from controlplane.descheduler.lownodeload.sorting import overage_score, pod_order
 from koordinator.nodemetrics import NodeMetricRecord, node_metric_record
+from tests.controlplane.descheduler import builders
 from testsupport.fake.clock import FakeClock
 
 GI = 1024**3
@@ -26,19 +27,8 @@ NOW = "2026-11-27T12:00:00Z"
 Obj = dict[str, Any]
 
 
-def node(
-    name: str, cpu: str = "10", memory: str = "10Gi", *, labels: Mapping[str, str] | None = None, **spec: Any
-) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": dict(spec),
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+def node(name: str, cpu: str = "10", memory: str = "10Gi", *, labels: Mapping[str, str] | None = None) -> Obj:
+    return builders.node(name, cpu, memory, labels)
 
 
 def pod(
@@ -49,30 +39,19 @@ def pod(
     memory: str = "1Gi",
     qos: str = "BE",
     priority: int = 5500,
-    namespace: str = "default",
-    labels: Mapping[str, str] | None = None,
     created: str = "2026-11-27T10:00:00Z",
 ) -> Obj:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{name}",
-            "labels": {"koordinator.sh/qosClass": qos, **(labels or {})},
-            "creationTimestamp": created,
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs", "controller": True}
-            ],
-        },
-        "spec": {
-            "nodeName": node_name,
-            "priority": priority,
-            "containers": [
-                {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-            ],
-        },
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    """A pod of the ReplicaSet ``rs`` on ``node_name`` with a Koordinator QoS class."""
+    made = builders.pod(
+        name,
+        node=node_name,
+        cpu=cpu,
+        memory=memory,
+        priority=priority,
+        labels={"koordinator.sh/qosClass": qos},
+    )
+    made["metadata"]["creationTimestamp"] = created
+    return made
 
 
 def metric(

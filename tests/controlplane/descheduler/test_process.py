@@ -17,7 +17,7 @@ from controlplane.descheduler.config import parse
 from controlplane.descheduler.process import DeschedulerProcess, ProcessOptions
 from koordinator.kube import resources as res
 from koordinator.kube.timeutil import format_time
-from tests.controlplane.descheduler.test_lownodeload import node, pod
+from tests.controlplane.descheduler.builders import node, pod
 from tests.polling import eventually
 from testsupport.fake import FakeApiServer
 
@@ -98,13 +98,13 @@ def seed(fake: FakeApiServer, update_time: str) -> None:
         fake.register_crd(CRDS / crd)
     fake.create(res.NAMESPACES, {"metadata": {"name": "koordinator-system"}})
     for name in ("hot", "cool", "mid"):
-        fake.create(res.NODES, node(name))
+        fake.create(res.NODES, node(name, "10", "10Gi"))
     fake.create(
         res.REPLICA_SETS,
         {"metadata": {"name": "rs", "namespace": "default", "uid": "rs"}, "spec": {"replicas": 2}},
     )
     for name in ("be-1", "be-2"):
-        body = pod(name, "hot")
+        body = pod(name, node="hot", owner=("ReplicaSet", "rs", "rs"))
         body["spec"]["schedulerName"] = "koord-scheduler"
         status = body.pop("status")
         created = fake.create(res.PODS, body)
@@ -119,6 +119,10 @@ def seed(fake: FakeApiServer, update_time: str) -> None:
         fake.update(res.NODE_METRICS, {**created, "status": status}, "status")
 
 
+def fast_lease(identity: str) -> ProcessOptions:
+    return ProcessOptions(identity=identity, lease_duration_s=2.0, renew_deadline_s=1.5, retry_period_s=0.3)
+
+
 def jobs(fake: FakeApiServer) -> list[dict[str, Any]]:
     return fake.list_objects(res.POD_MIGRATION_JOBS)
 
@@ -128,9 +132,8 @@ async def test_health_metrics_and_only_the_leader_migrates() -> None:
         seed(fake, format_time(time.time()))
         port = free_port()
         async with fake.client() as client_a, fake.client() as client_b:
-            lease = {"lease_duration_s": 2.0, "renew_deadline_s": 1.5, "retry_period_s": 0.3}
-            leader = DeschedulerProcess(client_a, config(port), ProcessOptions(identity="a", **lease))
-            standby = DeschedulerProcess(client_b, config(free_port()), ProcessOptions(identity="b", **lease))
+            leader = DeschedulerProcess(client_a, config(port), fast_lease("a"))
+            standby = DeschedulerProcess(client_b, config(free_port()), fast_lease("b"))
             first = asyncio.create_task(leader.run())
             await eventually(lambda: leader.elector is not None and leader.elector.is_leader())
             second = asyncio.create_task(standby.run())

@@ -143,6 +143,25 @@ async def test_a_reservation_holds_its_room_until_its_owner_takes_it():
             assert status["allocated"] == {"cpu": "3"}
 
 
+async def test_an_unschedulable_reservation_says_so_and_stays_pending():
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.koordinator.sh_reservations.yaml")
+        fake.create(res.NODES, node("n1"))
+        fake.create(res.RESERVATIONS, reservation("too-big", "8"))
+        async with running(fake, config()):
+            await eventually(lambda: bool(status_of(fake, "too-big").get("conditions")))
+            status = status_of(fake, "too-big")
+            assert status.get("phase", "Pending") == "Pending"
+            assert "nodeName" not in status
+            [scheduled] = status["conditions"]
+            assert (scheduled["type"], scheduled["status"], scheduled["reason"]) == (
+                "Scheduled",
+                "False",
+                "Unschedulable",
+            )
+            assert "Insufficient cpu" in scheduled["message"]
+
+
 async def test_an_expired_reservation_is_failed_and_collected():
     async with FakeApiServer() as fake:
         fake.register_crd(CRDS / "scheduling.koordinator.sh_reservations.yaml")

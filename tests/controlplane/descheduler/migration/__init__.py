@@ -1,0 +1,1 @@
+"""MigrationController (PodMigrationJob) tests."""
