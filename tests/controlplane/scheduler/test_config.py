@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from controlplane.scheduler.__main__ import build_parser, main, settings
-from controlplane.scheduler.config import ClientConnection, ConfigError, parse
+from controlplane.scheduler.config import ConfigError, parse
 from controlplane.scheduler.kernel.table import MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
+from koordinator.componentconfig import ClientConnection
 
 BASE = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
