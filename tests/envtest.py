@@ -27,10 +27,11 @@ from typing import Any
 import pytest
 import yaml
 
+from koordinator.api.extension.priority import PRIORITY_CLASS_OBJECTS
 from koordinator.kube.client import ApiClient
 from koordinator.kube.config import ClusterConfig
 from koordinator.kube.errors import AlreadyExistsError, ApiError
-from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES
+from koordinator.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, PRIORITY_CLASSES
 from testsupport.envtest import ApiServerProcess, ControlPlane, ControlPlaneError, provision_binaries
 
 CRD_MANAGER = "koordinator-envtest"
@@ -190,3 +191,18 @@ async def create_namespace(client: ApiClient, name: str) -> None:
         await client.create(NAMESPACES, body)
     except AlreadyExistsError:
         return
+
+
+async def create_priority_classes(client: ApiClient) -> None:
+    """Koordinator's PriorityClasses (koord-prod, koord-mid, koord-batch, koord-free), as the
+    chart installs them."""
+    for name, (value, policy) in PRIORITY_CLASS_OBJECTS.items():
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            "preemptionPolicy": policy,
+        }
+        with contextlib.suppress(AlreadyExistsError):
+            await client.create(PRIORITY_CLASSES, body)

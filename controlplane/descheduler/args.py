@@ -17,6 +17,7 @@ __all__ = [
     "integer",
     "label_selector",
     "mapping",
+    "namespaces",
     "strings",
 ]
 
@@ -83,3 +84,14 @@ def label_selector(raw: Mapping[str, Any], key: str, path: str) -> Mapping[str, 
     except SelectorError as err:
         raise ArgsError(f"{path}.{key}: Invalid value: {err}") from None
     return mapping(value, f"{path}.{key}")
+
+
+def namespaces(raw: Mapping[str, Any], key: str, path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An ``{include, exclude}`` namespaces field: (include, exclude), at most one set."""
+    where = f"{path}.{key}"
+    value = mapping(raw.get(key), where)
+    include = strings(value, "include", where)
+    exclude = strings(value, "exclude", where)
+    if include and exclude:
+        raise ArgsError(f"{where}: Invalid value: only one of Include/Exclude namespaces can be set")
+    return include, exclude

@@ -11,7 +11,6 @@ and the descheduler (rounds and migration controller) on the leader only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import uuid
@@ -22,6 +21,7 @@ from aiohttp import web
 from controlplane.descheduler.config import DeschedulerConfig
 from controlplane.descheduler.descheduler import Descheduler
 from controlplane.descheduler.metrics import DeschedulerMetrics
+from controlplane.reactor.leading import SyncError, announce_leader, sync_then_lead
 from controlplane.reactor.serving import SiteSpec, metrics_app, ok, readiness_handler, start_site
 from koordinator.cli import (
     LEASE_DURATION_S,
@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 COMPONENT = "koord-descheduler"
 LEASE_NAMESPACE = "koordinator-system"
 LEASE_NAME = "koord-descheduler"
-EXIT_LOST_LEASE = 1
 
 
 class ProcessError(RuntimeError):
@@ -84,7 +83,7 @@ class DeschedulerProcess:
                 ),
                 on_started_leading=self._lead,
                 on_stopped_leading=lambda: self.metrics.is_leader.labels(options.lease_name).set(0),
-                on_new_leader=self._new_leader,
+                on_new_leader=announce_leader(self.identity),
             )
             writer = client.with_write_guard(self.elector.check_lease)
         self.factory = InformerFactory(client)
@@ -117,9 +116,6 @@ class DeschedulerProcess:
             except OSError as err:
                 raise ProcessError(cannot_listen(host, port, err)) from None
 
-    def _new_leader(self, identity: str) -> None:
-        log.info("the leader is %s%s", identity, " (this replica)" if identity == self.identity else "")
-
     async def _lead(self) -> None:
         self.metrics.is_leader.labels(self.options.lease_name).set(1)
         log.info("leading: descheduling starts")
@@ -128,26 +124,18 @@ class DeschedulerProcess:
     async def run(self) -> int:
         """Serve, sync, then deschedule (as the leader); returns the exit status."""
         await self.serve()
-        self.factory.start()
+        options = self.options
         try:
-            async with asyncio.timeout(self.options.cache_sync_timeout_s):
-                await self.factory.wait_for_sync()
-        except TimeoutError:
-            raise ProcessError(
-                f"informer caches did not sync within {self.options.cache_sync_timeout_s:.0f}s"
-            ) from None
-        if self.elector is None:
-            await self._lead()
-            return 0
-        log.info(
-            "contending for the lease %s/%s as %s",
-            self.options.lease_namespace,
-            self.options.lease_name,
-            self.identity,
-        )
-        await self.elector.run()
-        log.error("leaderelection lost: %s/%s", self.options.lease_namespace, self.options.lease_name)
-        return EXIT_LOST_LEASE
+            return await sync_then_lead(
+                self.factory,
+                options.cache_sync_timeout_s,
+                self.elector,
+                self._lead,
+                f"{options.lease_namespace}/{options.lease_name}",
+                self.identity,
+            )
+        except SyncError as err:
+            raise ProcessError(str(err)) from None
 
     async def stop(self) -> None:
         await self.factory.stop()

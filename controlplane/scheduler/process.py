@@ -14,7 +14,6 @@ leader election, and the scheduler loop on the leader only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import ssl
@@ -22,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from controlplane.reactor.leading import SyncError, announce_leader, sync_then_lead
 from controlplane.reactor.serving import (
     SiteSpec,
     metrics_app,
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 COMPONENT = "koord-scheduler"
 LEASE_NAMESPACE = "koordinator-system"
 LEASE_NAME = "koord-scheduler"
-EXIT_LOST_LEASE = 1
 
 
 class ProcessError(RuntimeError):
@@ -90,7 +89,7 @@ class SchedulerProcess:
                 ),
                 on_started_leading=self._lead,
                 on_stopped_leading=self._stopped_leading,
-                on_new_leader=self._new_leader,
+                on_new_leader=announce_leader(self.identity),
             )
             writer = client.with_write_guard(self.elector.check_lease)
         self.factory = InformerFactory(client)
@@ -129,9 +128,6 @@ class SchedulerProcess:
                 f"{cannot_listen(options.bind_address, options.secure_port, err)} (set --secure-port)"
             ) from None
 
-    def _new_leader(self, identity: str) -> None:
-        log.info("the leader is %s%s", identity, " (this replica)" if identity == self.identity else "")
-
     def _stopped_leading(self) -> None:
         self.metrics.is_leader.labels(self.options.lease_name).set(0)
 
@@ -143,26 +139,18 @@ class SchedulerProcess:
     async def run(self) -> int:
         """Serve, sync, then schedule (as the leader); returns the exit status."""
         await self.serve()
-        self.factory.start()
+        options = self.options
         try:
-            async with asyncio.timeout(self.options.cache_sync_timeout_s):
-                await self.factory.wait_for_sync()
-        except TimeoutError:
-            raise ProcessError(
-                f"informer caches did not sync within {self.options.cache_sync_timeout_s:.0f}s"
-            ) from None
-        if self.elector is None:
-            await self._lead()
-            return 0
-        log.info(
-            "contending for the lease %s/%s as %s",
-            self.options.lease_namespace,
-            self.options.lease_name,
-            self.identity,
-        )
-        await self.elector.run()
-        log.error("leaderelection lost: %s/%s", self.options.lease_namespace, self.options.lease_name)
-        return EXIT_LOST_LEASE
+            return await sync_then_lead(
+                self.factory,
+                options.cache_sync_timeout_s,
+                self.elector,
+                self._lead,
+                f"{options.lease_namespace}/{options.lease_name}",
+                self.identity,
+            )
+        except SyncError as err:
+            raise ProcessError(str(err)) from None
 
     async def stop(self) -> None:
         await self.factory.stop()

@@ -4,6 +4,6 @@ thresholds onto the nodes under the low ones (upstream's
 
 :mod:`.usage` computes each node's usage and thresholds and classifies the nodes,
 :mod:`.anomaly` keeps the per-node detectors that make a node a source only after several
-consecutive rounds over its thresholds, :mod:`.sorting` orders nodes and pods, and
-:mod:`.plugin` runs a round: classify, budget, choose pods, evict through the framework.
+consecutive rounds over its thresholds, and :mod:`.plugin` runs a round: classify, budget,
+choose pods (in :mod:`controlplane.descheduler.sorting` order), evict through the framework.
 """

@@ -26,7 +26,7 @@ from controlplane.descheduler.args import (
     integer,
     label_selector,
     mapping,
-    strings,
+    namespaces,
 )
 from controlplane.descheduler.lownodeload.anomaly import AnomalyCondition
 
@@ -157,13 +157,7 @@ def parse_args(raw: Any, path: str = "args") -> LowNodeLoadArgs:
             f"nodeMetricExpiredSeconds: Invalid value: {expiration}: "
             "nodeMetricExpiredSeconds should be a positive value"
         )
-    namespaces = mapping(args.get("evictableNamespaces"), f"{path}.evictableNamespaces")
-    include = strings(namespaces, "include", f"{path}.evictableNamespaces")
-    exclude = strings(namespaces, "exclude", f"{path}.evictableNamespaces")
-    if include and exclude:
-        raise ArgsError(
-            f"{path}.evictableNamespaces: Invalid value: only one of Include/Exclude namespaces can be set"
-        )
+    include, exclude = namespaces(args, "evictableNamespaces", path)
     selectors: list[PodSelector] = []
     raw_selectors = args.get("podSelectors") or []
     if not isinstance(raw_selectors, list):

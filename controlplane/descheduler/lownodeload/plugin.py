@@ -16,7 +16,7 @@ a source):
    the pod filter keeps (evictor filter, ``podSelectors``, ``evictableNamespaces``; on a
    prod-high node its prod pods only) and, with ``nodeFit``, that fit some destination by
    its requests and whose usage keeps that destination at or under its high thresholds.
-   Candidates are evicted in :mod:`.sorting` order while the node is still over and every
+   Candidates are evicted in :mod:`..sorting` order while the node is still over and every
    budget resource is positive; each eviction subtracts the pod's usage (and one pod) from
    the node and the budget and adds it to the destination it fits.
 5. Sources are marked normal once after their round; a source no longer over is reset.
@@ -35,7 +35,6 @@ from typing import Any
 from controlplane.descheduler.framework import Handle
 from controlplane.descheduler.lownodeload.anomaly import Detector, DetectorCache, State
 from controlplane.descheduler.lownodeload.args import LowNodeLoadArgs, NodePool
-from controlplane.descheduler.lownodeload.sorting import pod_order, usage_score
 from controlplane.descheduler.lownodeload.usage import (
     PODS,
     NodeThresholds,
@@ -49,6 +48,7 @@ from controlplane.descheduler.lownodeload.usage import (
     resolve_percents,
 )
 from controlplane.descheduler.nodefit import misfit
+from controlplane.descheduler.sorting import pod_order, usage_score
 from koordinator.api.selectors import label_selector_matches
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 

@@ -27,6 +27,7 @@ from controlplane.descheduler.args import (
     integer,
     label_selector,
     mapping,
+    namespaces,
     strings,
 )
 
@@ -183,13 +184,7 @@ def parse_args(raw: Any, path: str = "args") -> MigrationControllerArgs:
             f"{path}.maxConcurrentReconciles: Invalid value: {reconciles}: "
             "maxConcurrentReconciles should be greater than or equal to 1"
         )
-    namespaces = mapping(args.get("namespaces"), f"{path}.namespaces")
-    include = strings(namespaces, "include", f"{path}.namespaces")
-    exclude = strings(namespaces, "exclude", f"{path}.namespaces")
-    if include and exclude:
-        raise ArgsError(
-            f"{path}.namespaces: Invalid value: only one of Include/Exclude namespaces can be set"
-        )
+    include, exclude = namespaces(args, "namespaces", path)
     mode = args.get("defaultJobMode") or MODE_RESERVATION_FIRST
     if mode not in (MODE_RESERVATION_FIRST, MODE_EVICT_DIRECTLY):
         raise ArgsError(

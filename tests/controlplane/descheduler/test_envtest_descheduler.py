@@ -70,17 +70,16 @@ import pytest
 from controlplane.descheduler.config import parse
 from controlplane.descheduler.descheduler import Descheduler
 from controlplane.descheduler.metrics import DeschedulerMetrics
-from koordinator.api.extension.priority import PRIORITY_CLASS_OBJECTS
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, Preconditions
-from koordinator.kube.errors import AlreadyExistsError, ConflictError, KubeError, NotFoundError
+from koordinator.kube.errors import ConflictError, KubeError, NotFoundError
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.objects import node_metric, pod_metric
 from tests.controlplane.scheduler.test_envtest_koordinator import add_node_metric, koord_scheduler
-from tests.envtest import Envtest, apply_crds, create_namespace, own_envtest
+from tests.envtest import Envtest, apply_crds, create_namespace, create_priority_classes, own_envtest
 from tests.polling import eventually_awaited
 
 pytestmark = pytest.mark.envtest
@@ -122,16 +121,7 @@ async def cluster(envtest_deschedule: Envtest) -> AsyncIterator[tuple[ApiClient,
     async with envtest_deschedule.client() as client:
         await apply_crds(client, CRDS)
         await create_namespace(client, SYSTEM)
-        for name, (value, policy) in PRIORITY_CLASS_OBJECTS.items():
-            body = {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-                "preemptionPolicy": policy,
-            }
-            with contextlib.suppress(AlreadyExistsError):
-                await client.create(res.PRIORITY_CLASSES, body)
+        await create_priority_classes(client)
         namespace = f"t-{uuid.uuid4().hex[:10]}"
         await create_namespace(client, namespace)
         yield client, namespace, uuid.uuid4().hex[:6]

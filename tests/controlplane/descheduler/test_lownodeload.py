@@ -17,7 +17,7 @@ import pytest
 from controlplane.descheduler.framework import EvictionLimiter, ProfileEvictor
 from controlplane.descheduler.lownodeload.args import parse_args
 from controlplane.descheduler.lownodeload.plugin import LowNodeLoad
-from controlplane.descheduler.lownodeload.sorting import overage_score, pod_order
+from controlplane.descheduler.sorting import overage_score, pod_order
 from koordinator.nodemetrics import NodeMetricRecord, node_metric_record
 from tests.controlplane.descheduler import builders
 from testsupport.fake.clock import FakeClock

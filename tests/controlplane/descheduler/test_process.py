@@ -6,7 +6,6 @@ PodMigrationJobs."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,8 @@ from koordinator.kube import resources as res
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.descheduler.builders import node, pod
 from tests.polling import eventually
+from testsupport.envtest.controlplane import free_port
 from testsupport.fake import FakeApiServer
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def get(url: str) -> tuple[int, str]:

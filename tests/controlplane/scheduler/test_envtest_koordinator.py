@@ -43,11 +43,9 @@ from controlplane.scheduler.config import load
 from controlplane.scheduler.plugins.reservation import reservation_args
 from controlplane.scheduler.profiles import KOORDINATOR
 from controlplane.scheduler.scheduler import Scheduler
-from koordinator.api.extension.priority import PRIORITY_CLASS_OBJECTS
 from koordinator.api.quantity import Quantity
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.errors import AlreadyExistsError
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.timeutil import format_time
@@ -56,7 +54,7 @@ from tests.controlplane.manager.controllers.objects import GI, config_map, node_
 from tests.controlplane.scheduler.devices.builders import device, gpu
 from tests.controlplane.scheduler.numa.builders import TOPO_2S4N, make_nrt
 from tests.controlplane.scheduler.quota.builders import cpu_quota
-from tests.envtest import Envtest, apply_crds, create_namespace, own_envtest
+from tests.envtest import Envtest, apply_crds, create_namespace, create_priority_classes, own_envtest
 from tests.polling import eventually_awaited
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -94,16 +92,7 @@ async def cluster(envtest_koord: Envtest) -> AsyncIterator[tuple[ApiClient, str,
     async with envtest_koord.client() as client:
         await apply_crds(client, CRDS)
         await create_namespace(client, SYSTEM)  # ElasticQuota's quotaGroupNamespace
-        for name, (value, policy) in PRIORITY_CLASS_OBJECTS.items():
-            body = {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-                "preemptionPolicy": policy,
-            }
-            with contextlib.suppress(AlreadyExistsError):
-                await client.create(res.PRIORITY_CLASSES, body)
+        await create_priority_classes(client)
         namespace = f"t-{uuid.uuid4().hex[:10]}"
         await create_namespace(client, namespace)
         yield client, namespace, uuid.uuid4().hex[:6]

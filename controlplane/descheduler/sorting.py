@@ -1,5 +1,5 @@
-"""The order in which LowNodeLoad visits source nodes and their pods (upstream's
-``utils/sorter``).
+"""The order in which LowNodeLoad visits source nodes and their pods, and in which
+arbitration takes waiting jobs' pods (upstream's ``utils/sorter``).
 
 * Nodes: by weighted usage score, highest first. A resource's score is
   ``min(usage, allocatable) * 1000 // allocatable`` (0 without allocatable); the node's is the
