@@ -1,6 +1,7 @@
-# One image for every component: koordlet, koord-manager, koord-scheduler, koord-runtime-proxy
-# (each Deployment or DaemonSet of charts/koordinator picks its console script as the command;
-# the runtimeproxy extra brings gRPC for the proxy and the koordlet's runtime hook server).
+# One image for every component: koordlet, koord-manager, koord-scheduler, koord-descheduler,
+# koord-device-daemon, koord-runtime-proxy (each Deployment or DaemonSet of charts/koordinator
+# picks its console script as the command; the runtimeproxy extra brings gRPC for the proxy and
+# the koordlet's runtime hook server, the gpu extra NVIDIA's nvidia-ml-py for GPU discovery).
 #
 # BASE is Debian bookworm with python3 (3.11): hack/image.sh makes it with debootstrap, since
 # no image registry is reachable where this project is built; any bookworm image with
@@ -28,7 +29,7 @@ RUN --mount=type=secret,id=ca-bundle \
  && python3 -m venv /opt/koordinator \
  && /opt/koordinator/bin/pip install --no-cache-dir -q --constraint requirements/constraints.txt pip setuptools \
  && /opt/koordinator/bin/pip install --no-cache-dir -q --constraint requirements/constraints.txt \
-      --build-constraint requirements/build-constraints.txt '.[runtimeproxy]' \
+      --build-constraint requirements/build-constraints.txt '.[runtimeproxy,gpu]' \
  && /opt/koordinator/bin/koordlet --version
 
 FROM ${BASE}

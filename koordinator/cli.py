@@ -191,11 +191,6 @@ def configure_logging(verbosity: int, stream: object = None) -> None:
     root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
 
 
-def not_built(prog: str, what: str) -> NoReturn:
-    """Say in one line that a component does not exist yet, and exit 2 (no fake behaviour)."""
-    fail(prog, f"{what} is not built yet in this release; see the README's feature table")
-
-
 T = TypeVar("T")
 
 

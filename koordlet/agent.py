@@ -45,6 +45,7 @@ from koordlet.executor import ResourceUpdateExecutor
 from koordlet.gates import report_gates
 from koordlet.metriccache import KVStore, MetricCache, kinds
 from koordlet.metrics import KoordletMetrics, render_async
+from koordlet.metricsadvisor.collectors.gpu import GPUDeviceCollector
 from koordlet.metricsadvisor.framework import (
     CollectContext,
     CollectorConfig,
@@ -64,12 +65,14 @@ from koordlet.runtimehooks.registry import hooks
 from koordlet.runtimehooks.transport import HookRunner
 from koordlet.scrape import MetricsEndpoint, ScrapeLimits
 from koordlet.statesinformer.callbacks import CallbackType
+from koordlet.statesinformer.device import DeviceReporter, DeviceSources
 from koordlet.statesinformer.informer import StatesInformer
 from koordlet.statesinformer.kubelet import KubeletClient, KubeletEndpoint, KubeletError
 from koordlet.statesinformer.nodemetric import NodeMetricReporter
 from koordlet.statesinformer.nrt import KubeletCPUState, NodeTopologyReporter, read_cpu_manager_state
 from koordlet.statesinformer.standalone import CgroupPodsSource, describe_node, host_applications
 from koordlet.system.cgroup.cgroupfs import CgroupFS
+from koordlet.system.devices import nvml, rdma, xpu
 from koordlet.system.paths import HostPaths
 
 log = logging.getLogger(__name__)
@@ -114,6 +117,8 @@ class AgentConfig:
     #: the kubepods cgroup directory (``--cgroup-kube-dir``); empty: detected
     cgroup_kube_dir: str = ""
     node_topology_sync_interval: float = 3.0
+    #: where koord-device-daemon's device-info files are (``--xpu-device-infos-dir``)
+    xpu_device_infos_dir: str = "/var/run/koordlet/xpu-device-infos"
     enable_node_metric_report: bool = True
     collectors: CollectorConfig = field(default_factory=CollectorConfig)
     metric_retention_seconds: float = 1800.0
@@ -206,6 +211,7 @@ class Agent:
         self._web: web.AppRunner | None = None
         self._pods_source: KubeletPodsSource | None = None
         self.nrt: NodeTopologyReporter | None = None
+        self.device_reporter: DeviceReporter | None = None
         self.node_metric_reporter: NodeMetricReporter | None = None
         self.executor = ResourceUpdateExecutor(
             self.cgroups, metrics=self.metrics, force_update_seconds=config.resource_force_update_seconds
@@ -342,13 +348,50 @@ class Agent:
         )
         self.nrt = nrt
         self._tasks.append(asyncio.create_task(nrt.run(), name="nrt-reporter"))
+        self._start_device_reporter(states)
         if self.client is not None and config.enable_node_metric_report and not config.standalone:
             mirror = self.metrics if config.gates.enabled("NodeMetricPromMetrics") else None
+            # the GPUs whose usage is reported: those the GPU collector (Accelerators) has seen
+            collectors = self.runner.collectors if self.runner is not None else []
+            gpu = next((c for c in collectors if isinstance(c, GPUDeviceCollector)), None)
             self.node_metric_reporter = NodeMetricReporter(
-                self.client, states, self.cache.query, metrics=mirror
+                self.client, states, self.cache.query, metrics=mirror, gpus=gpu.gpus if gpu else None
             )
             reporting = self.node_metric_reporter.run()
             self._tasks.append(asyncio.create_task(reporting, name="nodemetric-reporter"))
+
+    def _start_device_reporter(self, states: StatesInformer) -> None:
+        """The Device object, with the Accelerators (GPUs, device-info files) and RDMADevices
+        gates; GPUs are asked of NVML once, at start (in a thread: NVML blocks)."""
+        config = self.config
+        accelerators = config.gates.enabled("Accelerators")
+        rdma_devices = config.gates.enabled("RDMADevices")
+        if self.client is None or config.standalone or not (accelerators or rdma_devices):
+            return
+        client = self.client
+        sys_root = config.paths.sys_root
+
+        async def report() -> None:
+            sources = DeviceSources()
+            if accelerators:
+                inventory, reason = await asyncio.to_thread(nvml.discover, sys_root)
+                if inventory is not None:  # a failure was logged by discover, once
+                    log.info("GPUs: %s", reason)
+                sources.gpus = lambda: inventory
+                infos_dir = Path(config.xpu_device_infos_dir)
+                sources.records = lambda: xpu.read_dir(infos_dir)
+            if rdma_devices:
+                sources.rdmas = lambda: rdma.discover(sys_root)
+            self.device_reporter = DeviceReporter(
+                client,
+                config.node_name,
+                states.get_node,
+                sources,
+                interval=config.node_topology_sync_interval,
+            )
+            await self.device_reporter.run()
+
+        self._tasks.append(asyncio.create_task(report(), name="device-reporter"))
 
     def snapshot(self) -> Snapshot:
         """What the QoS strategies see now."""

@@ -20,8 +20,6 @@ NOT_BUILT: Mapping[str, str] = {
     "AuditEvents": "audit events are kept in memory only; no audit log is written",
     "AuditEventsHTTPHandler": "there is no HTTP endpoint for audit events",
     "ResctrlCollector": "LLC occupancy and memory bandwidth are not collected",
-    "Accelerators": "GPUs are not discovered, collected or reported as Device objects",
-    "RDMADevices": "RDMA devices are not discovered or reported",
     "CPICollector": "cycles and instructions per container (koordlet_container_cpi) are not collected",
     "Libpfm4": "there is no libpfm4 path for perf events",
     "ColdPageCollector": "cold pages are not collected",

@@ -28,7 +28,6 @@ NOT_BUILT: Mapping[str, str] = {
     "ColocationProfileController": (
         "the colocationprofile controller is not built: profiles reach pods through the webhook only"
     ),
-    "EnableSyncGPUSharedResource": "the slo-controller does not write device resources to nodes",
 }
 
 #: gates of the shared registry that another component reads -> that component

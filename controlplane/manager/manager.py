@@ -191,6 +191,8 @@ class Manager:
                     workers=options.controller_workers,
                     cache_sync_timeout_s=options.cache_sync_timeout_s,
                     host=socket.gethostname(),
+                    gates=options.gates,
+                    noderesource_plugins=options.noderesource_plugins,
                 ),
                 metrics=self.slo_metrics,
                 reactor_metrics=self.reactor_metrics,

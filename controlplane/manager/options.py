@@ -12,6 +12,8 @@ Controllers (``--controllers``, upstream's syntax: ``*`` for all, ``-name`` to l
 out) run only on the replica holding the ``koordinator-manager`` Lease
 (``--enable-leader-election``, on by default); webhooks serve on every replica. A
 :class:`ManagerOptions` built in code runs no controllers unless it names them.
+``--noderesource-plugins`` selects the noderesource controller's plug-ins the same way
+(all of them by default, also in code).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlplane.manager.certs import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION, CertPolicy
-from controlplane.manager.controllers.running import CONTROLLERS, DEFAULT_CONTROLLERS, UNIMPLEMENTED
+from controlplane.manager.controllers.noderesource import plugins as noderesource_plugins
+from controlplane.manager.controllers.running import DEFAULT_CONTROLLERS, UNIMPLEMENTED
 from controlplane.manager.webhooks.context import WebhookOptions
 from controlplane.manager.webhooks.quotaevaluate.evaluator import QuotaUpdatePolicy
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
@@ -38,6 +41,7 @@ __all__ = [
     "OptionsError",
     "add_manager_flags",
     "enabled_controllers",
+    "enabled_noderesource_plugins",
     "options_from_args",
 ]
 
@@ -83,6 +87,8 @@ class ManagerOptions:
     quota_update: QuotaUpdatePolicy = field(default_factory=QuotaUpdatePolicy)
     #: controllers to run while leading (the command line defaults to all of them)
     controllers: tuple[str, ...] = ()
+    #: the noderesource controller's plug-ins (``--noderesource-plugins``; default all)
+    noderesource_plugins: tuple[str, ...] = noderesource_plugins.PLUGINS
     leader_election: bool = True
     leader_election_namespace: str = DEFAULT_NAMESPACE
     leader_election_id: str = LEADER_ELECTION_ID
@@ -217,6 +223,12 @@ MANAGER_FLAGS: tuple[ManagerFlag, ...] = (
         ",".join(DEFAULT_CONTROLLERS),
     ),
     ManagerFlag(
+        "--noderesource-plugins",
+        "noderesource plug-ins to run: '*' for all, 'Name' to enable one, '-Name' to leave one out "
+        f"(all: {', '.join(noderesource_plugins.PLUGINS)})",
+        ",".join(noderesource_plugins.PLUGINS),
+    ),
+    ManagerFlag(
         "--enable-leader-election",
         "run the controllers only on the replica holding the Lease (default true)",
         True,
@@ -256,24 +268,22 @@ def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str
             parser.add_argument(spec.flag, dest=spec.dest, type=spec.kind, default=default, help=spec.help)
 
 
-def enabled_controllers(spec: str) -> tuple[str, ...]:
-    """Upstream's ``--controllers`` rule: the first mention of a name (``name`` or ``-name``) decides,
-    else ``*`` enables it."""
+def _select(
+    flag: str, spec: str, known: tuple[str, ...], unimplemented: Mapping[str, str], what: str
+) -> tuple[str, ...]:
+    """Upstream's selection rule: the first mention of a name (``name`` or ``-name``) decides,
+    else ``*`` enables it. Naming an unknown or unbuilt one (not to leave it out) is refused."""
     items = _split(spec)
     for item in items:
         name = item.removeprefix("-")
         if item == "*":
             continue
-        if name in UNIMPLEMENTED and not item.startswith("-"):
-            raise OptionsError(
-                f"--controllers: {name} is not implemented in this release ({UNIMPLEMENTED[name]})"
-            )
-        if name not in CONTROLLERS and name not in UNIMPLEMENTED:
-            raise OptionsError(
-                f"--controllers: unknown controller {name!r} (known: {', '.join(DEFAULT_CONTROLLERS)})"
-            )
+        if name in unimplemented and not item.startswith("-"):
+            raise OptionsError(f"{flag}: {name} is not implemented in this release ({unimplemented[name]})")
+        if name not in known and name not in unimplemented:
+            raise OptionsError(f"{flag}: unknown {what} {name!r} (known: {', '.join(known)})")
     enabled = []
-    for name in CONTROLLERS:
+    for name in known:
         chosen = False
         for item in items:
             if item == name:
@@ -287,6 +297,22 @@ def enabled_controllers(spec: str) -> tuple[str, ...]:
         if chosen:
             enabled.append(name)
     return tuple(enabled)
+
+
+def enabled_controllers(spec: str) -> tuple[str, ...]:
+    """Upstream's ``--controllers`` rule (see :func:`_select`)."""
+    return _select("--controllers", spec, DEFAULT_CONTROLLERS, UNIMPLEMENTED, "controller")
+
+
+def enabled_noderesource_plugins(spec: str) -> tuple[str, ...]:
+    """Upstream's ``--noderesource-plugins`` rule (see :func:`_select`), in upstream's plug-in order."""
+    return _select(
+        "--noderesource-plugins",
+        spec,
+        noderesource_plugins.PLUGINS,
+        noderesource_plugins.UNIMPLEMENTED,
+        "plug-in",
+    )
 
 
 def _seconds(flag: str, text: str) -> float:
@@ -396,6 +422,7 @@ def options_from_args(args: argparse.Namespace) -> ManagerOptions:
         ),
         quota_update=_quota_update(args),
         controllers=enabled_controllers(args.controllers),
+        noderesource_plugins=enabled_noderesource_plugins(args.noderesource_plugins),
         leader_election=args.enable_leader_election,
         leader_election_namespace=args.leader_election_namespace,
         lease_duration_s=lease,

@@ -142,7 +142,8 @@ CONTROL_PLANE_FEATURES: Mapping[str, FeatureSpec] = {
     "EnableQuotaAdmission": _a(),
     "EnableQuotaAdmissionOnUpdate": _a(),
     # devices
-    "EnableSyncGPUSharedResource": _a(),
+    # upstream registers it Alpha but on by default
+    "EnableSyncGPUSharedResource": _a(True),
     "DevicePluginAdaption": _a(),
     # informer transformers (upstream registers them off by default)
     "PriorityTransformer": _a(),

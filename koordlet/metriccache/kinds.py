@@ -16,6 +16,13 @@ NODE_MEMORY_USAGE_WITH_PAGE_CACHE = MetricKind("node_memory_usage_with_page_cach
 NODE_NUMA_CPU_USAGE = MetricKind("node_numa_cpu_usage", ("numa_node_id",))
 NODE_NUMA_MEMORY_USAGE = MetricKind("node_numa_memory_usage", ("numa_node_id",))
 
+#: per GPU: the summed SM utilisation of its processes (percent: 100 = one whole GPU) and
+#: their used memory, and the GPU's memory (bytes)
+_GPU_LABELS = ("gpu_minor", "gpu_device_uuid")
+NODE_GPU_CORE_USAGE = MetricKind("node_gpu_core_usage", _GPU_LABELS)
+NODE_GPU_MEMORY_USAGE = MetricKind("node_gpu_memory_usage", _GPU_LABELS)
+NODE_GPU_MEMORY_TOTAL = MetricKind("node_gpu_memory_total", _GPU_LABELS)
+
 POD_CPU_USAGE = MetricKind("pod_cpu_usage", ("pod_uid",))
 POD_MEMORY_USAGE = MetricKind("pod_memory_usage", ("pod_uid",))
 POD_MEMORY_USAGE_WITH_PAGE_CACHE = MetricKind("pod_memory_usage_with_page_cache", ("pod_uid",))

@@ -2,7 +2,8 @@
 
 A collector is a small object with a ``NAME`` (upstream's), an ``interval``, an
 ``enabled()`` answer and a ``collect(now)`` tick that reads the host and appends one batch
-to the metric cache. CPU usage is a rate (counter delta over wall-clock delta, in cores);
+to the metric cache (and ``close()``, called once the runner has stopped, for what a
+collector holds open). CPU usage is a rate (counter delta over wall-clock delta, in cores);
 the first tick of any object only primes its counter, as upstream. Ticks run in one worker
 thread (the native reader releases the GIL), so the event loop serving HTTP never waits
 on the host; a failing tick is logged and counted, and never stops the others.
@@ -200,6 +201,7 @@ class Collector(Protocol):
     def interval(self) -> float: ...
     def enabled(self) -> bool: ...
     def collect(self, now: float) -> None: ...
+    def close(self) -> None: ...
     @property
     def started(self) -> bool: ...
 
@@ -218,6 +220,9 @@ class CollectorBase:
 
     def enabled(self) -> bool:
         return True
+
+    def close(self) -> None:
+        """Release what the collector holds; called once, after its last tick."""
 
 
 CollectorFactory = Callable[[CollectContext], Collector]
@@ -293,4 +298,9 @@ class CollectorRunner:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._executor.shutdown(wait=True)
+        self._executor.shutdown(wait=True)  # no tick is running after this
+        for collector in self.collectors:
+            try:
+                collector.close()
+            except Exception:
+                log.exception("collector %s failed to close", collector.NAME)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from koordlet.metricsadvisor.collectors.beresource import BEResourceCollector
+from koordlet.metricsadvisor.collectors.gpu import GPUDeviceCollector
 from koordlet.metricsadvisor.collectors.hostapplication import HostApplicationCollector
 from koordlet.metricsadvisor.collectors.nodeinfo import NodeInfoCollector
 from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollector
@@ -19,4 +20,5 @@ COLLECTORS: list[tuple[str, CollectorFactory]] = [
     (SystemResourceCollector.NAME, SystemResourceCollector),
     (BEResourceCollector.NAME, BEResourceCollector),
     (PSICollector.NAME, PSICollector),
+    (GPUDeviceCollector.NAME, GPUDeviceCollector),
 ]

@@ -16,6 +16,13 @@ With the NodeMetricPromMetrics gate (the agent then hands the reporter its metri
 each report also mirrors the node, system and per-NUMA usages it writes to
 ``koordlet_node_metric_{node,system,numa_node,numa_system}_usage`` (CPU in cores, memory
 in bytes), replacing the previous report's series, as upstream resets and re-records them.
+
+GPUs (upstream's ``collectNodeGPUMetric``): for each GPU the reporter is told of (minor,
+uuid: the agent passes what the GPU collector has seen), ``nodeUsage.devices`` gets one
+``gpu`` entry averaging ``node_gpu_core_usage`` and ``node_gpu_memory_usage`` over the
+window: ``koordinator.sh/gpu-core`` the integer percent, ``gpu-memory`` the bytes used,
+``gpu-memory-ratio`` the integer percent of ``node_gpu_memory_total`` (0 without a total).
+A GPU without samples of both is left out; health is not set (upstream's TODO).
 """
 
 from __future__ import annotations
@@ -24,13 +31,17 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from koordinator.api.extension.device import DEVICE_TYPE_GPU
 from koordinator.api.extension.priority import get_pod_priority_class_with_default
+from koordinator.api.extension.resources import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO
 from koordinator.api.goparse import format_duration, parse_duration
 from koordinator.api.quantity import Format, Quantity
 from koordinator.api.sloconfig.config import default_node_metric_collect_policy
+from koordinator.api.types.scheduling import DeviceInfo
 from koordinator.api.types.slo import (
     AggregatedUsage,
     HostApplicationMetricInfo,
@@ -147,6 +158,33 @@ def _usage(
     return ResourceMap(resources=resources)
 
 
+def _gpu_usages(
+    query: UsageQuerier, gpus: Sequence[tuple[int, str]], start: float, end: float
+) -> list[DeviceInfo]:
+    devices = []
+    for minor, uuid in sorted(set(gpus)):
+        labels = {"gpu_minor": str(minor), "gpu_device_uuid": uuid}
+        core = _average(query, kinds.NODE_GPU_CORE_USAGE, start, end, **labels)
+        used = _average(query, kinds.NODE_GPU_MEMORY_USAGE, start, end, **labels)
+        if core is None or used is None:
+            continue
+        total = _average(query, kinds.NODE_GPU_MEMORY_TOTAL, start, end, **labels)
+        ratio = int(100 * used / total) if total else 0
+        devices.append(
+            DeviceInfo(
+                type=DEVICE_TYPE_GPU,
+                uuid=uuid,
+                minor=minor,
+                resources={
+                    GPU_CORE: Quantity.from_int(int(core)),
+                    GPU_MEMORY: memory_quantity(used),
+                    GPU_MEMORY_RATIO: Quantity.from_int(ratio),
+                },
+            )
+        )
+    return devices
+
+
 def _aggregated(
     query: UsageQuerier, cpu_kind: MetricKind, memory_kind: MetricKind, durations: tuple[str, ...], now: float
 ) -> list[AggregatedUsage]:
@@ -184,8 +222,10 @@ def node_metric_status(
     host_apps: list[HostApplication],
     numa_nodes: list[int],
     now: float,
+    gpus: Sequence[tuple[int, str]] = (),
 ) -> NodeMetricStatus:
-    """The NodeMetric status for the window ending at ``now``."""
+    """The NodeMetric status for the window ending at ``now``; ``gpus`` are the (minor,
+    uuid) of the GPUs whose usage goes into ``nodeUsage.devices``."""
     start = now - policy.aggregate_seconds
     node_memory, pod_memory, app_memory = _MEMORY_METRICS.get(
         policy.memory_policy, _MEMORY_METRICS["usageWithoutPageCache"]
@@ -198,6 +238,11 @@ def node_metric_status(
             query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, policy.durations, now
         ),
     )
+    devices = _gpu_usages(query, gpus, start, now)
+    if devices:
+        if node_metric.node_usage is None:
+            node_metric.node_usage = ResourceMap()
+        node_metric.node_usage.devices = devices
     for node_id in sorted(numa_nodes):
         label = str(node_id)
         numa_node = _usage(
@@ -298,6 +343,7 @@ class NodeMetricReporter:
         *,
         clock: Now = SYSTEM_CLOCK.time,
         metrics: KoordletMetrics | None = None,
+        gpus: Callable[[], Sequence[tuple[int, str]]] | None = None,
     ) -> None:
         self.client = client
         self.states = states
@@ -305,6 +351,8 @@ class NodeMetricReporter:
         self.clock = clock
         #: where reports mirror their usages (NodeMetricPromMetrics), or None
         self.metrics = metrics
+        #: the (minor, uuid) of the GPUs to report the usage of, or None
+        self.gpus = gpus
         self._last_update = float("-inf")
         self.reports = 0
 
@@ -324,6 +372,7 @@ class NodeMetricReporter:
             self.states.host_applications(),
             self.states.numa_nodes(),
             self.clock(),
+            self.gpus() if self.gpus is not None else (),
         )
         if self.metrics is not None:
             record_usages(self.metrics, status)

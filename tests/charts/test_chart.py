@@ -1,10 +1,10 @@
 """charts/koordinator rendered by the real helm (built from its Go module by hack/helm.sh).
 
 Every parameter of Koordinator's installation guide is a value; the schema refuses wrong
-types and unknown keys; the CRD switches, feature gates, the not-yet-built component,
-koord-descheduler (off by default) and the shipped scheduler and descheduler configurations
-render as documented; and (envtest) every rendered object passes the apiserver's
-server-side dry-run.
+types and unknown keys; the CRD switches, feature gates, koord-descheduler and
+koord-device-daemon (both off by default) and the shipped scheduler and descheduler
+configurations render as documented; and (envtest) every rendered object passes the
+apiserver's server-side dry-run.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -25,6 +25,10 @@ from controlplane.scheduler.config import load
 from koordinator.kube.client import PatchType
 from koordinator.kube.discovery import Discovery
 from koordinator.kube.errors import ApiError
+from koordlet.__main__ import build_parser as koordlet_parser
+from koordlet.devicedaemon.__main__ import build_parser as device_daemon_parser
+from koordlet.devicedaemon.daemon import load_config as load_device_daemon_config
+from koordlet.system.paths import HostPaths
 from tests.envtest import Envtest, apply_crds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,6 +224,8 @@ def container_args(docs: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
         ("webhookConfiguration.failurePolicy.pods=Sometimes", "'/webhookConfiguration/failurePolicy/pods'"),
         ("featureGates=PodMutatingWebhook", "'/featureGates'"),
         ("descheduler.featureGates=MigrationController", "'/descheduler/featureGates'"),
+        ("deviceDaemon.sleepInterval=15 minutes", "'/deviceDaemon/sleepInterval'"),
+        ("deviceDaemon.nodeSelector.gpu=true", "'/deviceDaemon/nodeSelector/gpu'"),
     ],
 )
 def test_the_schema_refuses_bad_values(helm: Path, value: str, message: str) -> None:
@@ -227,13 +233,6 @@ def test_the_schema_refuses_bad_values(helm: Path, value: str, message: str) -> 
     assert done.returncode != 0
     assert "values don't meet the specifications of the schema" in done.stderr
     assert message in done.stderr
-
-
-@pytest.mark.parametrize("component", ["deviceDaemon"])
-def test_components_not_built_say_so(helm: Path, component: str) -> None:
-    done = render(helm, f"{component}.enabled=true", check=False)
-    assert done.returncode != 0
-    assert "is not built yet" in done.stderr
 
 
 def test_the_scheduler_config_is_the_shipped_profile(helm: Path, tmp_path: Path) -> None:
@@ -393,8 +392,144 @@ def test_the_descheduler_port_is_the_configs(helm: Path) -> None:
     assert default["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != checksum
 
 
+def component_objects(docs: Sequence[dict[str, Any]], prefix: str) -> dict[str, list[str]]:
+    """The kinds and names of the objects named ``prefix...`` or bound to such a
+    ServiceAccount."""
+    found: dict[str, list[str]] = {}
+    for doc in docs:
+        subjects = [s.get("name", "") for s in doc.get("subjects", [])]
+        if doc["metadata"]["name"].startswith(prefix) or any(n.startswith(prefix) for n in subjects):
+            found.setdefault(doc["kind"], []).append(doc["metadata"]["name"])
+    return found
+
+
+def host_path(pod: dict[str, Any], container: dict[str, Any], path: str) -> PurePosixPath:
+    """Where ``path`` of ``container`` is on the host, through its hostPath mounts."""
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    inside = PurePosixPath(path)
+    for mount in container["volumeMounts"]:
+        mount_path = PurePosixPath(mount["mountPath"])
+        if inside == mount_path or mount_path in inside.parents:
+            host = PurePosixPath(volumes[mount["name"]]["hostPath"]["path"])
+            return host / inside.relative_to(mount_path)
+    raise AssertionError(f"{path} is on no hostPath mount of {container['name']}")
+
+
+def test_the_device_daemon_is_off_by_default(helm: Path) -> None:
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["deviceDaemon"]["enabled"] is False
+    assert component_objects(objects(helm), "koord-device-daemon") == {}
+
+
+def test_the_device_daemon_when_enabled(helm: Path) -> None:
+    docs = objects(
+        helm,
+        "deviceDaemon.enabled=true",
+        "deviceDaemon.log.level=5",
+        "deviceDaemon.sleepInterval=10m",
+        "deviceDaemon.runtimeClassName=nvidia",
+        "deviceDaemon.nodeSelector.nvidia\\.com/gpu\\.product=NVIDIA-H100",
+        "deviceDaemon.tolerations[0].key=nvidia.com/gpu",
+        "deviceDaemon.tolerations[0].operator=Exists",
+        "installation.namespace=koord",
+    )
+    # a DaemonSet and a ServiceAccount: no role, nothing bound to it
+    assert component_objects(docs, "koord-device-daemon") == {
+        "DaemonSet": ["koord-device-daemon"],
+        "ServiceAccount": ["koord-device-daemon"],
+    }
+    account = by_kind(docs, "ServiceAccount")["koord-device-daemon"]
+    assert account["metadata"]["namespace"] == "koord"
+    assert account["automountServiceAccountToken"] is False
+    daemon_set = by_kind(docs, "DaemonSet")["koord-device-daemon"]
+    assert daemon_set["metadata"]["namespace"] == "koord"
+    pod = daemon_set["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "koord-device-daemon"
+    assert pod["automountServiceAccountToken"] is False
+    assert not pod.get("hostNetwork")
+    assert not pod.get("hostPID")
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    [container] = pod["containers"]
+    assert container["image"] == "ghcr.io/koordinator-py/koordinator:1.5.0"
+    assert container["command"] == ["koord-device-daemon"]
+    assert container["args"] == [
+        "--prints-output-file=/var/run/koordlet/xpu-device-infos/ic-device",
+        "--sleep-interval=10m",
+        "--v=5",
+    ]
+    parsed = device_daemon_parser().parse_args(container["args"])  # koord-device-daemon takes them
+    assert parsed.verbosity == 5
+    config = load_device_daemon_config(
+        {"sleep_interval": parsed.sleep_interval, "prints_output_file": parsed.prints_output_file}, environ={}
+    )
+    assert config.sleep_interval_s == 600
+    assert config.prints_output_file == "/var/run/koordlet/xpu-device-infos/ic-device"
+    assert not config.oneshot
+    # the NVIDIA container runtime gives it NVML
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+    assert container["resources"] == {
+        "limits": {"cpu": "200m", "memory": "256Mi"},
+        "requests": {"cpu": "0", "memory": "0"},
+    }
+    assert container["securityContext"] == {
+        "runAsUser": 0,  # the host's socket directory is root's
+        "runAsNonRoot": False,
+        "privileged": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container["volumeMounts"] == [
+        {"name": "koordlet-sock", "mountPath": "/var/run/koordlet"},
+        {"name": "host-sys", "mountPath": "/host-sys/", "readOnly": True},
+    ]
+    assert pod["volumes"] == [
+        {"name": "koordlet-sock", "hostPath": {"path": "/var/run/koordlet", "type": "DirectoryOrCreate"}},
+        {"name": "host-sys", "hostPath": {"path": "/sys/", "type": "Directory"}},
+    ]
+    # no --sys-root-dir: the daemon's default in a pod is the mounted host /sys
+    assert parsed.sys_root_dir is None
+    assert host_path(pod, container, str(HostPaths.from_environ({}).sys_root)) == PurePosixPath("/sys")
+
+
+def test_the_device_daemon_defaults(helm: Path) -> None:
+    docs = objects(helm, "deviceDaemon.enabled=true")
+    pod = by_kind(docs, "DaemonSet")["koord-device-daemon"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert "--sleep-interval=900s" in container["args"]
+    assert "--v=4" in container["args"]
+    assert not {"runtimeClassName", "nodeSelector", "affinity", "tolerations"} & set(pod)
+
+
+@pytest.mark.parametrize(
+    "sock_dir", ["/var/run/koordlet", "/var/run/koordlet/", "/run/koordlet", "/data/koordlet/"]
+)
+def test_the_koordlet_reads_what_the_device_daemon_writes(helm: Path, sock_dir: str) -> None:
+    docs = objects(helm, "deviceDaemon.enabled=true", f"koordlet.hostDirs.koordletSockDir={sock_dir}")
+    daemon_sets = by_kind(docs, "DaemonSet")
+    daemon_pod = daemon_sets["koord-device-daemon"]["spec"]["template"]["spec"]
+    [daemon] = daemon_pod["containers"]
+    output = device_daemon_parser().parse_args(daemon["args"]).prints_output_file
+    written = host_path(daemon_pod, daemon, output)
+    koordlet_pod = daemon_sets["koordlet"]["spec"]["template"]["spec"]
+    [koordlet] = koordlet_pod["containers"]
+    infos_dir = koordlet_parser().parse_args(koordlet["args"]).xpu_device_infos_dir
+    assert written.parent == host_path(koordlet_pod, koordlet, infos_dir)
+    assert written == PurePosixPath(sock_dir) / "xpu-device-infos" / "ic-device"
+    # the flag only where the default (/var/run/koordlet/xpu-device-infos) would miss the mount
+    given = [a for a in koordlet["args"] if a.startswith("--xpu-device-infos-dir")]
+    assert bool(given) == (sock_dir.rstrip("/") != "/var/run/koordlet")
+
+
 @pytest.mark.envtest
-@pytest.mark.parametrize("sets", [(), ("descheduler.enabled=true",)], ids=["default", "descheduler"])
+@pytest.mark.parametrize(
+    "sets",
+    [(), ("descheduler.enabled=true",), ("deviceDaemon.enabled=true",)],
+    ids=["default", "descheduler", "deviceDaemon"],
+)
 async def test_every_rendered_object_passes_server_side_dry_run(
     helm: Path, envtest: Envtest, sets: tuple[str, ...]
 ) -> None:

@@ -51,16 +51,6 @@ def test_usage_errors_exit_2_with_one_line(name, args, fragment):
     assert lines[0].startswith(f"{name}: error:")
 
 
-@pytest.mark.parametrize("name", ["koord-device-daemon"])
-def test_unbuilt_component_says_so_in_one_line(name):
-    result = run(script(name), "--v=4", "--feature-gates=AllAlpha=true")
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1
-    assert "not built yet" in result.stderr
-    help_text = " ".join(run(script(name), "--help").stdout.split())
-    assert "Not built in this release" in help_text, "--help must not advertise what does not exist"
-
-
 def test_koordlet_version_names_the_backend():
     result = run(script("koordlet"), "--version")
     assert result.returncode == 0

@@ -256,7 +256,7 @@ Grant = tuple[str, str, str, str]  # (component, apiGroup, resource, verb)
 #: grants the run above does not exercise, with the path that needs each
 NOT_EXERCISED: dict[Grant, str] = {
     ("koord-manager", "", "nodes", "get"): "a node read outside the informer",
-    ("koord-manager", "", "nodes", "patch"): "noderesource: the origin-extended-allocatable annotation",
+    ("koord-manager", "", "nodes", "patch"): "noderesource: originExtendedAllocatable, GPU labels",
     ("koord-manager", "", "pods", "get"): "webhooks: a pod read while the informers are not synced",
     ("koord-manager", "", "namespaces", "get"): "webhooks: a namespace the informer lacks",
     ("koord-manager", "scheduling.k8s.io", "priorityclasses", "get"): "webhooks: an informer miss",

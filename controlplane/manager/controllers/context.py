@@ -1,12 +1,15 @@
-"""What every manager controller shares: API client, informers, config, metrics, events and time."""
+"""What every manager controller shares: API client, informers, config, metrics, events, time,
+feature gates and the noderesource plug-in selection."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
 from controlplane.reactor import Controller, ReactorMetrics, Reconciler
+from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.events import EventRecorder
@@ -31,6 +34,9 @@ class ControllerContext:
     workers: int = 4
     #: seconds reconciles in progress may take to finish on a graceful stop
     drain_timeout: float = 10.0
+    gates: FeatureGates = field(default_factory=lambda: FeatureGates(CONTROL_PLANE_FEATURES))
+    #: the noderesource plug-ins to run (``--noderesource-plugins``); ``None``: every built one
+    noderesource_plugins: Collection[str] | None = None
 
     def controller(
         self, name: str, reconcile: Reconciler, recorder: EventRecorder | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from controlplane.manager.controllers.context import ControllerContext
@@ -27,6 +27,7 @@ from controlplane.manager.controllers.nodeslo import NodeSLOController
 from controlplane.manager.controllers.quotaprofile import QuotaProfileController
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
 from controlplane.reactor import Controller, ReactorMetrics, cancel_and_wait
+from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.api.sloconfig.config import CONFIG_NAME, CONFIG_NAMESPACE
 from koordinator.kube.client import ApiClient
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
@@ -74,6 +75,9 @@ class ControllerSettings:
     #: who writes, as Events show it
     component: str = "slo-controller"
     host: str = ""
+    gates: FeatureGates = field(default_factory=lambda: FeatureGates(CONTROL_PLANE_FEATURES))
+    #: the noderesource plug-ins to run; ``None``: every built one
+    noderesource_plugins: Sequence[str] | None = None
 
 
 class ControllerSet:
@@ -126,6 +130,8 @@ class ControllerSet:
             clock=self.clock,
             workers=settings.workers,
             drain_timeout=settings.drain_timeout_s,
+            gates=settings.gates,
+            noderesource_plugins=settings.noderesource_plugins,
         )
         self.factory = factory
         self.config = config

@@ -53,13 +53,14 @@ from controlplane.scheduler.devices.inventory import (
     minor_of,
     subtract_non_negative,
 )
-from controlplane.scheduler.devices.requests import (
-    DEVICE_TYPE_GPU,
-    PERCENTAGE_RESOURCE,
-    SCHEDULED_DEVICE_TYPES,
-)
+from controlplane.scheduler.devices.requests import PERCENTAGE_RESOURCE, SCHEDULED_DEVICE_TYPES
 from controlplane.scheduler.devices.scoring import DeviceScorer
-from koordinator.api.extension.device import DeviceAllocation, DeviceAllocationExtension, VirtualFunction
+from koordinator.api.extension.device import (
+    DEVICE_TYPE_GPU,
+    DeviceAllocation,
+    DeviceAllocationExtension,
+    VirtualFunction,
+)
 from koordinator.api.extension.resources import GPU_MEMORY, GPU_MEMORY_RATIO
 from koordinator.api.quantity import Format, Quantity
 

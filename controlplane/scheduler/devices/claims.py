@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from controlplane.scheduler.devices.errors import UNSCHEDULABLE_AND_UNRESOLVABLE, DeviceShareError
-from controlplane.scheduler.devices.requests import DEVICE_TYPE_GPU, DeviceRequest, normalize_device_requests
+from controlplane.scheduler.devices.requests import DeviceRequest, normalize_device_requests
 from koordinator.api.extension.annotations import AnnotationError, get_model
 from koordinator.api.extension.device import (
     ANNOTATION_DEVICE_JOINT_ALLOCATE,
+    DEVICE_TYPE_GPU,
     DeviceHint,
     get_device_allocate_hints,
 )

@@ -14,14 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from controlplane.scheduler.devices.gpu_topology import TopologyScope, build_gpu_topology
-from controlplane.scheduler.devices.requests import DEVICE_TYPE_GPU, transform_deprecated
+from koordinator.api.devices import to_ints
 from koordinator.api.extension.annotations import annotations_of, labels_of
 from koordinator.api.extension.device import (
+    DEVICE_TYPE_GPU,
     LABEL_SECONDARY_DEVICE_WELL_PLANNED,
     DeviceAllocation,
     get_device_allocations,
 )
-from koordinator.api.quantity import Quantity
 from koordinator.api.types.scheduling import Device, DeviceInfo
 
 __all__ = [
@@ -31,18 +31,12 @@ __all__ = [
     "fits",
     "is_zero",
     "subtract_non_negative",
-    "to_ints",
 ]
 
 #: ``name -> int`` amounts of one device.
 Resources = dict[str, int]
 #: minor -> amounts, for one device type.
 DeviceResources = dict[int, Resources]
-
-
-def to_ints(resources: Mapping[str, Quantity]) -> Resources:
-    """Quantities -> integers (rounded up, as ``Quantity.Value()``); deprecated names renamed."""
-    return transform_deprecated({name: quantity.value() for name, quantity in resources.items()})
 
 
 def is_zero(resources: Mapping[str, int]) -> bool:

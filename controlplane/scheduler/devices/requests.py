@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from controlplane.scheduler.devices.errors import UNSCHEDULABLE_AND_UNRESOLVABLE, DeviceShareError
+from koordinator.api.devices import DEPRECATED_DEVICE_NAMES, transform_deprecated
+from koordinator.api.extension.device import DEVICE_TYPE_FPGA, DEVICE_TYPE_GPU, DEVICE_TYPE_RDMA
 from koordinator.api.extension.resources import (
     AMD_GPU,
     DCU_GPU,
-    DEPRECATED_ALIASES,
     FPGA,
     GPU,
     GPU_CORE,
@@ -37,9 +38,6 @@ __all__ = [
     "COMBINATIONS",
     "DEVICE_REQUEST_NAMES",
     "DEVICE_RESOURCE_NAMES",
-    "DEVICE_TYPE_FPGA",
-    "DEVICE_TYPE_GPU",
-    "DEVICE_TYPE_RDMA",
     "PERCENTAGE_RESOURCE",
     "SCHEDULED_DEVICE_TYPES",
     "DeviceRequest",
@@ -48,13 +46,9 @@ __all__ = [
     "gpu_count_and_request",
     "normalize_device_requests",
     "pod_device_requests",
-    "transform_deprecated",
     "validate_device_request",
 ]
 
-DEVICE_TYPE_GPU = "gpu"
-DEVICE_TYPE_RDMA = "rdma"
-DEVICE_TYPE_FPGA = "fpga"
 #: The device types DeviceShare schedules, in the order this package visits them.
 SCHEDULED_DEVICE_TYPES = (DEVICE_TYPE_GPU, DEVICE_TYPE_RDMA, DEVICE_TYPE_FPGA)
 
@@ -77,17 +71,10 @@ DEVICE_RESOURCE_NAMES: dict[str, tuple[str, ...]] = {
     DEVICE_TYPE_FPGA: (FPGA,),
 }
 
-#: Deprecated ``kubernetes.io/*`` device names -> their ``koordinator.sh/*`` names.
-_DEPRECATED_DEVICE_NAMES: dict[str, str] = {
-    old: new
-    for old, new in DEPRECATED_ALIASES.items()
-    if new in (GPU, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, RDMA, FPGA)
-}
-
 #: Every request name DeviceShare reads (deprecated ``kubernetes.io/*`` ones included).
 DEVICE_REQUEST_NAMES = frozenset(
     name for names in DEVICE_RESOURCE_NAMES.values() for name in names
-) | frozenset(_DEPRECATED_DEVICE_NAMES)
+) | frozenset(DEPRECATED_DEVICE_NAMES)
 
 Request = Mapping[str, int]
 _Validator = Callable[[Request], bool]
@@ -187,15 +174,6 @@ def convert_device_request(request: Request, combination: frozenset[str]) -> dic
     if combination == {GPU}:
         return {GPU_CORE: request[GPU], GPU_MEMORY_RATIO: request[GPU]}
     return {name: request[name] for name in combination}
-
-
-def transform_deprecated(requests: Request) -> dict[str, int]:
-    """Rename deprecated ``kubernetes.io/*`` device names; a current name already present wins."""
-    result = dict(requests)
-    for old, new in _DEPRECATED_DEVICE_NAMES.items():
-        if old in result and new not in result:
-            result[new] = result.pop(old)
-    return result
 
 
 def pod_device_requests(requests: Request) -> dict[str, dict[str, int]]:

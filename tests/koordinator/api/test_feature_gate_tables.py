@@ -65,7 +65,10 @@ CONTROL_PLANE_ON = {
     "GangPendingPodsConditionPatch",
     "EnableBatchScheduleNodeSnapshot",
     "DynamicSchedulerCheck",
+    "EnableSyncGPUSharedResource",
 }
+#: upstream's exceptions to "on by default means beta"
+ALPHA_ON = {"EnableSyncGPUSharedResource"}
 CONTROL_PLANE_OFF = {
     "NodeMutatingWebhook",
     "NodeValidatingWebhook",
@@ -90,7 +93,6 @@ CONTROL_PLANE_OFF = {
     "SupportParentQuotaSubmitPod",
     "EnableQuotaAdmission",
     "EnableQuotaAdmissionOnUpdate",
-    "EnableSyncGPUSharedResource",
     "DevicePluginAdaption",
     "PriorityTransformer",
     "PreemptionPolicyTransformer",
@@ -119,8 +121,8 @@ def test_names_defaults_and_stages(table, on, off):
     assert set(table) == on | off
     for name, spec in table.items():
         assert spec.default is (name in on), name
-        # upstream: gates on by default are beta, gates off by default are alpha
-        assert spec.stage is (Stage.BETA if spec.default else Stage.ALPHA), name
+        # upstream: gates on by default are beta (but for ALPHA_ON), gates off by default are alpha
+        assert spec.stage is (Stage.BETA if spec.default and name not in ALPHA_ON else Stage.ALPHA), name
 
 
 def test_node_slo_switch_governs_be_gates():

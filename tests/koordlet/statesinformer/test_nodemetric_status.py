@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from koordinator.api.quantity import Format
 from koordinator.api.types.slo import AggregatePolicy, NodeMetricCollectPolicy, NodeMetricSpec
 from koordinator.kube import resources as res
 from koordlet.metriccache import MetricCache, MetricKind, kinds
@@ -185,3 +186,139 @@ async def test_reports_mirror_the_usages_to_prometheus():
             assert value("numa_node", "cpu", "core", "0") is None
             assert value("numa_system", "cpu", "core", "0") is None
             assert value("node", "cpu", "core") == 1.5
+
+
+GPU_A = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+GPU_B = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
+GPU_IDLE = "GPU-cccccccc-2222-2222-2222-222222222222"
+
+
+def _gpu_series(
+    cache: MetricCache, minor: int, uuid: str, core: list[float], used: list[float], total: float
+) -> None:
+    start, label = NOW - len(core) + 1, str(minor)
+    _series(cache, kinds.NODE_GPU_CORE_USAGE, core, start, gpu_minor=label, gpu_device_uuid=uuid)
+    _series(cache, kinds.NODE_GPU_MEMORY_USAGE, used, start, gpu_minor=label, gpu_device_uuid=uuid)
+    _series(
+        cache, kinds.NODE_GPU_MEMORY_TOTAL, [total] * len(core), start, gpu_minor=label, gpu_device_uuid=uuid
+    )
+
+
+def test_gpu_usage_goes_into_the_node_usage_devices():
+    cache = MetricCache(retention_seconds=7200)
+    _series(cache, kinds.NODE_CPU_USAGE, [2.0] * 60, NOW - 59)
+    _series(cache, kinds.NODE_MEMORY_USAGE, [4 * GIB] * 60, NOW - 59)
+    # averages over the 300 s window: 50.5 % and 3 GiB of 80 GiB; the older samples are outside it
+    _series(cache, kinds.NODE_GPU_CORE_USAGE, [100.0] * 10, NOW - 400, gpu_minor="0", gpu_device_uuid=GPU_A)
+    _gpu_series(cache, 0, GPU_A, [40.0, 61.0], [2 * GIB, 4 * GIB], 80 * GIB)
+    _gpu_series(cache, 1, GPU_B, [99.9] * 3, [GIB] * 3, 0)  # no total: ratio 0
+    # core samples but no memory samples: left out, as upstream
+    _series(cache, kinds.NODE_GPU_CORE_USAGE, [10.0] * 5, NOW - 4, gpu_minor="3", gpu_device_uuid="GPU-half")
+    gpus = [(1, GPU_B), (0, GPU_A), (2, GPU_IDLE), (3, "GPU-half")]
+    status = node_metric_status(_query(cache), CollectPolicy.of(None), [], [], [], NOW, gpus).to_dict()
+    assert status["nodeMetric"]["nodeUsage"] == {
+        "resources": {"cpu": "2", "memory": "4Gi"},
+        "devices": [
+            {
+                "type": "gpu",
+                "id": GPU_A,
+                "minor": 0,
+                "health": False,
+                "resources": {
+                    "koordinator.sh/gpu-core": "50",
+                    "koordinator.sh/gpu-memory": "3Gi",
+                    "koordinator.sh/gpu-memory-ratio": "3",
+                },
+            },
+            {
+                "type": "gpu",
+                "id": GPU_B,
+                "minor": 1,
+                "health": False,
+                "resources": {
+                    "koordinator.sh/gpu-core": "99",
+                    "koordinator.sh/gpu-memory": "1Gi",
+                    "koordinator.sh/gpu-memory-ratio": "0",
+                },
+            },
+        ],
+    }
+    # the quantities are typed as upstream's: BinarySI bytes, DecimalSI integers
+    node_metric = node_metric_status(_query(cache), CollectPolicy.of(None), [], [], [], NOW, gpus).node_metric
+    assert node_metric is not None
+    assert node_metric.node_usage is not None
+    resources = node_metric.node_usage.devices[0].resources
+    assert [(q.value(), q.format) for q in resources.values()] == [
+        (50, Format.DECIMAL_SI),
+        (3 * GIB, Format.BINARY_SI),
+        (3, Format.DECIMAL_SI),
+    ]
+
+
+def test_gpu_usage_without_node_usage_still_makes_the_node_usage():
+    cache = MetricCache()
+    _gpu_series(cache, 0, GPU_A, [20.0], [GIB], 4 * GIB)
+    status = node_metric_status(
+        _query(cache), CollectPolicy.of(None), [], [], [], NOW, [(0, GPU_A)]
+    ).to_dict()
+    assert status["nodeMetric"]["nodeUsage"] == {
+        "devices": [
+            {
+                "type": "gpu",
+                "id": GPU_A,
+                "minor": 0,
+                "health": False,
+                "resources": {
+                    "koordinator.sh/gpu-core": "20",
+                    "koordinator.sh/gpu-memory": "1Gi",
+                    "koordinator.sh/gpu-memory-ratio": "25",
+                },
+            }
+        ]
+    }
+
+
+def test_no_gpu_samples_leave_the_node_usage_out():
+    status = node_metric_status(
+        _query(MetricCache()), CollectPolicy.of(None), [], [], [], NOW, [(0, GPU_IDLE)]
+    ).to_dict()
+    assert "nodeUsage" not in status["nodeMetric"]
+
+
+async def test_the_reporter_asks_for_the_gpus_it_is_given():
+    cache = MetricCache()
+    _gpu_series(cache, 0, GPU_A, [30.0] * 10, [2 * GIB] * 10, 8 * GIB)
+    _gpu_series(cache, 1, GPU_B, [30.0] * 10, [2 * GIB] * 10, 8 * GIB)
+    seen: list[tuple[int, str]] = [(0, GPU_A)]
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "slo.koordinator.sh_nodemetrics.yaml")
+        fake.create(
+            res.NODE_METRICS,
+            {
+                "apiVersion": "slo.koordinator.sh/v1alpha1",
+                "kind": "NodeMetric",
+                "metadata": {"name": "node-1"},
+            },
+        )
+        async with fake.client() as client:
+            reporter = NodeMetricReporter(
+                client, _States([]), _query(cache), clock=lambda: NOW, gpus=lambda: seen
+            )
+            assert await reporter.report(force=True)
+            stored = await client.get(res.NODE_METRICS, "node-1")
+            devices = stored["status"]["nodeMetric"]["nodeUsage"]["devices"]
+            assert [(d["id"], d["minor"], d["resources"]) for d in devices] == [
+                (
+                    GPU_A,
+                    0,
+                    {
+                        "koordinator.sh/gpu-core": "30",
+                        "koordinator.sh/gpu-memory": "2Gi",
+                        "koordinator.sh/gpu-memory-ratio": "25",
+                    },
+                )
+            ]
+            seen.append((1, GPU_B))
+            assert await reporter.report(force=True)
+            stored = await client.get(res.NODE_METRICS, "node-1")
+            assert [d["id"] for d in stored["status"]["nodeMetric"]["nodeUsage"]["devices"]] == [GPU_A, GPU_B]

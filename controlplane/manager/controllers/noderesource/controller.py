@@ -1,28 +1,43 @@
-"""The noderesource controller: keeps every node's batch and mid resources up to date.
+"""The noderesource controller: keeps every node's batch, mid and device resources up to date.
 
 Watches (upstream's): Nodes (a change of anything the calculation reads -- not kubelet
 heartbeats), NodeMetrics (any status change; a deleted NodeMetric also forgets when the
-node was last written, so the next result is written at once) and the
-``colocation-config`` key of the slo-controller-config (every node). Pods are read from the
-cache at reconcile time; their changes reach the node with the next NodeMetric report.
+node was last written, so the next result is written at once), the
+``colocation-config`` key of the slo-controller-config (every node) and, with a device
+plug-in enabled, Device objects (named after their node: created, deleted, or ``spec``
+changed -- a change of labels alone is picked up by the node's next reconcile). Pods are
+read from the cache at reconcile time; their changes reach the node with the next
+NodeMetric report.
+
+Plug-ins (``--noderesource-plugins``, upstream's names): MidResource, BatchResource,
+GPUDeviceResource, RDMADeviceResource, all on by default. A disabled plug-in's resources
+(and labels) are left on the node as they are.
 
 Reconcile of one node:
 
-1. nothing while the colocation config is unavailable (broken since the manager started);
-2. :func:`~.calculator.calculate` on the cached Node, NodeMetric and the node's pods;
-3. :func:`~.sync.decide` whether to write; if so, one JSON merge patch of ``nodes/status``
-   sets (or removes, with ``null``) batch-cpu, batch-memory, mid-cpu and mid-memory in
-   ``capacity`` and ``allocatable`` together, on the resourceVersion of the cached Node the
-   decision was made on: a write decided on an old version (a paused former leader's, or
-   one racing a kubelet status update) gets a Conflict and the node is reconciled again on
-   a newer version, never overwriting newer values. Nodes with third-party batch
-   allocations also get their ``originExtendedAllocatable`` annotation in a metadata patch
-   just before, on the same version (the status patch then follows on the version it made);
+1. the device plug-ins (:mod:`.devices`): the node's device resources and GPU labels from
+   its Device object. They read neither the colocation config nor the NodeMetric, so they
+   run whatever those say -- colocation disabled, NodeMetric missing or stale, even a
+   colocation config broken since the manager started (upstream's reconcile stops before
+   its plug-ins in that case, and leaves device resources alone while colocation is
+   disabled);
+2. batch and mid: nothing while the colocation config is unavailable (broken since the
+   manager started); otherwise :func:`~.calculator.calculate` on the cached Node,
+   NodeMetric and the node's pods, and :func:`~.sync.decide` whether to write;
+3. the writes, on the resourceVersion of the cached Node the decisions were made on: a
+   write decided on an old version (a paused former leader's, or one racing a kubelet
+   status update) gets a Conflict and the node is reconciled again on a newer version,
+   never overwriting newer values. First one metadata merge patch when labels (GPU model
+   and driver version) or the ``originExtendedAllocatable`` annotation (nodes with
+   third-party batch allocations) change, then one JSON merge patch of ``nodes/status``
+   that sets (or removes, with ``null``) batch-cpu, batch-memory, mid-cpu and mid-memory
+   (when batch and mid are written) and the changed device resources, in ``capacity`` and
+   ``allocatable`` together, on the version the metadata patch made;
 4. the key comes back when the NodeMetric would turn stale (so a silent koordlet leads to
    degradation without any event) or when a pending small change falls due.
 
-Removing resources from a node that had them (colocation disabled, NodeMetric stale) is
-also told as an Event on the Node.
+Removing batch or mid resources from a node that had them (colocation disabled,
+NodeMetric stale) is also told as an Event on the Node.
 """
 
 from __future__ import annotations
@@ -30,6 +45,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from controlplane.manager.controllers.context import FIELD_MANAGER, ControllerContext
 from controlplane.manager.controllers.metrics import FAILED, SUCCEEDED, UNIT_BYTE, UNIT_INTEGER
@@ -40,6 +57,16 @@ from controlplane.manager.controllers.noderesource.calculator import (
     calculate,
     origin_annotation,
 )
+from controlplane.manager.controllers.noderesource.devices import (
+    GPU_NAME,
+    RDMA_NAME,
+    DeviceChanges,
+    DeviceView,
+    device_changes,
+    device_quantity,
+    device_view,
+)
+from controlplane.manager.controllers.noderesource.plugins import PLUGINS
 from controlplane.manager.controllers.noderesource.sync import decide, status_patch
 from controlplane.manager.controllers.noderesource.views import (
     EXTENDED_RESOURCES,
@@ -58,7 +85,7 @@ from koordinator.api.sloconfig.config import COLOCATION_CONFIG_KEY
 from koordinator.kube import resources as res
 from koordinator.kube.errors import ConflictError, NotFoundError
 from koordinator.kube.events import NORMAL, WARNING
-from koordinator.kube.informer import Tombstone
+from koordinator.kube.informer import Consumer, Tombstone
 
 __all__ = ["NAME", "NodeResourceController"]
 
@@ -73,12 +100,27 @@ _RECHECK_SLACK_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class SyncRecord:
-    """The last write to a node: when, what, and the node's resourceVersion just before it
-    (while the cache still shows that version, it has not seen the write)."""
+    """The last batch and mid write to a node: when, what, and the node's resourceVersions
+    before its last patch (while the cache still shows one of them, it has not seen the
+    write: a metadata patch followed by a status patch makes two versions)."""
 
     time: float
     written: Mapping[str, Quantity]
-    version_before: str
+    versions_before: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRecord:
+    """The last device write to a node and the node's resourceVersions before its last patch."""
+
+    changes: DeviceChanges
+    versions_before: frozenset[str]
+
+
+#: the plug-in computing each batch and mid resource
+_RESOURCE_PLUGIN = {BATCH_CPU: batch.NAME, BATCH_MEMORY: batch.NAME, MID_CPU: mid.NAME, MID_MEMORY: mid.NAME}
+#: EnableSyncGPUSharedResource: GPUDeviceResource also writes koordinator.sh/gpu.shared
+GATE_SYNC_GPU_SHARED = "EnableSyncGPUSharedResource"
 
 
 def _pod_node(pod: PodView) -> list[str]:
@@ -107,8 +149,21 @@ class NodeResourceController:
         self.pods = factory.informer(res.PODS).add_consumer(
             pod_view, name="noderesource-pods", indexers={POD_NODE_INDEX: _pod_node}
         )
+        self.plugins = frozenset(PLUGINS if ctx.noderesource_plugins is None else ctx.noderesource_plugins)
+        #: the batch and mid resources of the enabled plug-ins
+        self.owned = tuple(name for name in EXTENDED_RESOURCES if _RESOURCE_PLUGIN[name] in self.plugins)
+        self.devices: Consumer[DeviceView] | None = None
+        if self.plugins & {GPU_NAME, RDMA_NAME}:
+            self.devices = factory.informer(res.DEVICES).add_consumer(
+                partial(device_view, sync_gpu_shared=ctx.gates.enabled(GATE_SYNC_GPU_SHARED)),
+                name="noderesource-devices",
+                on_add=self._device_added,
+                on_update=self._device_updated,
+                on_delete=self._device_deleted,
+            )
         ctx.config.subscribe(self._config_changed)
         self._records: dict[str, SyncRecord] = {}
+        self._device_records: dict[str, DeviceRecord] = {}
         self._resolver: StrategyResolver | None = None
         self._waiting_for_config = False
 
@@ -121,7 +176,23 @@ class NodeResourceController:
     def _node_deleted(self, node: NodeView | Tombstone[NodeView]) -> None:
         name = node.key if isinstance(node, Tombstone) else node.name
         self._records.pop(name, None)
+        self._device_records.pop(name, None)
         self.ctx.metrics.forget_allocatable(name)
+
+    def _device_added(self, device: DeviceView) -> None:
+        if device.problem:
+            log.warning(
+                "noderesource: device resources of node %s left as they are: %s", device.name, device.problem
+            )
+        self.reactor.enqueue(device.name)
+
+    def _device_updated(self, old: DeviceView, new: DeviceView) -> None:
+        # upstream's handler: only a spec change counts (labels alone do not enqueue)
+        if old.spec != new.spec:
+            self._device_added(new)
+
+    def _device_deleted(self, device: DeviceView | Tombstone[DeviceView]) -> None:
+        self.reactor.enqueue(device.key if isinstance(device, Tombstone) else device.name)
 
     def _metric_updated(self, old: NodeMetricView, new: NodeMetricView) -> None:
         if old != new:
@@ -153,30 +224,38 @@ class NodeResourceController:
 
     async def reconcile(self, name: str) -> Result | None:
         ctx = self.ctx
-        if not ctx.config.colocation_available:
+        available = ctx.config.colocation_available
+        if not available:
             if not self._waiting_for_config:
                 log.error(
                     "noderesource: colocation-config has never been valid since the manager started; "
-                    "node resources are left as they are until it is fixed"
+                    "batch and mid resources are left as they are until it is fixed"
                 )
                 self._waiting_for_config = True
             ctx.metrics.node_resource_reconcile.inc(FAILED, "configUnavailable")
-            return None
-        self._waiting_for_config = False
+        else:
+            self._waiting_for_config = False
         node = self.nodes.store.get(name)
         if node is None:
             self._records.pop(name, None)
+            self._device_records.pop(name, None)
+            return None
+        now = ctx.clock.time()
+        devices = self._device_changes(node)
+        if not available:
+            if devices:
+                await self._write_guarded(node, None, {}, devices, now)
             return None
         metric = self.node_metrics.store.get(name)
         store = self.pods.store
         pods = [pod for key in store.index_keys(POD_NODE_INDEX, name) if (pod := store.get(key)) is not None]
-        now = ctx.clock.time()
         calc = calculate(ctx.config.config, node, metric, pods, now, resolver=self.resolver())
         self._record_metrics(node.name, calc)
-        desired = calc.desired()
+        full = calc.desired()
+        desired = {resource: full[resource] for resource in self.owned}
         record = self._records.get(name)
         current = None
-        if record is not None and node.resource_version == record.version_before:
+        if record is not None and node.resource_version in record.versions_before:
             current = record.written  # our last write has not reached the cache yet
         decision = decide(
             node,
@@ -186,25 +265,69 @@ class NodeResourceController:
             strategy=calc.strategy,
             current=current,
         )
-        if decision.write:
-            try:
-                await self._write(node, calc, desired, now)
-            except NotFoundError:
-                self._records.pop(name, None)
-                return None
-            except ConflictError as exc:
-                ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeFailed")
-                raise TemporaryError(
-                    f"node {name} changed since resourceVersion {node.resource_version}: {exc}"
-                ) from exc
-            except Exception:
-                ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeFailed")
-                raise
-        elif record is None:
+        written = decision.write or bool(devices)
+        if written and not await self._write_guarded(
+            node, calc if decision.write else None, desired, devices, now
+        ):
+            return None
+        if not decision.write and record is None:
             # the node already holds the result: count it as written now for the time threshold
-            self._records[name] = SyncRecord(now, _present(desired), node.resource_version)
-        ctx.metrics.node_resource_reconcile.inc(SUCCEEDED, "updated" if decision.write else "unchanged")
+            self._records[name] = SyncRecord(now, _present(desired), frozenset({node.resource_version}))
+        ctx.metrics.node_resource_reconcile.inc(SUCCEEDED, "updated" if written else "unchanged")
         return self._recheck(calc, desired, metric, now)
+
+    def _device_changes(self, node: NodeView) -> DeviceChanges:
+        """What the device plug-ins change on ``node`` (nothing when none is enabled)."""
+        if self.devices is None:
+            return DeviceChanges()
+        device = self.devices.store.get(node.name)
+        metrics = self.ctx.metrics
+        for plugin in (GPU_NAME, RDMA_NAME):
+            if plugin in self.plugins:
+                if device is None:
+                    metrics.node_resource_plugin.inc(plugin, SUCCEEDED, "deviceNotFound")
+                elif device.problem:
+                    metrics.node_resource_plugin.inc(plugin, FAILED, "invalidDevice")
+                else:
+                    metrics.node_resource_plugin.inc(plugin, SUCCEEDED, "calculated")
+        allocatable, capacity, labels = node.device_allocatable, node.device_capacity, node.labels
+        record = self._device_records.get(node.name)
+        if record is not None:
+            if node.resource_version in record.versions_before:
+                # our last write has not reached the cache yet: the node holds what it wrote
+                allocatable = _applied(allocatable, record.changes.resources)
+                capacity = _applied(capacity, record.changes.resources)
+                labels = {**labels, **record.changes.labels}
+            else:
+                del self._device_records[node.name]
+        return device_changes(
+            device, allocatable=allocatable, capacity=capacity, labels=labels, plugins=self.plugins
+        )
+
+    async def _write_guarded(
+        self,
+        node: NodeView,
+        calc: Calculation | None,
+        desired: dict[str, Quantity | None],
+        devices: DeviceChanges,
+        now: float,
+    ) -> bool:
+        """:meth:`_write`, its failures counted; ``False`` when the node is gone."""
+        try:
+            await self._write(node, calc, desired, devices, now)
+        except NotFoundError:
+            self._records.pop(node.name, None)
+            self._device_records.pop(node.name, None)
+            return False
+        except ConflictError as exc:
+            self.ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeFailed")
+            raise TemporaryError(
+                f"node {node.name} changed since resourceVersion {node.resource_version}: {exc}"
+            ) from exc
+        except Exception:
+            self.ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeFailed")
+            raise
+        return True
 
     def _recheck(
         self,
@@ -228,37 +351,64 @@ class NodeResourceController:
         return Result(requeue_after=min(positive)) if positive else None
 
     async def _write(
-        self, node: NodeView, calc: Calculation, desired: dict[str, Quantity | None], now: float
+        self,
+        node: NodeView,
+        calc: Calculation | None,
+        desired: dict[str, Quantity | None],
+        devices: DeviceChanges,
+        now: float,
     ) -> None:
+        """Write ``desired`` (batch and mid, when ``calc`` is given) and ``devices`` to ``node``."""
         client = self.ctx.client
         # every patch is conditional on the version the decision was made on (see the module doc)
         version = node.resource_version
-        if calc.origin_batch is not None:
+        before = {version}  # the versions the node has until the last patch is made
+        metadata: dict[str, Any] = {}
+        if calc is not None and calc.origin_batch is not None:
             origin = origin_annotation(calc.origin_batch)
             if origin != node.origin_annotation:
-                annotation = {"annotations": {ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: origin}}
-                patched = await client.patch(
-                    res.NODES,
-                    node.name,
-                    {"metadata": {**annotation, "resourceVersion": version}},
-                    field_manager=FIELD_MANAGER,
-                )
-                version = str((patched.get("metadata") or {}).get("resourceVersion") or "")
-        await client.patch(
-            res.NODES,
-            node.name,
-            status_patch(desired, version),
-            subresource="status",
-            field_manager=FIELD_MANAGER,
-        )
-        self._records[node.name] = SyncRecord(now, _present(desired), node.resource_version)
-        removed = [n for n in EXTENDED_RESOURCES if desired[n] is None and n in node.allocatable_ext]
+                metadata["annotations"] = {ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: origin}
+        if devices.labels:
+            metadata["labels"] = dict(devices.labels)
+        if metadata:
+            patched = await client.patch(
+                res.NODES,
+                node.name,
+                {"metadata": {**metadata, "resourceVersion": version}},
+                field_manager=FIELD_MANAGER,
+            )
+            version = str((patched.get("metadata") or {}).get("resourceVersion") or "")
+        values: dict[str, Quantity | None] = dict(desired) if calc is not None else {}
+        for resource, amount in devices.resources.items():
+            values[resource] = device_quantity(resource, amount) if amount is not None else None
+        if values:
+            before.add(version)
+            await client.patch(
+                res.NODES,
+                node.name,
+                status_patch(values, version),
+                subresource="status",
+                field_manager=FIELD_MANAGER,
+            )
+        versions_before = frozenset(before)
+        if devices:
+            self._device_records[node.name] = DeviceRecord(devices, versions_before)
+            log.info(
+                "noderesource: node %s: %s",
+                node.name,
+                ", ".join(
+                    [f"{n}={a if a is not None else 'removed'}" for n, a in devices.resources.items()]
+                    + [f"label {k}={v}" for k, v in devices.labels.items()]
+                ),
+            )
+        if calc is None:
+            return
+        self._records[node.name] = SyncRecord(now, _present(desired), versions_before)
+        removed = [n for n, q in desired.items() if q is None and n in node.allocatable_ext]
         log.info(
             "noderesource: node %s: %s",
             node.name,
-            ", ".join(
-                f"{n}={desired[n] if desired[n] is not None else 'removed'}" for n in EXTENDED_RESOURCES
-            ),
+            ", ".join(f"{n}={q if q is not None else 'removed'}" for n, q in desired.items()),
         )
         if removed:
             why = calc.degraded or calc.reset_message
@@ -276,6 +426,8 @@ class NodeResourceController:
             (batch.NAME, calc.batch, (BATCH_CPU, BATCH_MEMORY)),
             (mid.NAME, calc.mid, (MID_CPU, MID_MEMORY)),
         ):
+            if plugin not in self.plugins:
+                continue
             if result is None:
                 reason = "disabled" if not calc.enabled else "degraded"
                 metrics.node_resource_plugin.inc(plugin, SUCCEEDED, reason)
@@ -289,3 +441,10 @@ class NodeResourceController:
 
 def _present(desired: Mapping[str, Quantity | None]) -> dict[str, Quantity]:
     return {name: value for name, value in desired.items() if value is not None}
+
+
+def _applied(amounts: Mapping[str, int], changes: Mapping[str, int | None]) -> dict[str, int]:
+    """``amounts`` after a status write of ``changes`` (``None`` removes)."""
+    out = {name: value for name, value in amounts.items() if name not in changes}
+    out.update((name, value) for name, value in changes.items() if value is not None)
+    return out

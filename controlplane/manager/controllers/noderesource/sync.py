@@ -1,6 +1,8 @@
 """When to write a node's batch and mid resources: update hysteresis by time and by difference.
 
-A node status write is needed when the computed resources differ from the node's and
+``desired`` holds the resources of the enabled plug-ins (all four by default); a name it
+lacks is left alone. A node status write is needed when the computed resources differ from
+the node's and
 
 * this manager has not written the node yet (since it started, or since its NodeMetric
   was deleted), or
@@ -11,7 +13,8 @@ A node status write is needed when the computed resources differ from the node's
 Small moves therefore reach the node at most every ``updateTimeThresholdSeconds``, large ones
 at once. A node whose status already holds exactly the computed values is never written
 (upstream rewrites it unchanged when the time threshold passes). Values go to
-``status.capacity`` and ``status.allocatable`` together, in one write.
+``status.capacity`` and ``status.allocatable`` together, in one write (which also carries
+the device plug-ins' changes, see :mod:`.devices`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controlplane.manager.controllers.noderesource.views import EXTENDED_RESOURCES, NodeView
+from controlplane.manager.controllers.noderesource.views import NodeView
 from koordinator.api.quantity import Quantity
 from koordinator.api.sloconfig.types import ColocationStrategy
 
@@ -58,10 +61,7 @@ def decide(
     """
     allocatable = node.allocatable_ext if current is None else current
     capacity = node.capacity_ext if current is None else current
-    if all(
-        allocatable.get(name) == desired.get(name) and capacity.get(name) == desired.get(name)
-        for name in EXTENDED_RESOURCES
-    ):
+    if all(allocatable.get(name) == value and capacity.get(name) == value for name, value in desired.items()):
         return SyncDecision(False, "node status already holds these values")
     if last_update is None:
         return SyncDecision(True, "first update of this node since the manager started")
@@ -71,8 +71,8 @@ def decide(
             True, f"last update {now - last_update:.0f}s ago, updateTimeThresholdSeconds={period}"
         )
     threshold = strategy.resource_diff_threshold or 0.0
-    for name in EXTENDED_RESOURCES:
-        new, in_allocatable, in_capacity = desired.get(name), allocatable.get(name), capacity.get(name)
+    for name, new in desired.items():
+        in_allocatable, in_capacity = allocatable.get(name), capacity.get(name)
         if is_resource_diff(in_allocatable, new, threshold) or (
             in_capacity != in_allocatable and is_resource_diff(in_capacity, new, threshold)
         ):
@@ -85,14 +85,13 @@ def decide(
 
 
 def status_patch(desired: Mapping[str, Quantity | None], resource_version: str = "") -> dict[str, object]:
-    """The JSON merge patch writing ``desired`` into capacity and allocatable (``null`` removes).
+    """The JSON merge patch writing ``desired`` into capacity and allocatable (``null`` removes;
+    names not in ``desired`` are left as they are).
 
     With ``resource_version`` it carries ``metadata.resourceVersion``, which makes it
     conditional: the apiserver answers 409 Conflict when the Node is at another version.
     """
-    values = {
-        name: (str(desired[name]) if desired.get(name) is not None else None) for name in EXTENDED_RESOURCES
-    }
+    values = {name: (str(value) if value is not None else None) for name, value in desired.items()}
     patch: dict[str, object] = {"status": {"capacity": dict(values), "allocatable": dict(values)}}
     if resource_version:
         patch["metadata"] = {"resourceVersion": resource_version}

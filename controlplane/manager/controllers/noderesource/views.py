@@ -1,4 +1,5 @@
-"""The inputs of the batch and mid calculation, read once from Node, NodeMetric and Pod dicts.
+"""The inputs of the batch and mid calculation, read once from Node, NodeMetric and Pod dicts
+(and the node's device amounts, for the device plug-ins).
 
 The controller's informers store these compact records instead of decoded objects (a
 recompute of every node then touches only integers), and ``koord-manager explain-node``
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
+from controlplane.manager.controllers.noderesource.devices import DEVICE_RESOURCE_NAMES
 from koordinator.api import resourcelist
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.node import (
@@ -346,9 +348,12 @@ class NodeView:
     """What the calculation and the update decision read from a Node.
 
     ``allocatable_ext``/``capacity_ext`` hold the node's current batch and mid resources
-    (only those present). ``labels`` and ``strategy_annotation`` feed the per-node
-    colocation strategy (:class:`~.calculator.StrategyResolver`). ``third_party_batch``
-    sums the ``thirdPartyAllocations`` of batch priority (``None`` when the node has none).
+    (only those present), ``device_allocatable``/``device_capacity`` the amounts of the
+    device plug-ins' resources (``Value()``: gpu-memory in bytes). ``labels`` and
+    ``strategy_annotation`` feed the per-node colocation strategy
+    (:class:`~.calculator.StrategyResolver`); the device plug-ins compare the GPU labels.
+    ``third_party_batch`` sums the ``thirdPartyAllocations`` of batch priority (``None``
+    when the node has none).
     """
 
     name: str
@@ -363,6 +368,8 @@ class NodeView:
     origin_annotation: str | None = None
     allocatable_ext: Mapping[str, Quantity] = field(default_factory=dict)
     capacity_ext: Mapping[str, Quantity] = field(default_factory=dict)
+    device_allocatable: Mapping[str, int] = field(default_factory=dict)
+    device_capacity: Mapping[str, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
 
     @property
@@ -382,6 +389,8 @@ class NodeView:
             self.origin_annotation,
             self.allocatable_ext,
             self.capacity_ext,
+            self.device_allocatable,
+            self.device_capacity,
         )
 
 
@@ -393,6 +402,21 @@ def _extended(resources: Mapping[str, Any] | None, problems: list[str], where: s
             continue
         try:
             out[name] = Quantity.from_json(raw)
+        except QuantityError as exc:
+            problems.append(f"{where}[{name}]: {exc}")
+    return out
+
+
+def _device_amounts(resources: Mapping[str, Any] | None, problems: list[str], where: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not resources:
+        return out
+    for name in DEVICE_RESOURCE_NAMES:
+        raw = resources.get(name)
+        if raw is None:
+            continue
+        try:
+            out[name] = Quantity.from_json(raw).value()
         except QuantityError as exc:
             problems.append(f"{where}[{name}]: {exc}")
     return out
@@ -435,6 +459,8 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
         origin_annotation=annotations.get(ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE),
         allocatable_ext=_extended(allocatable, problems, "status.allocatable"),
         capacity_ext=_extended(capacity, problems, "status.capacity"),
+        device_allocatable=_device_amounts(allocatable, problems, "status.allocatable"),
+        device_capacity=_device_amounts(capacity, problems, "status.capacity"),
         problems=tuple(problems),
     )
 

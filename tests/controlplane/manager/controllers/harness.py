@@ -11,6 +11,7 @@ from typing import Any
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.reactor import ReactorMetrics
+from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.timeutil import parse_time
@@ -25,6 +26,7 @@ _WITH_STATUS = {"Node": res.NODES, "NodeMetric": res.NODE_METRICS, "Pod": res.PO
 _RESOURCES = {
     **_WITH_STATUS,
     "ConfigMap": res.CONFIG_MAPS,
+    "Device": res.DEVICES,
     "NodeSLO": res.NODE_SLOS,
     "ElasticQuota": res.ELASTIC_QUOTAS,
     "ElasticQuotaProfile": res.ELASTIC_QUOTA_PROFILES,
@@ -49,9 +51,20 @@ def seed(fake: FakeApiServer, objects: Sequence[Obj]) -> None:
 
 
 class SLOHarness:
-    """A :class:`ControllerSet` running against ``fake`` with a fake clock starting at ``now``."""
+    """A :class:`ControllerSet` running against ``fake`` with a fake clock starting at ``now``
+    (``gates``: the control-plane feature gates set; ``plugins``: ``--noderesource-plugins``'s
+    choice, default all)."""
 
-    def __init__(self, fake: FakeApiServer, client: ApiClient, now: str, controllers: Sequence[str]) -> None:
+    def __init__(
+        self,
+        fake: FakeApiServer,
+        client: ApiClient,
+        now: str,
+        controllers: Sequence[str],
+        *,
+        gates: dict[str, bool] | None = None,
+        plugins: Sequence[str] | None = None,
+    ) -> None:
         self.fake = fake
         self.client = client
         self.clock = FakeClock(epoch=parse_time(now))
@@ -59,7 +72,13 @@ class SLOHarness:
         self.reactor_metrics = ReactorMetrics(self.metrics.registry)
         self.set = ControllerSet(
             client,
-            ControllerSettings(controllers=tuple(controllers), config_namespace=CONFIG_NAMESPACE, workers=2),
+            ControllerSettings(
+                controllers=tuple(controllers),
+                config_namespace=CONFIG_NAMESPACE,
+                workers=2,
+                gates=FeatureGates(CONTROL_PLANE_FEATURES, gates),
+                noderesource_plugins=plugins,
+            ),
             metrics=self.metrics,
             reactor_metrics=self.reactor_metrics,
             clock=self.clock,
@@ -98,13 +117,18 @@ class SLOHarness:
 
 @contextlib.asynccontextmanager
 async def running(
-    objects: Sequence[Obj], now: str, controllers: Sequence[str] = ("noderesource",)
+    objects: Sequence[Obj],
+    now: str,
+    controllers: Sequence[str] = ("noderesource",),
+    *,
+    gates: dict[str, bool] | None = None,
+    plugins: Sequence[str] | None = None,
 ) -> AsyncIterator[SLOHarness]:
     fake = await started_fake()
     try:
         seed(fake, objects)
         async with fake.client() as client:
-            harness = SLOHarness(fake, client, now, controllers)
+            harness = SLOHarness(fake, client, now, controllers, gates=gates, plugins=plugins)
             await harness.start()
             try:
                 yield harness

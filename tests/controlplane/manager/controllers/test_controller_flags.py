@@ -5,9 +5,15 @@ from __future__ import annotations
 import pytest
 
 from controlplane.manager.__main__ import build_parser
-from controlplane.manager.options import OptionsError, enabled_controllers, options_from_args
+from controlplane.manager.options import (
+    OptionsError,
+    enabled_controllers,
+    enabled_noderesource_plugins,
+    options_from_args,
+)
 
 ALL = ("nodemetric", "noderesource", "nodeslo", "quotaprofile")
+PLUGINS = ("MidResource", "BatchResource", "GPUDeviceResource", "RDMADeviceResource")
 
 
 def parse(argv: list[str]):
@@ -45,9 +51,48 @@ def test_controllers_that_cannot_run_are_refused(spec, message):
         enabled_controllers(spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "enabled"),
+    [
+        pytest.param("*", PLUGINS, id="star"),
+        pytest.param(
+            "*,-GPUDeviceResource", ("MidResource", "BatchResource", "RDMADeviceResource"), id="no-gpu"
+        ),
+        pytest.param(
+            "-GPUDeviceResource,*", ("MidResource", "BatchResource", "RDMADeviceResource"), id="no-gpu-first"
+        ),
+        pytest.param("BatchResource", ("BatchResource",), id="only-batch"),
+        pytest.param(
+            "RDMADeviceResource,MidResource", ("MidResource", "RDMADeviceResource"), id="upstream-order"
+        ),
+        pytest.param("-CPUNormalization,-ResourceAmplification,*", PLUGINS, id="unimplemented-left-out"),
+        pytest.param("", (), id="none"),
+    ],
+)
+def test_noderesource_plugins_follow_upstreams_rule(spec, enabled):
+    assert enabled_noderesource_plugins(spec) == enabled
+    assert parse([f"--noderesource-plugins={spec}"]).noderesource_plugins == enabled
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param(
+            "CPUNormalization", "CPUNormalization is not implemented in this release", id="unimplemented"
+        ),
+        pytest.param("GPUDevice", "unknown plug-in 'GPUDevice'", id="unknown"),
+    ],
+)
+def test_noderesource_plugins_that_cannot_run_are_refused(spec, message):
+    with pytest.raises(OptionsError, match=f"--noderesource-plugins: {message}"):
+        parse([f"--noderesource-plugins={spec}"])
+
+
 def test_defaults_are_upstreams():
     options = parse([])
     assert options.controllers == ALL
+    assert options.noderesource_plugins == PLUGINS
+    assert options.gates.enabled("EnableSyncGPUSharedResource")
     assert options.leader_election is True
     assert (options.leader_election_namespace, options.leader_election_id) == (
         "koordinator-system",

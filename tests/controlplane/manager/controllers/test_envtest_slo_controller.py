@@ -3,7 +3,8 @@
 The module runs its own etcd and kube-apiserver: the controllers act on every node of
 the cluster, so they must not share one with other tests' nodes.
 
-* batch and mid resources land in node status as the formulas say;
+* batch and mid resources land in node status as the formulas say, GPU and RDMA resources
+  as the node's Device says (with its GPU labels);
 * a NodeMetric that stops being reported loses its node's batch resources once it is
   older than ``degradeTimeMinutes`` (one minute, for one node selected by a node entry);
 * a ConfigMap change reaches the NodeSLOs;
@@ -38,6 +39,7 @@ from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.harness import controller_set
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod, pod_metric
 from tests.envtest import Envtest, apply_crds, own_envtest
+from tests.koordinator.api.builders import GiB, device, gpu, rdma
 from testsupport.envtest.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -126,6 +128,9 @@ async def test_batch_resources_degrade_and_configmap_changes_on_a_real_apiserver
             ),
         )
         await create_with_status(client, res.NODE_METRICS, node_metric("node-b", update_time=fresh))
+        gpus = (gpu(0, memory=16 * GiB), gpu(1, memory=16 * GiB), gpu(2, healthy=False), rdma(0))
+        model = {"node.koordinator.sh/gpu-model": "A100-SXM4-80GB"}
+        await client.create(res.DEVICES, device(*gpus, labels=model, name="node-b"))
         # reported 45 s ago: fresh now, stale in 15 s under this node's degradeTimeMinutes=1
         await create_with_status(
             client, res.NODE_METRICS, node_metric("node-c", update_time=format_time(now - 45))
@@ -145,6 +150,18 @@ async def test_batch_resources_degrade_and_configmap_changes_on_a_real_apiserver
             assert batch_of(await client.get(res.NODES, "node-b")) == (8600, 64 * GI - 24051816857 - 4 * GI)
             node_b = await client.get(res.NODES, "node-b")
             assert node_b["status"]["allocatable"][MID_CPU] == "0"
+
+            async def devices_written() -> bool:
+                status = (await client.get(res.NODES, "node-b"))["status"]
+                return "koordinator.sh/rdma" in status["capacity"]
+
+            await wait_for(devices_written)
+            node_b = await client.get(res.NODES, "node-b")
+            names = ("koordinator.sh/gpu", "koordinator.sh/gpu-memory", "koordinator.sh/rdma")
+            for part in ("capacity", "allocatable"):
+                amounts = [Quantity.parse(node_b["status"][part][name]).value() for name in names]
+                assert amounts == [200, 32 * GiB, 100], part
+            assert node_b["metadata"]["labels"]["node.koordinator.sh/gpu-model"] == "A100-SXM4-80GB"
 
             # node-c's koordlet is silent: its batch resources go once the report is a minute old
             async def degraded() -> bool:

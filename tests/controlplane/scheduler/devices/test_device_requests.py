@@ -12,8 +12,8 @@ from controlplane.scheduler.devices.requests import (
     DeviceRequest,
     normalize_device_requests,
     pod_device_requests,
-    transform_deprecated,
 )
+from koordinator.api.devices import transform_deprecated
 
 GiB = 1024**3
 CORE = "koordinator.sh/gpu-core"

@@ -1,0 +1,192 @@
+"""koord-device-daemon's work: find the node's accelerators and write them as device-info
+records (:mod:`koordlet.system.devices.xpu`) for the koordlet, which turns them into the
+node's Device object (upstream's ``pkg/device-daemon``).
+
+Configuration (upstream's): ``--oneshot``, ``--sleep-interval`` (900 s), ``--no-timestamp``
+(accepted; upstream declares it and never reads it), ``--prints-output-file``
+(``/var/run/koordlet/xpu-device-infos/ic-device``; empty: standard output) and
+``--config-file`` (YAML or JSON ``{version: v1, flags: {kdd: {oneshot, sleepInterval,
+printsOutputFile}}}``). A flag given on the command line wins over its ``KDD_*`` environment
+variable, which wins over the file.
+
+Each round discovers the NVIDIA GPUs through NVML (upstream registers managers for other
+vendors' tools; NVML is the one library this build carries): one record per GPU with its
+UUID, minor, ``koordinator.sh/gpu-core`` 100, ``koordinator.sh/gpu-memory`` (bytes), model
+and topology. The file is replaced atomically. Without ``--oneshot`` the daemon repeats every
+sleep interval, reloads its configuration on SIGHUP, and removes the file when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from koordinator.api.extension.resources import GPU_CORE, GPU_MEMORY
+from koordinator.api.goparse import GoParseError, parse_duration_seconds
+from koordlet.system.devices import nvml
+from koordlet.system.devices.xpu import DeviceRecord, to_json, write_atomically
+
+__all__ = ["DaemonConfig", "DaemonError", "discover_records", "load_config", "run"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OUTPUT = "/var/run/koordlet/xpu-device-infos/ic-device"
+DEFAULT_SLEEP_S = 900.0
+VENDOR_NVIDIA = "nvidia"
+
+
+class DaemonError(ValueError):
+    """A configuration the daemon cannot run with."""
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    oneshot: bool = False
+    sleep_interval_s: float = DEFAULT_SLEEP_S
+    prints_output_file: str = DEFAULT_OUTPUT
+    no_timestamp: bool = False
+
+
+def _duration(value: Any, where: str) -> float:
+    try:
+        seconds = parse_duration_seconds(str(value))
+    except GoParseError as err:
+        raise DaemonError(f"{where}: {value!r}: {err}") from None
+    if seconds <= 0:
+        raise DaemonError(f"{where}: {value!r}: must be positive")
+    return seconds
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in ("1", "t", "true", "yes")
+
+
+def load_config(
+    flags: Mapping[str, Any], environ: Mapping[str, str] | None = None, config_file: str | None = None
+) -> DaemonConfig:
+    """The configuration: the file, then the ``KDD_*`` environment, then the given flags
+    (``flags`` holds only those given on the command line)."""
+    environ = os.environ if environ is None else environ
+    config = DaemonConfig()
+    path = config_file or environ.get("KDD_CONFIG_FILE") or environ.get("CONFIG_FILE")
+    if path:
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as err:
+            raise DaemonError(f"cannot read --config-file {path}: {err.strerror or err}") from None
+        except yaml.YAMLError as err:
+            raise DaemonError(f"--config-file {path}: not YAML or JSON: {err}") from None
+        if not isinstance(data, Mapping) or data.get("version", "v1") != "v1":
+            raise DaemonError(f"--config-file {path}: want {{version: v1, flags: {{kdd: ...}}}}")
+        kdd = ((data.get("flags") or {}).get("kdd")) or {}
+        if "oneshot" in kdd:
+            config = replace(config, oneshot=bool(kdd["oneshot"]))
+        if "sleepInterval" in kdd:
+            config = replace(config, sleep_interval_s=_duration(kdd["sleepInterval"], "sleepInterval"))
+        if "printsOutputFile" in kdd:
+            config = replace(config, prints_output_file=str(kdd["printsOutputFile"] or ""))
+    if "KDD_ONESHOT" in environ:
+        config = replace(config, oneshot=_truthy(environ["KDD_ONESHOT"]))
+    if "KDD_NO_TIMESTAMP" in environ:
+        config = replace(config, no_timestamp=_truthy(environ["KDD_NO_TIMESTAMP"]))
+    if "KDD_SLEEP_INTERVAL" in environ:
+        config = replace(
+            config, sleep_interval_s=_duration(environ["KDD_SLEEP_INTERVAL"], "KDD_SLEEP_INTERVAL")
+        )
+    for name in ("KDD_PRINTS_OUTPUT_FILE", "PRINTS_OUTPUT_FILE"):
+        if name in environ:
+            config = replace(config, prints_output_file=environ[name])
+            break
+    if flags.get("oneshot") is not None:
+        config = replace(config, oneshot=bool(flags["oneshot"]))
+    if flags.get("no_timestamp") is not None:
+        config = replace(config, no_timestamp=bool(flags["no_timestamp"]))
+    if flags.get("sleep_interval") is not None:
+        config = replace(config, sleep_interval_s=_duration(flags["sleep_interval"], "--sleep-interval"))
+    if flags.get("prints_output_file") is not None:
+        config = replace(config, prints_output_file=str(flags["prints_output_file"]))
+    return config
+
+
+def discover_records(sys_root: Path) -> tuple[list[DeviceRecord], str]:
+    """The node's NVIDIA GPUs as device-info records, and what NVML said."""
+    inventory, reason = nvml.discover(sys_root)
+    if inventory is None:
+        return [], reason
+    records = [
+        DeviceRecord(
+            vendor=VENDOR_NVIDIA,
+            model=inventory.model,
+            uuid=gpu.uuid,
+            minor=gpu.minor,
+            resources={GPU_CORE: "100", GPU_MEMORY: str(gpu.memory_total)},
+            node_id=gpu.numa_node if gpu.numa_node is not None else -1,
+            pcie_id=gpu.pcie_root,
+            bus_id=gpu.bus_id,
+            healthy=gpu.healthy,
+        )
+        for gpu in inventory.gpus
+    ]
+    return records, reason
+
+
+def write_records(config: DaemonConfig, records: list[DeviceRecord]) -> None:
+    text = to_json(records)
+    if not config.prints_output_file:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_atomically(Path(config.prints_output_file), text)
+
+
+def remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+async def run(load: Callable[[], DaemonConfig], sys_root: Path) -> int:
+    """Rounds until stopped (``load()`` reads the configuration: at start and on SIGHUP)."""
+    config = load()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    reload = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reload.set)
+    try:
+        while True:
+            records, reason = await asyncio.to_thread(discover_records, sys_root)
+            log.info("%d device(s): %s", len(records), reason)
+            write_records(config, records)
+            if config.oneshot:
+                return 0
+            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(reload.wait())}
+            _, pending = await asyncio.wait(
+                waits, timeout=config.sleep_interval_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in pending:
+                task.cancel()
+            if stop.is_set():
+                return 0
+            if reload.is_set():
+                reload.clear()
+                try:
+                    config = load()
+                    log.info("configuration reloaded")
+                except DaemonError as err:
+                    log.error("configuration not reloaded, keeping the last good one: %s", err)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+        if not config.oneshot and config.prints_output_file:
+            remove(Path(config.prints_output_file))

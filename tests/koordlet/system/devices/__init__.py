@@ -1,0 +1,1 @@
+"""Tests for koordlet device discovery (GPU via NVML, RDMA, PCI topology)."""
