@@ -295,6 +295,7 @@ NOT_EXERCISED: dict[Grant, str] = {
     ("koordlet", "", "events", "create"): "eviction and NodeSLO Events",
     ("koordlet", "", "events", "patch"): "a repeated Event counted up",
     ("koordlet", "topology.node.k8s.io", "noderesourcetopologies", "update"): "the node's topology changed",
+    ("koordlet", "scheduling.koordinator.sh", "devices", "update"): "the node's devices changed",
 }
 
 
