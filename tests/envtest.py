@@ -206,3 +206,15 @@ async def create_priority_classes(client: ApiClient) -> None:
         }
         with contextlib.suppress(AlreadyExistsError):
             await client.create(PRIORITY_CLASSES, body)
+
+
+async def prepare_koordinator(client: ApiClient, crds: Sequence[Path | str]) -> tuple[str, str]:
+    """A cluster ready for Koordinator's control plane: ``crds`` installed, the
+    ``koordinator-system`` namespace and the priority classes; then a fresh namespace for
+    the test and a tag for its nodes, returned as (namespace, tag)."""
+    await apply_crds(client, crds)
+    await create_namespace(client, "koordinator-system")
+    await create_priority_classes(client)
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    await create_namespace(client, namespace)
+    return namespace, uuid.uuid4().hex[:6]

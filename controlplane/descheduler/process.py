@@ -12,8 +12,6 @@ and the descheduler (rounds and migration controller) on the leader only.
 from __future__ import annotations
 
 import logging
-import socket
-import uuid
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -21,7 +19,13 @@ from aiohttp import web
 from controlplane.descheduler.config import DeschedulerConfig
 from controlplane.descheduler.descheduler import Descheduler
 from controlplane.descheduler.metrics import DeschedulerMetrics
-from controlplane.reactor.leading import SyncError, announce_leader, sync_then_lead
+from controlplane.reactor.leading import (
+    SyncError,
+    default_identity,
+    informers_ready,
+    lease_elector,
+    sync_then_lead,
+)
 from controlplane.reactor.serving import SiteSpec, metrics_app, ok, readiness_handler, start_site
 from koordinator.cli import (
     LEASE_DURATION_S,
@@ -33,7 +37,7 @@ from koordinator.cli import (
 from koordinator.kube.client import ApiClient
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer.factory import InformerFactory
-from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from koordinator.kube.leaderelection import LeaderElector
 from koordinator.metrics.exposition import render_python_client
 
 __all__ = ["COMPONENT", "DeschedulerProcess", "ProcessError", "ProcessOptions"]
@@ -66,25 +70,12 @@ class DeschedulerProcess:
         self.client = client
         self.config = config
         self.options = options
-        self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.identity = options.identity or default_identity()
         self.metrics = DeschedulerMetrics()
         self.elector: LeaderElector | None = None
         writer = client
         if options.leader_elect:
-            self.elector = LeaderElector(
-                client,
-                LeaderElectionConfig(
-                    namespace=options.lease_namespace,
-                    name=options.lease_name,
-                    identity=self.identity,
-                    lease_duration=options.lease_duration_s,
-                    renew_deadline=options.renew_deadline_s,
-                    retry_period=options.retry_period_s,
-                ),
-                on_started_leading=self._lead,
-                on_stopped_leading=lambda: self.metrics.is_leader.labels(options.lease_name).set(0),
-                on_new_leader=announce_leader(self.identity),
-            )
+            self.elector = lease_elector(client, options, self.identity, self._lead, self._stopped_leading)
             writer = client.with_write_guard(self.elector.check_lease)
         self.factory = InformerFactory(client)
         self.descheduler = Descheduler(
@@ -96,9 +87,6 @@ class DeschedulerProcess:
         )
         self._sites: list[SiteSpec] = []
 
-    async def _ready(self) -> str:
-        return "" if all(i.has_synced for i in self.factory.informers) else "informer caches not synced"
-
     async def serve(self) -> None:
         """Start the health and metrics listener(s)."""
         health = parse_address(self.config.healthz_bind_address)
@@ -109,12 +97,15 @@ class DeschedulerProcess:
         if health[1]:
             app = apps.setdefault(health, web.Application())
             app.router.add_get("/healthz", ok)
-            app.router.add_get("/readyz", readiness_handler(self._ready))
+            app.router.add_get("/readyz", readiness_handler(informers_ready(self.factory)))
         for (host, port), app in apps.items():
             try:
                 self._sites.append(await start_site(app, host, port))
             except OSError as err:
                 raise ProcessError(cannot_listen(host, port, err)) from None
+
+    def _stopped_leading(self) -> None:
+        self.metrics.is_leader.labels(self.options.lease_name).set(0)
 
     async def _lead(self) -> None:
         self.metrics.is_leader.labels(self.options.lease_name).set(1)

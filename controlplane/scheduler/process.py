@@ -17,11 +17,16 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane.reactor.leading import SyncError, announce_leader, sync_then_lead
+from controlplane.reactor.leading import (
+    SyncError,
+    default_identity,
+    informers_ready,
+    lease_elector,
+    sync_then_lead,
+)
 from controlplane.reactor.serving import (
     SiteSpec,
     metrics_app,
@@ -37,7 +42,7 @@ from koordinator.cli import cannot_listen
 from koordinator.kube.client import ApiClient
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer.factory import InformerFactory
-from koordinator.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from koordinator.kube.leaderelection import LeaderElector
 from koordinator.metrics.exposition import render_python_client
 
 log = logging.getLogger(__name__)
@@ -72,25 +77,12 @@ class SchedulerProcess:
         self.client = client
         self.config = config
         self.options = options
-        self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.identity = options.identity or default_identity()
         self.metrics = SchedulerMetrics()
         self.elector: LeaderElector | None = None
         writer = client
         if options.leader_elect:
-            self.elector = LeaderElector(
-                client,
-                LeaderElectionConfig(
-                    namespace=options.lease_namespace,
-                    name=options.lease_name,
-                    identity=self.identity,
-                    lease_duration=options.lease_duration_s,
-                    renew_deadline=options.renew_deadline_s,
-                    retry_period=options.retry_period_s,
-                ),
-                on_started_leading=self._lead,
-                on_stopped_leading=self._stopped_leading,
-                on_new_leader=announce_leader(self.identity),
-            )
+            self.elector = lease_elector(client, options, self.identity, self._lead, self._stopped_leading)
             writer = client.with_write_guard(self.elector.check_lease)
         self.factory = InformerFactory(client)
         self.scheduler = Scheduler(
@@ -98,9 +90,6 @@ class SchedulerProcess:
         )
         self.scheduler.attach(self.factory)
         self._sites: list[SiteSpec] = []
-
-    async def _ready(self) -> str:
-        return "" if all(i.has_synced for i in self.factory.informers) else "informer caches not synced"
 
     def _tls(self) -> ssl.SSLContext:
         options = self.options
@@ -120,7 +109,7 @@ class SchedulerProcess:
             return
         app = metrics_app(self.metrics.registry, render_python_client)
         app.router.add_get("/healthz", ok)
-        app.router.add_get("/readyz", readiness_handler(self._ready))
+        app.router.add_get("/readyz", readiness_handler(informers_ready(self.factory)))
         try:
             self._sites.append(await start_site(app, options.bind_address, options.secure_port, self._tls()))
         except OSError as err:

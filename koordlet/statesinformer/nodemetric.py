@@ -22,7 +22,7 @@ uuid: the agent passes what the GPU collector has seen), ``nodeUsage.devices`` g
 ``gpu`` entry averaging ``node_gpu_core_usage`` and ``node_gpu_memory_usage`` over the
 window: ``koordinator.sh/gpu-core`` the integer percent, ``gpu-memory`` the bytes used,
 ``gpu-memory-ratio`` the integer percent of ``node_gpu_memory_total`` (0 without a total).
-A GPU without samples of both is left out; health is not set (upstream's TODO).
+A GPU without samples of both is left out; health is not set, as upstream leaves it.
 """
 
 from __future__ import annotations

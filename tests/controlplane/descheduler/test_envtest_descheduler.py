@@ -59,7 +59,6 @@ import copy
 import logging
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,8 +77,9 @@ from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.timeutil import format_time
 from tests.controlplane.manager.controllers.objects import node_metric, pod_metric
+from tests.controlplane.scheduler.test_envtest_koordinator import CRDS as SCHEDULER_CRDS
 from tests.controlplane.scheduler.test_envtest_koordinator import add_node_metric, koord_scheduler
-from tests.envtest import Envtest, apply_crds, create_namespace, create_priority_classes, own_envtest
+from tests.envtest import Envtest, own_envtest, prepare_koordinator
 from tests.polling import eventually_awaited
 
 pytestmark = pytest.mark.envtest
@@ -87,20 +87,7 @@ pytestmark = pytest.mark.envtest
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[3]
-CRDS = [
-    ROOT / "crds" / name
-    for name in (
-        "slo.koordinator.sh_nodemetrics.yaml",
-        "slo.koordinator.sh_nodeslos.yaml",
-        "scheduling.sigs.k8s.io_elasticquotas.yaml",
-        "scheduling.sigs.k8s.io_podgroups.yaml",
-        "scheduling.koordinator.sh_devices.yaml",
-        "scheduling.koordinator.sh_reservations.yaml",
-        "scheduling.koordinator.sh_podmigrationjobs.yaml",
-        "topology.node.k8s.io_noderesourcetopologies.yaml",
-    )
-]
-SYSTEM = "koordinator-system"
+CRDS = [*SCHEDULER_CRDS, ROOT / "crds" / "scheduling.koordinator.sh_podmigrationjobs.yaml"]
 SCHEDULER = "koord-scheduler"
 DESCHEDULER = "koord-descheduler"
 BE = {"koordinator.sh/qosClass": "BE"}
@@ -119,12 +106,8 @@ async def cluster(envtest_deschedule: Envtest) -> AsyncIterator[tuple[ApiClient,
     """An admin client with the CRDs and priority classes installed, a fresh namespace and a
     tag for the test's nodes."""
     async with envtest_deschedule.client() as client:
-        await apply_crds(client, CRDS)
-        await create_namespace(client, SYSTEM)
-        await create_priority_classes(client)
-        namespace = f"t-{uuid.uuid4().hex[:10]}"
-        await create_namespace(client, namespace)
-        yield client, namespace, uuid.uuid4().hex[:6]
+        namespace, tag = await prepare_koordinator(client, CRDS)
+        yield client, namespace, tag
 
 
 # ---- the apiserver's objects, written as their owners write them ---------------------------------

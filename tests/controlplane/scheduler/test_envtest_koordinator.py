@@ -32,7 +32,6 @@ import contextlib
 import json
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,7 @@ from tests.controlplane.manager.controllers.objects import GI, config_map, node_
 from tests.controlplane.scheduler.devices.builders import device, gpu
 from tests.controlplane.scheduler.numa.builders import TOPO_2S4N, make_nrt
 from tests.controlplane.scheduler.quota.builders import cpu_quota
-from tests.envtest import Envtest, apply_crds, create_namespace, create_priority_classes, own_envtest
+from tests.envtest import Envtest, own_envtest, prepare_koordinator
 from tests.polling import eventually_awaited
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -70,7 +69,6 @@ CRDS = [
         "topology.node.k8s.io_noderesourcetopologies.yaml",
     )
 ]
-SYSTEM = "koordinator-system"
 SCHEDULER = "koord-scheduler"
 BATCH_CPU = "kubernetes.io/batch-cpu"
 BATCH_MEMORY = "kubernetes.io/batch-memory"
@@ -90,12 +88,8 @@ def envtest_koord(envtest_bin: Path) -> Iterator[Envtest]:
 async def cluster(envtest_koord: Envtest) -> AsyncIterator[tuple[ApiClient, str, str]]:
     """An admin client with the CRDs installed, a fresh namespace and a tag for the test's nodes."""
     async with envtest_koord.client() as client:
-        await apply_crds(client, CRDS)
-        await create_namespace(client, SYSTEM)  # ElasticQuota's quotaGroupNamespace
-        await create_priority_classes(client)
-        namespace = f"t-{uuid.uuid4().hex[:10]}"
-        await create_namespace(client, namespace)
-        yield client, namespace, uuid.uuid4().hex[:6]
+        namespace, tag = await prepare_koordinator(client, CRDS)
+        yield client, namespace, tag
 
 
 # ---- the apiserver's objects, written as their owners write them ---------------------------------
