@@ -30,19 +30,14 @@ from controlplane.descheduler.framework import EvictionLimiter
 from controlplane.descheduler.lownodeload.args import NAME as LOW_NODE_LOAD
 from controlplane.descheduler.lownodeload.args import LowNodeLoadArgs
 from controlplane.descheduler.lownodeload.plugin import LowNodeLoad
-from controlplane.descheduler.migration.admission import Admission
-from controlplane.descheduler.migration.arbitration import Limits, ObjectLimiters
+from controlplane.descheduler.migration.admission import MigrationView, build_admission
 from controlplane.descheduler.migration.args import NAME as MIGRATION_CONTROLLER
 from controlplane.descheduler.migration.args import MigrationControllerArgs
-from controlplane.descheduler.migration.gates import GateContext
 from controlplane.descheduler.migration.workloads import (
     Workload,
     controller_of,
     expected_replicas,
-    max_unavailable,
 )
-from controlplane.descheduler.nodefit import fits_any
-from koordinator.api.selectors import LabelSelector, SelectorError
 from koordinator.cli import read_documents
 from koordinator.kube.timeutil import format_time, parse_time
 from koordinator.nodemetrics import NodeMetricRecord, node_metric_record
@@ -138,39 +133,20 @@ class OfflineMigration:
     def __init__(self, args: MigrationControllerArgs, cluster: OfflineCluster, clock: StaticClock) -> None:
         self.args = args
         self.cluster = cluster
+        view = MigrationView(
+            jobs=lambda: cluster.jobs,
+            jobs_of_pod=self._jobs_of_pod,
+            pod_of_job=cluster.pod_of_job,
+            workload_pods=lambda w: cluster.by_controller.get(w.uid, []),
+            expected_replicas=cluster.expected_replicas,
+            nodes=lambda: cluster.nodes,
+            pods_on_node=cluster.pods_on_node,
+            priority_class=cluster.priority_classes.get,
+        )
         try:
-            selector = LabelSelector.parse(args.node_selector) if args.node_selector else None
-        except SelectorError as err:
-            raise ExplainError(f"MigrationControllerArgs.nodeSelector: {err}") from None
-        fit_nodes = [
-            n
-            for n in cluster.nodes
-            if selector is None or selector.matches((n.get("metadata") or {}).get("labels") or {})
-        ]
-
-        def misfit(pod: Obj) -> str | None:
-            return None if fits_any(pod, fit_nodes, cluster.pods_on_node) else "fits no other node"
-
-        def priority_of_class(name: str) -> int | None:
-            value = (cluster.priority_classes.get(name) or {}).get("value")
-            return value if isinstance(value, int) else None
-
-        gates = GateContext(misfit, cluster.expected_replicas, priority_of_class)
-        limiters = ObjectLimiters(
-            args.object_limiters,
-            cluster.expected_replicas,
-            lambda replicas: max_unavailable(replicas, args.max_migrating_per_workload),
-            clock,
-        )
-        limits = Limits(
-            args,
-            lambda: cluster.jobs,
-            cluster.pod_of_job,
-            lambda w: cluster.by_controller.get(w.uid, []),
-            cluster.expected_replicas,
-            limiters,
-        )
-        self.admission = Admission(args, gates, limits, self._jobs_of_pod)
+            self.admission = build_admission(args, view, clock)
+        except ValueError as err:
+            raise ExplainError(str(err)) from None
         self.refused: list[dict[str, str]] = []
 
     def _jobs_of_pod(self, pod: Obj) -> list[Obj]:

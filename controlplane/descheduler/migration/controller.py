@@ -26,12 +26,10 @@ from typing import Any
 
 from controlplane.descheduler.metrics import DeschedulerMetrics
 from controlplane.descheduler.migration import jobs as job_api
-from controlplane.descheduler.migration.admission import Admission
+from controlplane.descheduler.migration.admission import MigrationView, build_admission
 from controlplane.descheduler.migration.arbitration import (
     ANNOTATION_PASSED,
     JobView,
-    Limits,
-    ObjectLimiters,
     is_migrating,
     order_jobs,
     passed,
@@ -40,15 +38,13 @@ from controlplane.descheduler.migration.args import (
     NAME,
     MigrationControllerArgs,
 )
-from controlplane.descheduler.migration.gates import GateContext, refusal
+from controlplane.descheduler.migration.gates import refusal
 from controlplane.descheduler.migration.steps import JOB_KIND, JobSteps
 from controlplane.descheduler.migration.workloads import (
     Workload,
     controller_of,
     expected_replicas,
-    max_unavailable,
 )
-from controlplane.descheduler.nodefit import fits_any
 from controlplane.descheduler.sorting import pod_order
 from controlplane.reactor import Controller, Result
 from controlplane.reactor.tasks import cancel_and_wait
@@ -58,7 +54,6 @@ from koordinator.api.extension.constants import (
     ANNOTATION_JOB_CREATED_BY,
 )
 from koordinator.api.goparse import format_duration
-from koordinator.api.selectors import LabelSelector, SelectorError
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, PatchType
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
@@ -121,10 +116,6 @@ class MigrationController:
         self.clock = clock
         #: this process's jobs carry it (``koordinator.sh/job-created-by``)
         self.reconciler_uid = str(uuid.uuid4())
-        try:
-            self._fit_nodes = LabelSelector.parse(args.node_selector) if args.node_selector else None
-        except SelectorError as err:
-            raise ValueError(f"MigrationControllerArgs.nodeSelector: {err}") from None
         self.reactor = Controller(
             NAME, self.reconcile, workers=args.max_concurrent_reconciles, clock=clock, recorder=recorder
         )
@@ -150,33 +141,35 @@ class MigrationController:
             key: factory.informer(resource).add_consumer(name=f"migration-{resource.plural}")
             for key, resource in OWNER_RESOURCES.items()
         }
-        self.limiters = ObjectLimiters(
-            args.object_limiters,
-            self.expected_replicas,
-            lambda replicas: max_unavailable(replicas, args.max_migrating_per_workload),
-            clock,
-        )
-        self.limits = Limits(
-            args, self._all_jobs, self._pod_of_job, self._workload_pods, self.expected_replicas, self.limiters
-        )
         self.priority_classes: Consumer[Obj] | None = None
         if args.priority_threshold_name:
             self.priority_classes = factory.informer(res.PRIORITY_CLASSES).add_consumer(
                 name="migration-priorityclasses"
             )
+        view = MigrationView(
+            jobs=self._all_jobs,
+            jobs_of_pod=self._jobs_of_pod,
+            pod_of_job=self._pod_of_job,
+            workload_pods=self._workload_pods,
+            expected_replicas=self.expected_replicas,
+            nodes=self.nodes.store.values,
+            pods_on_node=self.pods_on_node,
+            priority_class=lambda name: (
+                self.priority_classes.store.get(name) if self.priority_classes is not None else None
+            ),
+        )
+        self.admission = build_admission(args, view, clock)
         self.steps = JobSteps(
             args,
             client,
             recorder=recorder,
             metrics=metrics,
             clock=clock,
-            limiters=self.limiters,
+            limiters=self.admission.limits.limiters,
             pod_of_job=self._pod_of_job,
             pod_by_key=self.pods.store.get,
             cached_reservation=self.reservations.store.get,
         )
-        self.gates = GateContext(self._misfit, self.expected_replicas, self._priority_of_class)
-        self.admission = Admission(args, self.gates, self.limits, self._jobs_of_pod)
         #: jobs created here that the informer has not delivered yet
         self._assumed: dict[str, Obj] = {}
         #: jobs admitted here whose annotation the informer has not delivered yet
@@ -214,21 +207,8 @@ class MigrationController:
         owner = consumer.store.get(workload.key) if consumer is not None else None
         return expected_replicas(workload, owner, len(self._workload_pods(workload)))
 
-    def _priority_of_class(self, name: str) -> int | None:
-        found = self.priority_classes.store.get(name) if self.priority_classes is not None else None
-        value = found.get("value") if found is not None else None
-        return value if isinstance(value, int) else None
-
     def pods_on_node(self, node: str) -> Sequence[Obj]:
         return self.pods.store.by_index("node", node)
-
-    def _misfit(self, pod: Obj) -> str | None:
-        nodes = [
-            n
-            for n in self.nodes.store.values()
-            if self._fit_nodes is None or self._fit_nodes.matches(job_api.meta(n).get("labels") or {})
-        ]
-        return None if fits_any(pod, nodes, self.pods_on_node) is not None else "fits no other node"
 
     def _jobs_of_pod(self, pod: Obj) -> list[Obj]:
         return [
@@ -287,7 +267,7 @@ class MigrationController:
         if why is not None:
             log.info("pod %s not migrated: %s", key, why)
             return False
-        exceeded = self.limiters.exceeded(pod) if self.args.gate("ObjectLimiter") else None
+        exceeded = self.admission.limits.limiters.exceeded(pod) if self.args.gate("ObjectLimiter") else None
         if exceeded:
             log.info("pod %s not migrated: %s", key, exceeded)
             return False
@@ -389,7 +369,7 @@ class MigrationController:
                 await self.steps.fail(view.job, job_api.REASON_TIMEOUT, "Abort job caused by timeout")
                 continue
             if view.pod is not None:
-                why = refusal(view.pod, self.args, self.gates)
+                why = refusal(view.pod, self.args, self.admission.gates)
                 if why is not None:
                     await self.steps.fail(
                         view.job,
@@ -399,7 +379,7 @@ class MigrationController:
                         detail=why,
                     )
                     continue
-                wait = self.limits.refusal(view.pod, admitted_only=True, exclude_job=name)
+                wait = self.admission.limits.refusal(view.pod, admitted_only=True, exclude_job=name)
                 if wait is not None:
                     log.debug("PodMigrationJob %s waits: %s", name, wait)
                     continue
