@@ -19,10 +19,7 @@ __all__ = ["NOT_BUILT", "report_gates"]
 NOT_BUILT: Mapping[str, str] = {
     "AuditEvents": "audit events are kept in memory only; no audit log is written",
     "AuditEventsHTTPHandler": "there is no HTTP endpoint for audit events",
-    "ResctrlCollector": "LLC occupancy and memory bandwidth are not collected",
-    "CPICollector": "cycles and instructions per container (koordlet_container_cpi) are not collected",
     "Libpfm4": "there is no libpfm4 path for perf events",
-    "ColdPageCollector": "cold pages are not collected",
     "HugePageReport": "huge pages are not reported in the NodeResourceTopology",
     "PodResourcesProxy": "there is no kubelet pod-resources proxy",
     "HamiCoreVGPUMonitor": "HAMi-core vGPU usage is not monitored",

@@ -58,3 +58,23 @@ POD_PSI_CPU_FULL_SUPPORTED = MetricKind("pod_psi_cpu_full_supported", ("pod_uid"
 #: key-value facts
 NODE_CPU_INFO = "node_cpu_info"
 NODE_NUMA_INFO = "node_numa_info"
+
+#: perf counts over the CPI window (cpi_resource=cycle|instruction), summed over CPUs
+CONTAINER_CPI = MetricKind("container_cpi", ("pod_uid", "container_id", "cpi_resource"))
+CPI_CYCLE, CPI_INSTRUCTION = "cycle", "instruction"
+
+#: resctrl monitoring of the QoS groups (qos=LSR|LS|BE): LLC occupancy in bytes, memory
+#: bandwidth in bytes per second (mb_type=mbm_local_bytes|mbm_total_bytes)
+RESCTRL_RESOURCE_LLC = MetricKind("resctrl_resource_llc", ("qos", "cache_id"))
+RESCTRL_RESOURCE_MB = MetricKind("resctrl_resource_mb", ("qos", "cache_id", "mb_type"))
+
+#: kidled cold pages (bytes) and memory usage without them
+NODE_MEMORY_COLD_PAGE_SIZE = MetricKind("node_memory_cold_page_size")
+POD_MEMORY_COLD_PAGE_SIZE = MetricKind("pod_memory_cold_page_size", ("pod_uid",))
+CONTAINER_MEMORY_COLD_PAGE_SIZE = MetricKind("container_memory_cold_page_size", ("container_id",))
+NODE_MEMORY_WITH_HOT_PAGE_USAGE = MetricKind("node_memory_with_hot_page_usage")
+POD_MEMORY_WITH_HOT_PAGE_USAGE = MetricKind("pod_memory_with_hot_page_usage", ("pod_uid",))
+CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE = MetricKind("container_memory_with_hot_page_usage", ("container_id",))
+
+#: key-value: the node's disks, partitions, volume groups, logical volumes and mount points
+NODE_LOCAL_STORAGE_INFO = "node_local_storage_info"

@@ -50,6 +50,12 @@ class CollectorConfig:
     collect_node_cpu_info_interval: float = 60.0
     psi_collector_interval: float = 10.0
     enable_pagecache_collector: bool = False
+    collect_node_storage_info_interval: float = 1.0
+    cpi_collector_interval: float = 60.0
+    collect_cpi_timewindow: float = 10.0
+    coldpage_collector_interval: float = 5.0
+    resctrl_collector_interval: float = 10.0
+    enable_resctrl_collector: bool = False
 
 
 @dataclass(frozen=True)

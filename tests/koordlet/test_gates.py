@@ -34,9 +34,9 @@ def test_every_gate_is_read_or_reported(gate):
 def test_enabled_gates_that_are_not_built_are_reported(caplog):
     caplog.set_level(logging.INFO)
     report_gates(
-        FeatureGates(KOORDLET_FEATURES, {"CPICollector": True, "CPUBurst": False}), logging.getLogger("t")
+        FeatureGates(KOORDLET_FEATURES, {"Libpfm4": True, "CPUBurst": False}), logging.getLogger("t")
     )
     assert [r.getMessage() for r in caplog.records] == [
-        "feature gate CPICollector is not implemented in this release: "
-        "cycles and instructions per container (koordlet_container_cpi) are not collected"
+        "feature gate Libpfm4 is not implemented in this release: "
+        "there is no libpfm4 path for perf events"
     ]

@@ -1,0 +1,89 @@
+"""ColdPageCollector (upstream's coldmemoryresource): cold page cache of the node, pods and containers.
+
+Enabled by the ColdPageCollector gate on a kernel with kidled (Anolis) and cgroup v1
+(``memory.idle_page_stats`` exists only there); elsewhere it says why and does not run.
+Its first round turns kidled on (``koordlet.system.kidled.enable``); every
+``--coldpage-collector-interval`` (5 s) it then stores, for the node (the memory root),
+each pod and each container: the cold bytes (``*_memory_cold_page_size``) and the memory
+usage with only the hot page cache (``*_memory_with_hot_page_usage``): for the node
+``(MemTotal - MemFree) x 1024 - cold``, for a cgroup its usage with page cache minus its
+cold bytes. The NodeMetric reporter reads the latter under the ``usageWithHotPageCache``
+memory policy.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from koordlet.metriccache import Key, Rows, kinds
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, PodCgroups
+from koordlet.system import kidled, proc
+from koordlet.system.cgroup.stats import Stat
+from koordlet.system.errors import HostError
+
+log = logging.getLogger(__name__)
+
+_IDLE_PAGE_STATS = "memory.idle_page_stats"
+_MEMORY = frozenset({Stat.MEMORY})
+
+
+class ColdPageCollector(CollectorBase):
+    NAME = "ColdPageCollector"
+
+    def __init__(self, ctx: CollectContext) -> None:
+        super().__init__(ctx, ctx.config.coldpage_collector_interval)
+        self._kidled_started = False
+
+    def enabled(self) -> bool:
+        if not self.ctx.gates.enabled("ColdPageCollector"):
+            return False
+        ok, why = kidled.supported(self.ctx.paths)
+        if ok and self.ctx.cgroups.version != 1:
+            ok, why = False, "memory.idle_page_stats exists only on cgroup v1"
+        if not ok:
+            log.warning("ColdPageCollector disabled: %s", why)
+        return ok
+
+    def _cold_bytes(self, relative: str) -> int | None:
+        try:
+            text = self.ctx.cgroups.read_text(_IDLE_PAGE_STATS, relative)
+            return kidled.parse_cold_page_bytes(text, relative or "/")
+        except HostError as err:
+            log.debug("no cold pages for %r: %s", relative, err.strerror)
+            return None
+
+    def collect(self, now: float) -> None:
+        if not self._kidled_started:
+            try:
+                kidled.enable(self.ctx.paths)
+            except HostError as err:
+                log.warning("cannot start kidled (retried next round): %s", err)
+                return
+            self._kidled_started = True
+            log.info("kidled started: scan period %ss, hierarchical", kidled.DEFAULT_SCAN_PERIOD_SECONDS)
+        rows = Rows(now)
+        node_cold = self._cold_bytes("")
+        if node_cold is not None:
+            rows.extend(kinds.NODE_MEMORY_COLD_PAGE_SIZE, [()], [float(node_cold)])
+            try:
+                meminfo = proc.read_meminfo(self.ctx.paths)
+                used = (meminfo.kib("MemTotal") - meminfo.kib("MemFree")) * 1024
+                rows.extend(kinds.NODE_MEMORY_WITH_HOT_PAGE_USAGE, [()], [float(max(used - node_cold, 0))])
+            except (OSError, KeyError) as err:
+                log.warning("cannot read the node's memory: %s", err)
+        targets = PodCgroups.of(self.ctx.states.get_all_pods())
+        memory = self.ctx.reader.read_columns(targets.dirs, _MEMORY).columns[Stat.MEMORY]
+        cold_kinds = (kinds.CONTAINER_MEMORY_COLD_PAGE_SIZE, kinds.POD_MEMORY_COLD_PAGE_SIZE)
+        hot_kinds = (kinds.CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE, kinds.POD_MEMORY_WITH_HOT_PAGE_USAGE)
+        for index, (ident, relative) in enumerate(zip(targets.ids, targets.dirs, strict=True)):
+            cold = self._cold_bytes(relative)
+            if cold is None:
+                continue
+            is_pod = int(index >= targets.containers)
+            key: list[Key] = [(ident,)]
+            rows.extend(cold_kinds[is_pod], key, [float(cold)])
+            stat = memory[index]
+            if stat is not None:  # usage with page cache: every field of MemoryStat
+                rows.extend(hot_kinds[is_pod], key, [float(max(sum(stat) - cold, 0))])
+        self.ctx.cache.append_rows(rows)
+        self.started = True
