@@ -1,0 +1,106 @@
+"""ColdPageCollector on fake kidled trees: kidled turned on, cold and hot-page usage of the
+node, pods and containers; a kernel without kidled disables it."""
+
+from __future__ import annotations
+
+import pytest
+
+from koordlet.metriccache import kinds
+from koordlet.metricsadvisor.collectors.coldmemoryresource import ColdPageCollector
+from koordlet.system.errors import MalformedContentError
+from koordlet.system.kidled import parse_cold_page_bytes
+from tests.fakes.host import FakeHost
+from tests.fakes.pods import make_pod
+from tests.koordlet.metricsadvisor.conftest import make_context
+
+T0 = 1_000_000.0
+ROWS = ("csei", "dsei", "cfei", "dfei", "csui", "dsui", "cfui", "dfui")
+ROWS += ("csea", "dsea", "cfea", "dfea", "csua", "dsua", "cfua", "dfua", "slab")
+
+
+def idle_page_stats(per_row: dict[str, list[int]]) -> str:
+    header = [
+        "# version: 1.0",
+        "# page_scans: 24",
+        "# slab_scans: 0",
+        "# scan_period_in_seconds: 5",
+        "# use_hierarchy: 1",
+        "# buckets: 1,2,5,15,30,60,120,240",
+        "#",
+        "#   _-----=> clean/dirty",
+        "#  / _----=> swap/file",
+        "# | / _---=> evict/unevict",
+        "# || / _--=> inactive/active",
+        "# ||| / _-=> slab",
+        "# |||| /",
+        "# |||||  [1,2) [2,5) [5,15) [15,30) [30,60) [60,120) [120,240) [240,+inf)",
+    ]
+    rows = [f"  {name} " + " ".join(str(v) for v in per_row.get(name, [0] * 8)) for name in ROWS]
+    return "\n".join(header + rows) + "\n"
+
+
+def test_cold_bytes_are_inactive_file_pages_from_the_sixth_bucket():
+    text = idle_page_stats(
+        {
+            "cfei": [1, 1, 1, 1, 1, 100, 200, 300],
+            "dfui": [0, 0, 0, 0, 0, 0, 0, 7],
+            "csea": [9, 9, 9, 9, 9, 9, 9, 9],  # active: never cold
+        }
+    )
+    assert parse_cold_page_bytes(text) == 607
+    with pytest.raises(MalformedContentError):
+        parse_cold_page_bytes("# version: 1.0\n  cfei 1 2\n")
+
+
+def _kidled(host: FakeHost) -> None:
+    host.write("sys/kernel/mm/kidled/scan_period_in_seconds", "0\n")
+    host.write("sys/kernel/mm/kidled/use_hierarchy", "0\n")
+
+
+def test_without_kidled_the_collector_is_disabled(fake_host, states, caplog):
+    ctx = make_context(fake_host, states, {"ColdPageCollector": True})
+    assert not ColdPageCollector(ctx).enabled()
+    assert any("no kidled" in r.getMessage() for r in caplog.records)
+
+
+def test_disabled_without_the_gate(fake_host, states):
+    _kidled(fake_host)
+    assert not ColdPageCollector(make_context(fake_host, states)).enabled()
+
+
+def test_node_pod_and_container_cold_and_hot_usage(fake_host, states):
+    host = fake_host
+    _kidled(host)
+    if host.version == "v2":  # memory.idle_page_stats is a v1 file
+        assert not ColdPageCollector(make_context(host, states, {"ColdPageCollector": True})).enabled()
+        return
+    host.set_meminfo(MemTotal=16_000_000, MemFree=4_000_000, MemAvailable=10_000_000)
+    cid = "containerd://" + "a" * 64
+    meta = states.add(make_pod("web").kube_qos("Burstable").container("app", cid=cid).build())
+    host.add_pod("Burstable", meta.uid, [cid])
+    container_dir = meta.containers[0].cgroup_dir
+    cold = {"cfei": [0, 0, 0, 0, 0, 1 << 20, 0, 0]}
+    host.write_cgroup("memory", "", "memory.idle_page_stats", idle_page_stats({"dfei": [0] * 7 + [3 << 30]}))
+    host.write_cgroup("memory", meta.cgroup_dir, "memory.idle_page_stats", idle_page_stats(cold))
+    host.write_cgroup("memory", container_dir, "memory.idle_page_stats", idle_page_stats(cold))
+    for relative in (meta.cgroup_dir, container_dir):
+        host.set_memory_stat(relative, active_anon=100 << 20, inactive_file=50 << 20, active_file=10 << 20)
+    ctx = make_context(host, states, {"ColdPageCollector": True})
+    collector = ColdPageCollector(ctx)
+    assert collector.enabled()
+    assert collector.interval == 5.0
+    collector.collect(T0)
+    assert host.read("sys/kernel/mm/kidled/scan_period_in_seconds").strip() == "5"
+    assert host.read("sys/kernel/mm/kidled/use_hierarchy").strip() == "1"
+
+    def last(kind, **labels):
+        result = ctx.cache.query(kind, 0, 1e12, **labels)
+        return result.value("last") if result.count() else None
+
+    assert last(kinds.NODE_MEMORY_COLD_PAGE_SIZE) == 3 << 30
+    assert last(kinds.NODE_MEMORY_WITH_HOT_PAGE_USAGE) == 12_000_000 * 1024 - (3 << 30)
+    assert last(kinds.POD_MEMORY_COLD_PAGE_SIZE, pod_uid=meta.uid) == 1 << 20
+    assert last(kinds.POD_MEMORY_WITH_HOT_PAGE_USAGE, pod_uid=meta.uid) == (160 << 20) - (1 << 20)
+    assert last(kinds.CONTAINER_MEMORY_COLD_PAGE_SIZE, container_id=cid) == 1 << 20
+    assert last(kinds.CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE, container_id=cid) == (159 << 20)
+    assert collector.started
