@@ -109,7 +109,7 @@ def calculate_batch(
     get_usage = usages.get
     low = _LOW_PRIORITY_CLASSES
     lse = QoSClass.LSE
-    for key, _, active, priority, qos, req_cpu, req_mem in pods:
+    for key, _, active, priority, qos, req_cpu, req_mem, _ in pods:
         if not active:
             continue
         used = get_usage(key)

@@ -12,10 +12,13 @@ Order of decisions, as upstream's noderesource reconciler takes them:
    batch and mid resources are removed;
 3. NodeMetric missing, without ``status.updateTime``, or older than ``degradeTimeMinutes``:
    batch and mid resources are removed (degraded);
-4. otherwise :mod:`.mid` and :mod:`.batch` compute the four quantities; batch-memory and
-   batch-cpu then lose what third-party allocations of batch priority hold on the node
-   (``node.koordinator.sh/thirdPartyAllocations``, floor zero), the value before that
-   being recorded in ``node.koordinator.sh/originExtendedAllocatable``.
+4. otherwise :mod:`.mid` and :mod:`.batch` compute the four quantities; batch-cpu is then
+   scaled by the node's CPU normalization ratio when it is above 1 (``MultiplyMilliQuant``
+   then rounded up to a whole milli-core, as upstream's prepare step; mid-cpu is not
+   scaled); batch-memory and batch-cpu then lose what third-party allocations of batch
+   priority hold on the node (``node.koordinator.sh/thirdPartyAllocations``, floor zero),
+   the value before that (after scaling, as upstream) being recorded in
+   ``node.koordinator.sh/originExtendedAllocatable``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from koordinator.api.extension.node import (
     OriginAllocatable,
 )
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
-from koordinator.api.quantity import Format, Quantity
+from koordinator.api.quantity import Format, Quantity, ceil_div_away
 from koordinator.api.sloconfig.config import (
     SLOControllerConfig,
     cluster_colocation_strategy,
@@ -54,6 +57,7 @@ __all__ = [
     "StrategyResolver",
     "calculate",
     "degrade_reason",
+    "normalized_batch_cpu",
     "origin_annotation",
 ]
 
@@ -189,6 +193,12 @@ class Calculation:
         }
 
 
+def normalized_batch_cpu(milli: int, ratio: float) -> int:
+    """batch-cpu (milli-cores) x ``ratio``: ``MultiplyMilliQuant`` (truncated to a milli-unit of
+    the milli-core count), then rounded up to an integer as node status requires."""
+    return ceil_div_away(int(float(milli * 1000) * ratio), 1000)
+
+
 def origin_annotation(origin: BatchAllocatable) -> str:
     """The ``originExtendedAllocatable`` annotation value for batch resources before third parties."""
     return OriginAllocatable(
@@ -222,8 +232,14 @@ def calculate(
     *,
     resolver: StrategyResolver | None = None,
     trace: Trace | None = None,
+    cpu_normalization_ratio: float | None = None,
 ) -> Calculation:
-    """Batch and mid resources for ``node`` at time ``now`` (seconds since the epoch)."""
+    """Batch and mid resources for ``node`` at time ``now`` (seconds since the epoch).
+
+    ``cpu_normalization_ratio`` is the ratio batch-cpu is scaled by; without it, the node's
+    own ``cpu-normalization-ratio`` annotation (the controller passes the ratio it writes
+    in the same reconcile).
+    """
     if resolver is None or resolver.config is not config:
         resolver = StrategyResolver(config)
     strategy, strategy_problems = resolver.for_node(node)
@@ -265,6 +281,17 @@ def calculate(
         )
     pod_list = pods if isinstance(pods, list | tuple) else list(pods)
     batch = calculate_batch(strategy, node, metric, pod_list, trace)
+    ratio = node.cpu_normalization_ratio if cpu_normalization_ratio is None else cpu_normalization_ratio
+    if ratio is not None and ratio > 1:
+        batch = BatchAllocatable(normalized_batch_cpu(batch.cpu, ratio), batch.memory)
+        if trace is not None:
+            trace.values(
+                "batch.cpuNormalization",
+                batch.cpu,
+                None,
+                f"batch-cpu x cpu-normalization-ratio {ratio:.2f} "
+                "(node.koordinator.sh/cpu-normalization-ratio)",
+            )
     third_party = node.third_party_batch
     if third_party is not None:
         result.origin_batch = batch

@@ -3,18 +3,26 @@
 Watches (upstream's): Nodes (a change of anything the calculation reads -- not kubelet
 heartbeats), NodeMetrics (any status change; a deleted NodeMetric also forgets when the
 node was last written, so the next result is written at once), the
-``colocation-config`` key of the slo-controller-config (every node) and, with a device
+``colocation-config``, ``cpu-normalization-config`` and ``resource-amplification-config``
+keys of the slo-controller-config (every node), NodeResourceTopologies (created with CPU
+basic info or cpu/memory zones, or a change of either) and, with a device
 plug-in enabled, Device objects (named after their node: created, deleted, or ``spec``
 changed -- a change of labels alone is picked up by the node's next reconcile). Pods are
 read from the cache at reconcile time; their changes reach the node with the next
 NodeMetric report.
 
-Plug-ins (``--noderesource-plugins``, upstream's names): MidResource, BatchResource,
-GPUDeviceResource, RDMADeviceResource, all on by default. A disabled plug-in's resources
-(and labels) are left on the node as they are.
+Plug-ins (``--noderesource-plugins``, upstream's names): CPUNormalization,
+ResourceAmplification, MidResource, BatchResource, GPUDeviceResource, RDMADeviceResource,
+all on by default. A disabled plug-in's resources (labels, annotations) are left on the
+node as they are.
 
 Reconcile of one node:
 
+0. CPUNormalization (:mod:`.normalization`) and ResourceAmplification
+   (:mod:`.amplification`): the ``cpu-normalization-ratio`` and
+   ``resource-amplification-ratio`` annotations, from their own config keys and the
+   NodeResourceTopology's ``cpu-basic-info``, whatever the colocation config says (a key
+   broken since the manager started leaves its annotation as it is);
 1. the device plug-ins (:mod:`.devices`): the node's device resources and GPU labels from
    its Device object. They read neither the colocation config nor the NodeMetric, so they
    run whatever those say -- colocation disabled, NodeMetric missing or stale, even a
@@ -23,17 +31,21 @@ Reconcile of one node:
    disabled);
 2. batch and mid: nothing while the colocation config is unavailable (broken since the
    manager started); otherwise :func:`~.calculator.calculate` on the cached Node,
-   NodeMetric and the node's pods, and :func:`~.sync.decide` whether to write;
+   NodeMetric and the node's pods (batch-cpu scaled by the normalization ratio the node
+   carries after this reconcile), and :func:`~.sync.decide` whether to write;
 3. the writes, on the resourceVersion of the cached Node the decisions were made on: a
    write decided on an old version (a paused former leader's, or one racing a kubelet
    status update) gets a Conflict and the node is reconciled again on a newer version,
    never overwriting newer values. First one metadata merge patch when labels (GPU model
-   and driver version) or the ``originExtendedAllocatable`` annotation (nodes with
-   third-party batch allocations) change, then one JSON merge patch of ``nodes/status``
+   and driver version) or annotations (the two ratios; ``originExtendedAllocatable`` on
+   nodes with third-party batch allocations) change, then one JSON merge patch of ``nodes/status``
    that sets (or removes, with ``null``) batch-cpu, batch-memory, mid-cpu and mid-memory
    (when batch and mid are written) and the changed device resources, in ``capacity`` and
    ``allocatable`` together, on the version the metadata patch made;
-4. the key comes back when the NodeMetric would turn stale (so a silent koordlet leads to
+4. BatchResource's NUMA level (:mod:`.numalevel`): the zones' batch-cpu/batch-memory in the
+   node's NodeResourceTopology (merge patch of ``zones`` on the version read; zeroed
+   while the node's batch resources are removed);
+5. the key comes back when the NodeMetric would turn stale (so a silent koordlet leads to
    degradation without any event) or when a pending small change falls due.
 
 Removing batch or mid resources from a node that had them (colocation disabled,
@@ -50,7 +62,8 @@ from typing import Any
 
 from controlplane.manager.controllers.context import FIELD_MANAGER, ControllerContext
 from controlplane.manager.controllers.metrics import FAILED, SUCCEEDED, UNIT_BYTE, UNIT_INTEGER
-from controlplane.manager.controllers.noderesource import batch, mid
+from controlplane.manager.controllers.noderesource import amplification, batch, mid, normalization
+from controlplane.manager.controllers.noderesource.amplification import calculate_amplification
 from controlplane.manager.controllers.noderesource.calculator import (
     Calculation,
     StrategyResolver,
@@ -66,6 +79,18 @@ from controlplane.manager.controllers.noderesource.devices import (
     device_quantity,
     device_view,
 )
+from controlplane.manager.controllers.noderesource.normalization import (
+    calculate_normalization,
+    normalization_changed,
+)
+from controlplane.manager.controllers.noderesource.numalevel import (
+    NRTView,
+    calculate_zone_batch,
+    nrt_view,
+    reset_quantities,
+    updated_zones,
+    zone_quantities,
+)
 from controlplane.manager.controllers.noderesource.plugins import PLUGINS
 from controlplane.manager.controllers.noderesource.sync import decide, status_patch
 from controlplane.manager.controllers.noderesource.views import (
@@ -78,10 +103,22 @@ from controlplane.manager.controllers.noderesource.views import (
     pod_view,
 )
 from controlplane.reactor import Result, TemporaryError
-from koordinator.api.extension.node import ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE
+from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.node import (
+    ANNOTATION_CPU_NORMALIZATION_RATIO,
+    ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO,
+    ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
+    get_cpu_normalization_ratio,
+)
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from koordinator.api.quantity import Quantity
-from koordinator.api.sloconfig.config import COLOCATION_CONFIG_KEY
+from koordinator.api.sloconfig.config import (
+    COLOCATION_CONFIG_KEY,
+    CPU_NORMALIZATION_CONFIG_KEY,
+    RESOURCE_AMPLIFICATION_CONFIG_KEY,
+    cpu_normalization_strategy_for_node,
+    resource_amplification_strategy_for_node,
+)
 from koordinator.kube import resources as res
 from koordinator.kube.errors import ConflictError, NotFoundError
 from koordinator.kube.events import NORMAL, WARNING
@@ -107,6 +144,32 @@ class SyncRecord:
     time: float
     written: Mapping[str, Quantity]
     versions_before: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class MetaRecord:
+    """The last annotation write of CPUNormalization and ResourceAmplification to a node
+    (``None`` removes) and the node's resourceVersions before its last patch."""
+
+    annotations: Mapping[str, str | None]
+    versions_before: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class MetaChanges:
+    """The annotations to write (``None`` removes) and the CPU normalization ratio the node
+    carries once they are written (``None``: none)."""
+
+    annotations: dict[str, str | None]
+    ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneRecord:
+    """The last NodeResourceTopology write: when, and the object's resourceVersion before it."""
+
+    time: float
+    version_before: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,9 +224,23 @@ class NodeResourceController:
                 on_update=self._device_updated,
                 on_delete=self._device_deleted,
             )
+        #: the NodeResourceTopologies: CPU basic info (CPUNormalization), zones (BatchResource)
+        self.nrts: Consumer[NRTView] | None = None
+        if self.plugins & {normalization.NAME, batch.NAME}:
+            self.nrts = factory.informer(res.NODE_RESOURCE_TOPOLOGIES).add_consumer(
+                nrt_view,
+                name="noderesource-nrts",
+                on_add=self._nrt_added,
+                on_update=self._nrt_updated,
+                on_delete=self._nrt_deleted,
+            )
         ctx.config.subscribe(self._config_changed)
         self._records: dict[str, SyncRecord] = {}
         self._device_records: dict[str, DeviceRecord] = {}
+        self._meta_records: dict[str, MetaRecord] = {}
+        self._zone_records: dict[str, ZoneRecord] = {}
+        #: the last reason each node's annotation could not be computed (logged when it changes)
+        self._meta_errors: dict[tuple[str, str], str] = {}
         self._resolver: StrategyResolver | None = None
         self._waiting_for_config = False
 
@@ -175,9 +252,29 @@ class NodeResourceController:
 
     def _node_deleted(self, node: NodeView | Tombstone[NodeView]) -> None:
         name = node.key if isinstance(node, Tombstone) else node.name
+        self._forget(name)
+        self.ctx.metrics.forget_allocatable(name)
+
+    def _forget(self, name: str) -> None:
         self._records.pop(name, None)
         self._device_records.pop(name, None)
-        self.ctx.metrics.forget_allocatable(name)
+        self._meta_records.pop(name, None)
+        self._zone_records.pop(name, None)
+        for plugin in (normalization.NAME, amplification.NAME):
+            self._meta_errors.pop((name, plugin), None)
+
+    def _nrt_added(self, nrt: NRTView) -> None:
+        # upstream: a NodeResourceTopology with CPU basic info or with cpu/memory zones
+        if nrt.basic_info is not None or nrt.has_cpu_memory:
+            self.reactor.enqueue(nrt.name)
+
+    def _nrt_updated(self, old: NRTView, new: NRTView) -> None:
+        # the batch entries this controller writes change neither key
+        if old.basic_info_key() != new.basic_info_key() or old.cpu_memory_key() != new.cpu_memory_key():
+            self.reactor.enqueue(new.name)
+
+    def _nrt_deleted(self, nrt: NRTView | Tombstone[NRTView]) -> None:
+        self._zone_records.pop(nrt.key if isinstance(nrt, Tombstone) else nrt.name, None)
 
     def _device_added(self, device: DeviceView) -> None:
         if device.problem:
@@ -206,6 +303,7 @@ class NodeResourceController:
     def _config_changed(self, keys: set[str]) -> None:
         if COLOCATION_CONFIG_KEY in keys:
             self._resolver = None
+        if keys & {COLOCATION_CONFIG_KEY, CPU_NORMALIZATION_CONFIG_KEY, RESOURCE_AMPLIFICATION_CONFIG_KEY}:
             self.enqueue_all()
 
     def enqueue_all(self) -> None:
@@ -237,19 +335,27 @@ class NodeResourceController:
             self._waiting_for_config = False
         node = self.nodes.store.get(name)
         if node is None:
-            self._records.pop(name, None)
-            self._device_records.pop(name, None)
+            self._forget(name)
             return None
         now = ctx.clock.time()
         devices = self._device_changes(node)
+        meta = self._meta_changes(node)
         if not available:
-            if devices:
-                await self._write_guarded(node, None, {}, devices, now)
+            if devices or meta.annotations:
+                await self._write_guarded(node, None, {}, devices, now, meta)
             return None
         metric = self.node_metrics.store.get(name)
         store = self.pods.store
         pods = [pod for key in store.index_keys(POD_NODE_INDEX, name) if (pod := store.get(key)) is not None]
-        calc = calculate(ctx.config.config, node, metric, pods, now, resolver=self.resolver())
+        calc = calculate(
+            ctx.config.config,
+            node,
+            metric,
+            pods,
+            now,
+            resolver=self.resolver(),
+            cpu_normalization_ratio=meta.ratio,
+        )
         self._record_metrics(node.name, calc)
         full = calc.desired()
         desired = {resource: full[resource] for resource in self.owned}
@@ -265,11 +371,13 @@ class NodeResourceController:
             strategy=calc.strategy,
             current=current,
         )
-        written = decision.write or bool(devices)
+        written = decision.write or bool(devices) or bool(meta.annotations)
         if written and not await self._write_guarded(
-            node, calc if decision.write else None, desired, devices, now
+            node, calc if decision.write else None, desired, devices, now, meta
         ):
             return None
+        if batch.NAME in self.plugins:
+            await self._sync_zones(node, calc, metric, pods, meta.ratio, now)
         if not decision.write and record is None:
             # the node already holds the result: count it as written now for the time threshold
             self._records[name] = SyncRecord(now, _present(desired), frozenset({node.resource_version}))
@@ -311,13 +419,13 @@ class NodeResourceController:
         desired: dict[str, Quantity | None],
         devices: DeviceChanges,
         now: float,
+        meta: MetaChanges,
     ) -> bool:
         """:meth:`_write`, its failures counted; ``False`` when the node is gone."""
         try:
-            await self._write(node, calc, desired, devices, now)
+            await self._write(node, calc, desired, devices, now, meta)
         except NotFoundError:
-            self._records.pop(node.name, None)
-            self._device_records.pop(node.name, None)
+            self._forget(node.name)
             return False
         except ConflictError as exc:
             self.ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeFailed")
@@ -357,17 +465,22 @@ class NodeResourceController:
         desired: dict[str, Quantity | None],
         devices: DeviceChanges,
         now: float,
+        meta: MetaChanges,
     ) -> None:
-        """Write ``desired`` (batch and mid, when ``calc`` is given) and ``devices`` to ``node``."""
+        """Write ``desired`` (batch and mid, when ``calc`` is given), ``devices`` and the
+        ``meta`` annotations to ``node``."""
         client = self.ctx.client
         # every patch is conditional on the version the decision was made on (see the module doc)
         version = node.resource_version
         before = {version}  # the versions the node has until the last patch is made
         metadata: dict[str, Any] = {}
+        annotations: dict[str, str | None] = dict(meta.annotations)
         if calc is not None and calc.origin_batch is not None:
             origin = origin_annotation(calc.origin_batch)
             if origin != node.origin_annotation:
-                metadata["annotations"] = {ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE: origin}
+                annotations[ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE] = origin
+        if annotations:
+            metadata["annotations"] = annotations
         if devices.labels:
             metadata["labels"] = dict(devices.labels)
         if metadata:
@@ -391,6 +504,15 @@ class NodeResourceController:
                 field_manager=FIELD_MANAGER,
             )
         versions_before = frozenset(before)
+        if meta.annotations:
+            self._meta_records[node.name] = MetaRecord(dict(meta.annotations), versions_before)
+            log.info(
+                "noderesource: node %s: %s",
+                node.name,
+                ", ".join(
+                    f"annotation {k}={v if v is not None else 'removed'}" for k, v in meta.annotations.items()
+                ),
+            )
         if devices:
             self._device_records[node.name] = DeviceRecord(devices, versions_before)
             log.info(
@@ -419,6 +541,143 @@ class NodeResourceController:
                 f"removed {', '.join(removed)}: {why}",
                 kind="Node",
             )
+
+    def _meta_error(self, node: str, plugin: str, error: str) -> None:
+        """Count a plug-in failure; log it when the node's reason changes (not every minute)."""
+        self.ctx.metrics.node_resource_plugin.inc(plugin, FAILED, "calculateFailed")
+        key = (node, plugin)
+        if self._meta_errors.get(key) != error:
+            self._meta_errors[key] = error
+            log.warning("noderesource: %s of node %s left as it is: %s", plugin, node, error)
+
+    def _meta_changes(self, node: NodeView) -> MetaChanges:
+        """The annotations CPUNormalization and ResourceAmplification change on ``node``.
+
+        Each runs when enabled and its config key is usable (a key broken since the
+        manager started leaves the annotation as it is), whatever the colocation config
+        says: both have their own ``enable``.
+        """
+        current: dict[str, str | None] = {
+            ANNOTATION_CPU_NORMALIZATION_RATIO: node.normalization_annotation,
+            ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO: node.amplification_annotation,
+        }
+        record = self._meta_records.get(node.name)
+        if record is not None:
+            if node.resource_version in record.versions_before:
+                current.update(record.annotations)  # our last write has not reached the cache yet
+            else:
+                del self._meta_records[node.name]
+        cache = self.ctx.config
+        config = cache.config
+        source = {"metadata": {"name": node.name, "labels": dict(node.labels)}}
+        changes: dict[str, str | None] = {}
+        ratio_text = current[ANNOTATION_CPU_NORMALIZATION_RATIO]
+        if (
+            normalization.NAME in self.plugins
+            and cache.synced
+            and not cache.is_unavailable(CPU_NORMALIZATION_CONFIG_KEY)
+        ):
+            nrt = self.nrts.store.get(node.name) if self.nrts is not None else None
+            result = calculate_normalization(
+                cpu_normalization_strategy_for_node(config, source),
+                node.labels,
+                nrt.basic_info if nrt is not None else None,
+                (nrt.basic_info_problem or "") if nrt is not None else "NodeResourceTopology not found",
+            )
+            if result.error:
+                self._meta_error(node.name, normalization.NAME, result.error)
+            elif result.ratio is None:
+                self._meta_errors.pop((node.name, normalization.NAME), None)
+                self.ctx.metrics.node_resource_plugin.inc(normalization.NAME, SUCCEEDED, "disabled")
+                if ratio_text is not None:
+                    changes[ANNOTATION_CPU_NORMALIZATION_RATIO] = None
+                    ratio_text = None
+            else:
+                self._meta_errors.pop((node.name, normalization.NAME), None)
+                self.ctx.metrics.node_resource_plugin.inc(normalization.NAME, SUCCEEDED, "calculated")
+                if normalization_changed(ratio_text, result.ratio):
+                    changes[ANNOTATION_CPU_NORMALIZATION_RATIO] = result.ratio
+                    ratio_text = result.ratio
+        try:
+            ratio = get_cpu_normalization_ratio(
+                {ANNOTATION_CPU_NORMALIZATION_RATIO: ratio_text} if ratio_text else None
+            )
+        except AnnotationError:
+            ratio = None
+        if (
+            amplification.NAME in self.plugins
+            and cache.synced
+            and not cache.is_unavailable(RESOURCE_AMPLIFICATION_CONFIG_KEY)
+        ):
+            strategy = resource_amplification_strategy_for_node(config, source)
+            amplified = calculate_amplification(strategy, ratio)
+            if amplified.error:
+                self._meta_error(node.name, amplification.NAME, amplified.error)
+            else:
+                self._meta_errors.pop((node.name, amplification.NAME), None)
+                self.ctx.metrics.node_resource_plugin.inc(amplification.NAME, SUCCEEDED, "calculated")
+                if amplified.annotation != current[ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO]:
+                    changes[ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO] = amplified.annotation
+        return MetaChanges(changes, ratio)
+
+    async def _sync_zones(
+        self,
+        node: NodeView,
+        calc: Calculation,
+        metric: NodeMetricView | None,
+        pods: list[PodView],
+        ratio: float | None,
+        now: float,
+    ) -> None:
+        """Write the zones' batch resources into the node's NodeResourceTopology (see :mod:`.numalevel`)."""
+        nrt = self.nrts.store.get(node.name) if self.nrts is not None else None
+        if nrt is None or not nrt.has_cpu_memory:
+            return
+        record = self._zone_records.get(node.name)
+        if record is not None and nrt.resource_version == record.version_before:
+            return  # our last write has not reached the cache yet
+        strategy = calc.strategy
+        if calc.batch is None or metric is None:
+            desired = {zone.name: reset_quantities() for zone in nrt.zones}
+            add = False
+        else:
+            zone_batch = calculate_zone_batch(strategy, node, metric, pods, nrt.zones)
+            desired = {name: zone_quantities(amounts, ratio) for name, amounts in zone_batch.items()}
+            add = True
+        period = strategy.update_time_threshold_seconds or 0
+        force = record is None or now > record.time + period
+        zones = updated_zones(
+            nrt.zones_json, desired, threshold=strategy.resource_diff_threshold or 0.0, force=force, add=add
+        )
+        if zones is None:
+            if record is None:
+                self._zone_records[node.name] = ZoneRecord(now, "")
+            return
+        try:
+            await self.ctx.client.patch(
+                res.NODE_RESOURCE_TOPOLOGIES,
+                node.name,
+                {"metadata": {"resourceVersion": nrt.resource_version}, "zones": zones},
+                field_manager=FIELD_MANAGER,
+            )
+        except NotFoundError:
+            return
+        except ConflictError as exc:
+            self.ctx.metrics.node_resource_reconcile.inc(FAILED, "updateNodeResourceTopology")
+            raise TemporaryError(
+                f"NodeResourceTopology {node.name} changed since "
+                f"resourceVersion {nrt.resource_version}: {exc}"
+            ) from exc
+        self._zone_records[node.name] = ZoneRecord(now, nrt.resource_version)
+        self.ctx.metrics.node_resource_reconcile.inc(SUCCEEDED, "updateNodeResourceTopology")
+        log.info(
+            "noderesource: NodeResourceTopology %s: %s",
+            node.name,
+            "; ".join(
+                f"{zone}: " + ", ".join(f"{n}={q}" for n, q in values.items())
+                for zone, values in desired.items()
+            ),
+        )
 
     def _record_metrics(self, node: str, calc: Calculation) -> None:
         metrics = self.ctx.metrics

@@ -114,7 +114,7 @@ def calculate_mid(
     reserved = node.kubelet_reserved.max(node.annotation_reserved).max(system_used)
     prod_cpu = prod_memory = prod_count = 0
     not_prod = _NOT_PROD
-    for _, _, active, priority, _, req_cpu, req_mem in pods:
+    for _, _, active, priority, _, req_cpu, req_mem, _ in pods:
         if active and priority not in not_prod:
             prod_count += 1
             prod_cpu += req_cpu

@@ -24,11 +24,15 @@ from controlplane.manager.controllers.noderesource.devices import DEVICE_RESOURC
 from koordinator.api import resourcelist
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.node import (
+    ANNOTATION_CPU_NORMALIZATION_RATIO,
     ANNOTATION_NODE_COLOCATION_STRATEGY,
+    ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO,
     ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
+    get_cpu_normalization_ratio,
     get_third_party_allocations,
     node_reserved_resources,
 )
+from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS, get_resource_status
 from koordinator.api.extension.priority import PriorityClass, get_pod_priority_class_with_default
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_with_default
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
@@ -195,6 +199,20 @@ class PodView(NamedTuple):
     qos: QoSClass
     cpu_request: int
     memory_request: int
+    #: the NUMA nodes of the pod's ``resource-status`` allocation (empty: not bound, or unreadable)
+    numa_nodes: tuple[int, ...] = ()
+
+
+def _numa_nodes(annotations: Mapping[str, Any] | None) -> tuple[int, ...]:
+    """The NUMA node ids the scheduler allocated to the pod; empty when none or unreadable
+    (upstream then spreads the pod evenly over the zones, as one not bound to any)."""
+    if not annotations or ANNOTATION_RESOURCE_STATUS not in annotations:
+        return ()
+    try:
+        status = get_resource_status(annotations)
+    except (AnnotationError, ModelError):
+        return ()
+    return tuple(sorted({int(numa.node) for numa in status.numa_node_resources}))
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -216,6 +234,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         qos=get_pod_qos_class_with_default(pod),
         cpu_request=cpu,
         memory_request=memory,
+        numa_nodes=_numa_nodes(meta.get("annotations")),
     )
 
 
@@ -353,7 +372,9 @@ class NodeView:
     ``strategy_annotation`` feed the per-node colocation strategy
     (:class:`~.calculator.StrategyResolver`); the device plug-ins compare the GPU labels.
     ``third_party_batch`` sums the ``thirdPartyAllocations`` of batch priority (``None``
-    when the node has none).
+    when the node has none). ``normalization_annotation``/``amplification_annotation`` are
+    the raw ``cpu-normalization-ratio`` and ``resource-amplification-ratio`` values, and
+    ``cpu_normalization_ratio`` the first one read (``None`` when absent or unreadable).
     """
 
     name: str
@@ -370,6 +391,9 @@ class NodeView:
     capacity_ext: Mapping[str, Quantity] = field(default_factory=dict)
     device_allocatable: Mapping[str, int] = field(default_factory=dict)
     device_capacity: Mapping[str, int] = field(default_factory=dict)
+    normalization_annotation: str | None = None
+    amplification_annotation: str | None = None
+    cpu_normalization_ratio: float | None = None
     problems: tuple[str, ...] = ()
 
     @property
@@ -391,6 +415,8 @@ class NodeView:
             self.capacity_ext,
             self.device_allocatable,
             self.device_capacity,
+            self.normalization_annotation,
+            self.amplification_annotation,
         )
 
 
@@ -446,6 +472,11 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
             third_party = _sum_batch(a.resources for a in batch)
     capacity = status.get("capacity")
     allocatable = status.get("allocatable")
+    try:
+        normalization = get_cpu_normalization_ratio(annotations)
+    except AnnotationError as exc:
+        problems.append(f"ignoring node annotation: {exc}")
+        normalization = None
     return NodeView(
         name=str(meta.get("name") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
@@ -461,6 +492,9 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
         capacity_ext=_extended(capacity, problems, "status.capacity"),
         device_allocatable=_device_amounts(allocatable, problems, "status.allocatable"),
         device_capacity=_device_amounts(capacity, problems, "status.capacity"),
+        normalization_annotation=annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO),
+        amplification_annotation=annotations.get(ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO),
+        cpu_normalization_ratio=normalization,
         problems=tuple(problems),
     )
 
