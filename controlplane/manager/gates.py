@@ -24,11 +24,7 @@ SCHEDULER = "koord-scheduler"
 DESCHEDULER = "koord-descheduler"
 
 #: manager gates whose behaviour this release does not have -> what is missing
-NOT_BUILT: Mapping[str, str] = {
-    "ColocationProfileController": (
-        "the colocationprofile controller is not built: profiles reach pods through the webhook only"
-    ),
-}
+NOT_BUILT: Mapping[str, str] = {}
 
 #: gates of the shared registry that another component reads -> that component
 OTHER_COMPONENTS: Mapping[str, str] = {

@@ -65,6 +65,7 @@ from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.manager.gates import report_gates
 from controlplane.manager.options import ManagerOptions
+from controlplane.manager.profilerules import existing_pod_rules
 from controlplane.manager.quota_accessor import ApiQuotaAccessor
 from controlplane.manager.server import webhook_app
 from controlplane.manager.webhooks.context import WebhookContext
@@ -193,6 +194,9 @@ class Manager:
                     host=socket.gethostname(),
                     gates=options.gates,
                     noderesource_plugins=options.noderesource_plugins,
+                    colocation_profile=options.colocation_profile,
+                    profile_rules=existing_pod_rules(),
+                    recommendation=options.recommendation,
                 ),
                 metrics=self.slo_metrics,
                 reactor_metrics=self.reactor_metrics,

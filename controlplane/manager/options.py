@@ -26,8 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlplane.manager.certs import MUTATING_CONFIGURATION, VALIDATING_CONFIGURATION, CertPolicy
+from controlplane.manager.controllers.colocationprofile.settings import ColocationProfileSettings
 from controlplane.manager.controllers.noderesource import plugins as noderesource_plugins
-from controlplane.manager.controllers.running import DEFAULT_CONTROLLERS, UNIMPLEMENTED
+from controlplane.manager.controllers.recommendation.settings import RecommendationSettings
+from controlplane.manager.controllers.running import (
+    CONTROLLERS,
+    DEFAULT_CONTROLLERS,
+    OFF_BY_DEFAULT,
+    UNIMPLEMENTED,
+)
 from controlplane.manager.webhooks.context import WebhookOptions
 from controlplane.manager.webhooks.quotaevaluate.evaluator import QuotaUpdatePolicy
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
@@ -99,6 +106,9 @@ class ManagerOptions:
     retry_period_s: float = 2.0
     #: concurrent reconciles per controller
     controller_workers: int = 4
+    #: ``--colocation-profile-*`` and ``--recommendation-*``
+    colocation_profile: ColocationProfileSettings = field(default_factory=ColocationProfileSettings)
+    recommendation: RecommendationSettings = field(default_factory=RecommendationSettings)
 
 
 def _env(environ: Mapping[str, str], name: str, default: str) -> str:
@@ -218,9 +228,46 @@ MANAGER_FLAGS: tuple[ManagerFlag, ...] = (
     ),
     ManagerFlag(
         "--controllers",
-        "controllers to run: '*' for all, 'name' to enable one, '-name' to leave one out "
-        f"(all: {', '.join(DEFAULT_CONTROLLERS)})",
+        "controllers to run: '*' for all on by default, 'name' to enable one, '-name' to leave one out "
+        f"(on by default: {', '.join(DEFAULT_CONTROLLERS)}; off: {', '.join(sorted(OFF_BY_DEFAULT))})",
         ",".join(DEFAULT_CONTROLLERS),
+    ),
+    ManagerFlag(
+        "--colocation-profile-reconcile-by-default",
+        "the colocationprofile controller reconciles every ClusterColocationProfile, not only "
+        "those labelled config.koordinator.sh/controller-managed=true",
+        False,
+        bool_flag,
+    ),
+    ManagerFlag(
+        "--colocation-profile-reconcile-interval",
+        "how often each ClusterColocationProfile is reconciled",
+        "30s",
+    ),
+    ManagerFlag(
+        "--colocation-profile-force-update-pod-duration",
+        "a pod updated for a profile is not updated for it again within this long",
+        "5m",
+    ),
+    ManagerFlag(
+        "--colocation-profile-update-pod-qps",
+        "pod updates per second of the colocationprofile controller",
+        10.0,
+        float,
+    ),
+    ManagerFlag("--colocation-profile-update-pod-qps-burst", "burst of those pod updates", 100, int),
+    ManagerFlag(
+        "--recommendation-safety-margin-percent",
+        "the recommendation controller recommends the usage percentile plus this many percent",
+        15.0,
+        float,
+    ),
+    ManagerFlag("--recommendation-half-life", "a usage sample's weight halves every this long", "24h"),
+    ManagerFlag(
+        "--recommendation-min-samples",
+        "NodeMetric samples a container needs before it is recommended",
+        3,
+        int,
     ),
     ManagerFlag(
         "--noderesource-plugins",
@@ -269,7 +316,12 @@ def add_manager_flags(parser: argparse.ArgumentParser, environ: Mapping[str, str
 
 
 def _select(
-    flag: str, spec: str, known: tuple[str, ...], unimplemented: Mapping[str, str], what: str
+    flag: str,
+    spec: str,
+    known: tuple[str, ...],
+    unimplemented: Mapping[str, str],
+    what: str,
+    off_by_default: frozenset[str] = frozenset(),
 ) -> tuple[str, ...]:
     """Upstream's selection rule: the first mention of a name (``name`` or ``-name``) decides,
     else ``*`` enables it. Naming an unknown or unbuilt one (not to leave it out) is refused."""
@@ -293,15 +345,15 @@ def _select(
                 chosen = False
                 break
             if item == "*":
-                chosen = True
+                chosen = name not in off_by_default
         if chosen:
             enabled.append(name)
     return tuple(enabled)
 
 
 def enabled_controllers(spec: str) -> tuple[str, ...]:
-    """Upstream's ``--controllers`` rule (see :func:`_select`)."""
-    return _select("--controllers", spec, DEFAULT_CONTROLLERS, UNIMPLEMENTED, "controller")
+    """Upstream's ``--controllers`` rule (see :func:`_select`); ``*`` leaves out :data:`OFF_BY_DEFAULT`."""
+    return _select("--controllers", spec, tuple(CONTROLLERS), UNIMPLEMENTED, "controller", OFF_BY_DEFAULT)
 
 
 def enabled_noderesource_plugins(spec: str) -> tuple[str, ...]:
@@ -341,6 +393,32 @@ def _non_negative_seconds(flag: str, text: str) -> float:
     if nanos < 0:
         raise OptionsError(f"{flag}: must not be negative, got {text}")
     return nanos / 1e9
+
+
+def _controller_settings(
+    args: argparse.Namespace,
+) -> tuple[ColocationProfileSettings, RecommendationSettings]:
+    try:
+        colocation = ColocationProfileSettings(
+            reconcile_by_default=args.colocation_profile_reconcile_by_default,
+            reconcile_interval_s=_seconds(
+                "--colocation-profile-reconcile-interval", args.colocation_profile_reconcile_interval
+            ),
+            force_update_pod_s=_seconds(
+                "--colocation-profile-force-update-pod-duration",
+                args.colocation_profile_force_update_pod_duration,
+            ),
+            update_pod_qps=args.colocation_profile_update_pod_qps,
+            update_pod_burst=args.colocation_profile_update_pod_qps_burst,
+        )
+        recommendation = RecommendationSettings(
+            safety_margin=args.recommendation_safety_margin_percent / 100.0,
+            half_life_s=_seconds("--recommendation-half-life", args.recommendation_half_life),
+            min_samples=args.recommendation_min_samples,
+        )
+    except ValueError as exc:
+        raise OptionsError(str(exc)) from None
+    return colocation, recommendation
 
 
 def _quota_update(args: argparse.Namespace) -> QuotaUpdatePolicy:
@@ -395,6 +473,7 @@ def options_from_args(args: argparse.Namespace) -> ManagerOptions:
         )
     if args.controller_workers < 1:
         raise OptionsError("--controller-workers must be at least 1")
+    colocation, recommendation = _controller_settings(args)
     return ManagerOptions(
         gates=args.feature_gates,
         kubeconfig=args.kubeconfig,
@@ -429,4 +508,6 @@ def options_from_args(args: argparse.Namespace) -> ManagerOptions:
         renew_deadline_s=renew_deadline,
         retry_period_s=retry,
         controller_workers=args.controller_workers,
+        colocation_profile=colocation,
+        recommendation=recommendation,
     )

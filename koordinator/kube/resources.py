@@ -220,3 +220,4 @@ ELASTIC_QUOTA_PROFILES = Resource(
     "quota.koordinator.sh", "v1alpha1", "elasticquotaprofiles", "ElasticQuotaProfile", True
 )
 POD_GROUPS = Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", True)
+RECOMMENDATIONS = Resource("analysis.koordinator.sh", "v1alpha1", "recommendations", "Recommendation", True)

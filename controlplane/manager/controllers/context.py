@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from controlplane.manager.controllers.colocationprofile.settings import (
+    ColocationProfileSettings,
+    ProfileRules,
+)
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
+from controlplane.manager.controllers.recommendation.settings import RecommendationSettings
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
 from controlplane.reactor import Controller, ReactorMetrics, Reconciler
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
@@ -37,6 +42,11 @@ class ControllerContext:
     gates: FeatureGates = field(default_factory=lambda: FeatureGates(CONTROL_PLANE_FEATURES))
     #: the noderesource plug-ins to run (``--noderesource-plugins``); ``None``: every built one
     noderesource_plugins: Collection[str] | None = None
+    #: the colocationprofile controller's flags, and the webhook's profile rules it runs
+    colocation_profile: ColocationProfileSettings = field(default_factory=ColocationProfileSettings)
+    profile_rules: ProfileRules | None = None
+    #: the recommendation controller's flags
+    recommendation: RecommendationSettings = field(default_factory=RecommendationSettings)
 
     def controller(
         self, name: str, reconcile: Reconciler, recorder: EventRecorder | None = None

@@ -19,12 +19,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from controlplane.manager.controllers.colocationprofile.controller import ColocationProfileController
+from controlplane.manager.controllers.colocationprofile.settings import (
+    ColocationProfileSettings,
+    ProfileRules,
+)
 from controlplane.manager.controllers.context import ControllerContext
 from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.nodemetric import NodeMetricController
 from controlplane.manager.controllers.noderesource.controller import NodeResourceController
 from controlplane.manager.controllers.nodeslo import NodeSLOController
 from controlplane.manager.controllers.quotaprofile import QuotaProfileController
+from controlplane.manager.controllers.recommendation.controller import RecommendationController
+from controlplane.manager.controllers.recommendation.settings import RecommendationSettings
 from controlplane.manager.controllers.sloconfig import SLOConfigCache
 from controlplane.reactor import Controller, ReactorMetrics, cancel_and_wait
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
@@ -34,7 +41,15 @@ from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.events import EventRecorder
 from koordinator.kube.informer import InformerFactory
 
-__all__ = ["CONTROLLERS", "DEFAULT_CONTROLLERS", "UNIMPLEMENTED", "ControllerSet", "ControllerSettings"]
+__all__ = [
+    "CONTROLLERS",
+    "CONTROLLER_GATES",
+    "DEFAULT_CONTROLLERS",
+    "OFF_BY_DEFAULT",
+    "UNIMPLEMENTED",
+    "ControllerSet",
+    "ControllerSettings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +66,21 @@ class RunningController(Protocol):
 
 #: name -> constructor, in the order they start
 CONTROLLERS: dict[str, Callable[[ControllerContext], RunningController]] = {
+    "colocationprofile": ColocationProfileController,
     "nodemetric": NodeMetricController,
     "noderesource": NodeResourceController,
     "nodeslo": NodeSLOController,
     "quotaprofile": QuotaProfileController,
+    "recommendation": RecommendationController,
 }
-DEFAULT_CONTROLLERS = tuple(CONTROLLERS)
+#: not run unless named (``*`` leaves them out): upstream has no recommendation controller,
+#: and its informer needs the Recommendation CRD installed
+OFF_BY_DEFAULT = frozenset({"recommendation"})
+DEFAULT_CONTROLLERS = tuple(name for name in CONTROLLERS if name not in OFF_BY_DEFAULT)
+#: enabled controllers that run only while this feature gate is on (upstream's ``Add``)
+CONTROLLER_GATES = {"colocationprofile": "ColocationProfileController"}
 #: upstream controllers this release does not have, and what is missing without them
-UNIMPLEMENTED = {
-    "colocationprofile": "profiles are applied to pods by the webhook only, never to existing pods",
-}
+UNIMPLEMENTED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -78,6 +98,11 @@ class ControllerSettings:
     gates: FeatureGates = field(default_factory=lambda: FeatureGates(CONTROL_PLANE_FEATURES))
     #: the noderesource plug-ins to run; ``None``: every built one
     noderesource_plugins: Sequence[str] | None = None
+    colocation_profile: ColocationProfileSettings = field(default_factory=ColocationProfileSettings)
+    #: the webhook's profile rules (:mod:`controlplane.manager.profilerules`); the colocationprofile
+    #: controller needs them
+    profile_rules: ProfileRules | None = None
+    recommendation: RecommendationSettings = field(default_factory=RecommendationSettings)
 
 
 class ControllerSet:
@@ -132,12 +157,21 @@ class ControllerSet:
             drain_timeout=settings.drain_timeout_s,
             gates=settings.gates,
             noderesource_plugins=settings.noderesource_plugins,
+            colocation_profile=settings.colocation_profile,
+            profile_rules=settings.profile_rules,
+            recommendation=settings.recommendation,
         )
         self.factory = factory
         self.config = config
-        self.controllers = {
-            name: CONTROLLERS[name](ctx) for name in CONTROLLERS if name in settings.controllers
-        }
+        self.controllers = {}
+        for name in CONTROLLERS:
+            if name not in settings.controllers:
+                continue
+            gate = CONTROLLER_GATES.get(name)
+            if gate and not settings.gates.enabled(gate):
+                log.info("controller %s not started: feature gate %s is disabled", name, gate)
+                continue
+            self.controllers[name] = CONTROLLERS[name](ctx)
         return ctx
 
     async def run(self) -> None:
@@ -156,6 +190,8 @@ class ControllerSet:
             ]
             log.info("controllers started: %s", ", ".join(self.controllers))
             self.started.set()
+            if not tasks:  # every enabled controller is behind a disabled gate: nothing to run
+                await asyncio.Event().wait()
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()

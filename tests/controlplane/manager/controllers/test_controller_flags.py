@@ -12,16 +12,8 @@ from controlplane.manager.options import (
     options_from_args,
 )
 
-ALL = ("nodemetric", "noderesource", "nodeslo", "quotaprofile")
-PLUGINS = (
-    "CPUNormalization",
-    "ResourceAmplification",
-    "MidResource",
-    "BatchResource",
-    "GPUDeviceResource",
-    "RDMADeviceResource",
-)
-NO_GPU = tuple(name for name in PLUGINS if name != "GPUDeviceResource")
+ALL = ("colocationprofile", "nodemetric", "noderesource", "nodeslo", "quotaprofile")
+PLUGINS = ("MidResource", "BatchResource", "GPUDeviceResource", "RDMADeviceResource")
 
 
 def parse(argv: list[str]):
@@ -31,13 +23,18 @@ def parse(argv: list[str]):
 @pytest.mark.parametrize(
     ("spec", "enabled"),
     [
-        pytest.param("nodemetric,noderesource,nodeslo,quotaprofile", (*ALL,), id="default"),
+        pytest.param("colocationprofile,nodemetric,noderesource,nodeslo,quotaprofile", (*ALL,), id="default"),
         pytest.param("*", ALL, id="star"),
-        pytest.param("*,-noderesource", ("nodemetric", "nodeslo", "quotaprofile"), id="all-but-one"),
+        pytest.param(
+            "*,-noderesource",
+            ("colocationprofile", "nodemetric", "nodeslo", "quotaprofile"),
+            id="all-but-one",
+        ),
+        pytest.param("*,recommendation", (*ALL, "recommendation"), id="off-by-default-named"),
         pytest.param("quotaprofile", ("quotaprofile",), id="quotaprofile"),
         pytest.param("noderesource", ("noderesource",), id="one"),
         pytest.param("noderesource,-noderesource", ("noderesource",), id="first-mention-wins"),
-        pytest.param("-colocationprofile,*", ALL, id="unimplemented-left-out"),
+        pytest.param("-colocationprofile,*", ALL[1:], id="left-out"),
         pytest.param("", (), id="none"),
     ],
 )
@@ -48,9 +45,6 @@ def test_controllers_follow_upstreams_rule(spec, enabled):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        pytest.param(
-            "colocationprofile", "colocationprofile is not implemented in this release", id="unimplemented"
-        ),
         pytest.param("nodes", "unknown controller 'nodes'", id="unknown"),
     ],
 )
@@ -63,13 +57,17 @@ def test_controllers_that_cannot_run_are_refused(spec, message):
     ("spec", "enabled"),
     [
         pytest.param("*", PLUGINS, id="star"),
-        pytest.param("*,-GPUDeviceResource", NO_GPU, id="no-gpu"),
-        pytest.param("-GPUDeviceResource,*", NO_GPU, id="no-gpu-first"),
+        pytest.param(
+            "*,-GPUDeviceResource", ("MidResource", "BatchResource", "RDMADeviceResource"), id="no-gpu"
+        ),
+        pytest.param(
+            "-GPUDeviceResource,*", ("MidResource", "BatchResource", "RDMADeviceResource"), id="no-gpu-first"
+        ),
         pytest.param("BatchResource", ("BatchResource",), id="only-batch"),
         pytest.param(
             "RDMADeviceResource,MidResource", ("MidResource", "RDMADeviceResource"), id="upstream-order"
         ),
-        pytest.param("-CPUNormalization,-ResourceAmplification,*", PLUGINS[2:], id="left-out"),
+        pytest.param("-CPUNormalization,-ResourceAmplification,*", PLUGINS, id="unimplemented-left-out"),
         pytest.param("", (), id="none"),
     ],
 )
@@ -81,6 +79,9 @@ def test_noderesource_plugins_follow_upstreams_rule(spec, enabled):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
+        pytest.param(
+            "CPUNormalization", "CPUNormalization is not implemented in this release", id="unimplemented"
+        ),
         pytest.param("GPUDevice", "unknown plug-in 'GPUDevice'", id="unknown"),
     ],
 )

@@ -1,0 +1,159 @@
+"""The recommendation controller on the fake apiserver: status from NodeMetric pod usage, one
+sample per report, a deleted target, a restart that continues from the checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.manager.controllers.recommendation.controller import RecommendationController
+from controlplane.manager.controllers.recommendation.settings import RecommendationSettings
+from koordinator.kube import resources as res
+from tests.controlplane.manager.controllers.harness import started_fake
+from tests.controlplane.manager.controllers.objects import node_metric, pod_metric
+from tests.controlplane.manager.controllers.recommendation_harness import controllers
+from tests.polling import eventually
+
+NOW = "2026-01-01T00:00:00Z"
+SETTINGS = RecommendationSettings(min_samples=1)
+Obj = dict[str, Any]
+
+
+def deployment() -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "x"}]},
+            },
+        },
+    }
+
+
+def pod(name: str, node: str = "n1") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "x"}]},
+    }
+
+
+def recommendation() -> Obj:
+    return {
+        "apiVersion": "analysis.koordinator.sh/v1alpha1",
+        "kind": "Recommendation",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "target": {
+                "type": "workload",
+                "workload": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            }
+        },
+    }
+
+
+def report(fake, update_time: str, cpu: str, memory: str) -> None:
+    metric = node_metric("n1", update_time=update_time, pods=[pod_metric("web-1", cpu, memory)])
+    try:
+        current = fake.get(res.NODE_METRICS, "n1")
+    except Exception:
+        current = fake.create(res.NODE_METRICS, {k: v for k, v in metric.items() if k != "status"})
+    current["status"] = metric["status"]
+    fake.update(res.NODE_METRICS, current, subresource="status")
+
+
+def status(fake) -> Obj:
+    return fake.get(res.RECOMMENDATIONS, "web", "default").get("status") or {}
+
+
+def ready(fake) -> Obj:
+    return next(c for c in status(fake).get("conditions") or () if c["type"] == "RecommendationReady")
+
+
+def containers(fake) -> list[Obj]:
+    return (status(fake).get("podStatus") or {}).get("containerStatuses") or []
+
+
+async def test_recommendations_follow_reports_survive_restarts_and_a_deleted_target():
+    fake = await started_fake()
+    try:
+        fake.create(res.DEPLOYMENTS, deployment())
+        fake.create(res.PODS, pod("web-1"))
+        report(fake, "2026-01-01T00:00:00Z", "200m", "100Mi")
+        fake.create(res.RECOMMENDATIONS, recommendation())
+        async with fake.client() as client:
+            async with controllers(client, ("recommendation",), NOW, recommendation=SETTINGS) as running:
+                # cpu 0.2 -> 0.21578564 * 1.15 -> 249m; 100Mi -> 110265640.6 B * 1.15 -> 121Mi
+                await eventually(
+                    lambda: (
+                        containers(fake)
+                        == [{"containerName": "app", "resources": {"cpu": "249m", "memory": "121Mi"}}]
+                    )
+                )
+                assert ready(fake)["status"] == "True"
+                assert ready(fake)["reason"] == "Recommended"
+                assert status(fake)["updateTime"] == NOW
+                # a new report moves the recommendation up (p95 of {0.2 weight 1, 1.0 weight ~1})
+                report(fake, "2026-01-01T00:01:00Z", "1", "1Gi")
+                await eventually(
+                    lambda: containers(fake) and containers(fake)[0]["resources"]["cpu"] != "249m"
+                )
+                controller = running.controllers["recommendation"]
+                assert isinstance(controller, RecommendationController)
+                state = controller.states["default/web"]
+                # the same report is sampled once, however often the Recommendation is reconciled
+                controller.reactor.enqueue("default/web")
+                await eventually(
+                    lambda: not len(controller.reactor.queue) and not controller.reactor.queue.processing
+                )
+                assert state.containers["app"].cpu.samples == 2
+                moved = containers(fake)
+            checkpoint = fake.get(res.CONFIG_MAPS, "web-recommendation", "default")
+            assert checkpoint["metadata"]["ownerReferences"][0]["kind"] == "Recommendation"
+
+            # a new controller instance continues from the checkpoint, without sampling the last report again
+            async with controllers(client, ("recommendation",), NOW, recommendation=SETTINGS) as running:
+                controller = running.controllers["recommendation"]
+                assert isinstance(controller, RecommendationController)
+                await eventually(lambda: "default/web" in controller.states)
+                await eventually(
+                    lambda: not len(controller.reactor.queue) and not controller.reactor.queue.processing
+                )
+                restored = controller.states["default/web"]
+                assert restored.containers["app"].cpu.samples == 2
+                assert restored.sampled == {"n1": "2026-01-01T00:01:00Z"}
+                assert containers(fake) == moved
+
+                # the Deployment goes: a condition, the last recommendations kept, no crash
+                fake.delete(res.DEPLOYMENTS, "web", "default")
+                controller.reactor.enqueue("default/web")
+                await eventually(lambda: ready(fake)["reason"] == "TargetNotFound")
+                assert ready(fake)["status"] == "False"
+                assert ready(fake)["message"] == "Deployment default/web not found"
+                assert containers(fake) == moved
+    finally:
+        await fake.stop()
+
+
+async def test_no_pods_and_not_enough_samples_are_conditions():
+    fake = await started_fake()
+    try:
+        fake.create(res.DEPLOYMENTS, deployment())
+        fake.create(res.RECOMMENDATIONS, recommendation())
+        async with (
+            fake.client() as client,
+            controllers(client, ("recommendation",), NOW, recommendation=RecommendationSettings()) as running,
+        ):
+            await eventually(lambda: bool(status(fake).get("conditions")))
+            assert ready(fake)["reason"] == "NoPods"
+            fake.create(res.PODS, pod("web-1"))
+            report(fake, "2026-01-01T00:00:00Z", "200m", "100Mi")
+            await eventually(lambda: ready(fake)["reason"] == "NotEnoughSamples")
+            assert containers(fake) == []
+            assert running.controllers["recommendation"]
+    finally:
+        await fake.stop()
