@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from koordlet.metriccache import kinds
+from koordlet.metriccache import MetricCache, kinds
 from koordlet.metricsadvisor.collectors.coldmemoryresource import ColdPageCollector
+from koordlet.statesinformer.nodemetric import CollectPolicy, node_metric_status
 from koordlet.system.errors import MalformedContentError
 from koordlet.system.kidled import parse_cold_page_bytes
 from tests.fakes.host import FakeHost
@@ -104,3 +105,27 @@ def test_node_pod_and_container_cold_and_hot_usage(fake_host, states):
     assert last(kinds.CONTAINER_MEMORY_COLD_PAGE_SIZE, container_id=cid) == 1 << 20
     assert last(kinds.CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE, container_id=cid) == (159 << 20)
     assert collector.started
+
+
+def test_nodemetric_hot_page_policy_reads_hot_page_series_once_they_exist():
+    cache = MetricCache()
+    policy = CollectPolicy(300, 60, (), "usageWithHotPageCache")
+    for t in range(0, 120, 10):
+        cache.append(
+            [
+                kinds.NODE_CPU_USAGE.sample(
+                    1.0,
+                    T0 - t,
+                ),
+                kinds.NODE_MEMORY_USAGE.sample(float(4 << 30), T0 - t),
+            ]
+        )
+
+    def node_memory() -> str:
+        status = node_metric_status(cache.query, policy, [], [], [], T0).to_dict()
+        return status["nodeMetric"]["nodeUsage"]["resources"]["memory"]
+
+    assert node_memory() == "4Gi"  # the ColdPageCollector has not run: usage without page cache
+    for t in range(0, 120, 10):
+        cache.append([kinds.NODE_MEMORY_WITH_HOT_PAGE_USAGE.sample(float(6 << 30), T0 - t)])
+    assert node_memory() == "6Gi"
