@@ -45,6 +45,8 @@ from koordinator.cli import (
 )
 from koordlet.agent import AgentConfig, run_agent
 from koordlet.metricsadvisor.framework import CollectorConfig
+from koordlet.prediction import PredictionConfig, checkpoint_dir_under
+from koordlet.prediction.config import DEFAULT_CHECKPOINT_FILEPATH
 from koordlet.qosmanager.registry import strategies
 from koordlet.qosmanager.scenario import Scenario, ScenarioError, plan_scenario
 from koordlet.qosmanager.scenario import as_table as as_plan_table
@@ -259,6 +261,69 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "cached cgroup values are rewritten after this long",
     ),
     (
+        "--prediction-checkpoint-filepath",
+        "prediction_checkpoint_filepath",
+        str,
+        DEFAULT_CHECKPOINT_FILEPATH,
+        "directory of the prediction models' checkpoints, under --var-run-root-dir",
+    ),
+    (
+        "--prediction-cold-start-duration",
+        "prediction_cold_start_duration",
+        duration_flag,
+        24 * 3600.0,
+        "a pod younger than this counts its whole request in the prod peak",
+    ),
+    (
+        "--prediction-safety-margin-percent",
+        "prediction_safety_margin_percent",
+        int,
+        10,
+        "margin added above the predicted peaks (percent)",
+    ),
+    (
+        "--prediction-memory-histogram-decay-halflife",
+        "prediction_memory_histogram_decay_halflife",
+        duration_flag,
+        24 * 3600.0,
+        "half-life of the memory usage histograms",
+    ),
+    (
+        "--prediction-cpu-histogram-decay-halflife",
+        "prediction_cpu_histogram_decay_halflife",
+        duration_flag,
+        12 * 3600.0,
+        "half-life of the CPU usage histograms",
+    ),
+    (
+        "--prediction-training-interval",
+        "prediction_training_interval",
+        duration_flag,
+        60.0,
+        "period of the prediction models' training",
+    ),
+    (
+        "--prediction-model-expiration-duration",
+        "prediction_model_expiration_duration",
+        duration_flag,
+        30 * 60.0,
+        "a model not trained for this long is dropped with its checkpoint",
+    ),
+    (
+        "--prediction-model-checkpoint-interval",
+        "prediction_model_checkpoint_interval",
+        duration_flag,
+        10 * 60.0,
+        "how often each model is checkpointed",
+    ),
+    (
+        "--prediction-model-checkpoint-max-per-step",
+        "prediction_model_checkpoint_max_per_step",
+        int,
+        12,
+        "most models checkpointed in one step (a step a minute)",
+    ),
+    (
         "--runtime-hooks-reconcile-interval",
         "runtime_hooks_reconcile_interval",
         duration_flag,
@@ -431,6 +496,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         collectors=collectors,
         metric_retention_seconds=args.tsdb_retention_duration,
         metric_max_bytes=args.tsdb_max_bytes,
+        prediction=_prediction_config(args, paths),
         qos_interval=args.cpu_suppress_interval_seconds,
         memory_evict_cooldown=args.memory_evict_cool_time_seconds,
         cpu_evict_cooldown=args.cpu_evict_cool_time_seconds,
@@ -461,6 +527,24 @@ def _nri_options(args: argparse.Namespace, paths: HostPaths) -> NriOptions:
         backoff_cap=args.runtime_hooks_nri_backoff_cap,
         backoff_steps=args.runtime_hooks_nri_backoff_steps,
     )
+
+
+def _prediction_config(args: argparse.Namespace, paths: HostPaths) -> PredictionConfig:
+    """The ``--prediction-*`` flags; exits 2 with one line when one is out of range."""
+    try:
+        return PredictionConfig(
+            checkpoint_dir=checkpoint_dir_under(paths.var_run_root, args.prediction_checkpoint_filepath),
+            cold_start_seconds=args.prediction_cold_start_duration,
+            safety_margin_percent=args.prediction_safety_margin_percent,
+            memory_half_life_seconds=args.prediction_memory_histogram_decay_halflife,
+            cpu_half_life_seconds=args.prediction_cpu_histogram_decay_halflife,
+            training_interval_seconds=args.prediction_training_interval,
+            model_expiration_seconds=args.prediction_model_expiration_duration,
+            checkpoint_interval_seconds=args.prediction_model_checkpoint_interval,
+            checkpoint_max_per_step=args.prediction_model_checkpoint_max_per_step,
+        )
+    except ValueError as exc:
+        fail(PROG, str(exc))
 
 
 def _standalone_paths(args: argparse.Namespace) -> HostPaths:

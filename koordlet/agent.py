@@ -7,7 +7,9 @@
 3. the states informer, and a wait until it has synced (pods from the kubelet; Node,
    NodeSLO and NodeMetric from the apiserver);
 4. the collectors, and a wait until each enabled one has produced data;
-5. the reporters (NodeMetric status, NodeResourceTopology);
+5. the reporters (NodeMetric status, NodeResourceTopology), and with the NodeMetric
+   report the peak predictor (:mod:`koordlet.prediction`: models restored from their
+   checkpoints, then trained) whose ProdReclaimable result the report carries;
 6. the QoS strategies (cluster mode), writing through the resource update executor and
    evicting through the Eviction API, and the runtime hooks' reconciler (cluster mode);
 
@@ -53,6 +55,13 @@ from koordlet.metricsadvisor.framework import (
     build_collectors,
 )
 from koordlet.metricsadvisor.registry import COLLECTORS
+from koordlet.prediction import (
+    PeakPredictServer,
+    PredictionConfig,
+    checkpoint_dir_under,
+    prod_reclaimable_factory,
+)
+from koordlet.prediction.config import DEFAULT_CHECKPOINT_FILEPATH
 from koordlet.qosmanager.evictor import Evictor
 from koordlet.qosmanager.framework import CgroupView, HostFacts, MetricsView, NodeView, QoSManager, Snapshot
 from koordlet.qosmanager.registry import strategies
@@ -135,6 +144,9 @@ class AgentConfig:
     #: the runtime hook server koord-runtime-proxy calls; None: ``--runtime-hooks-addr=''``
     hook_server: HookServerOptions | None = None
     scrape_limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    #: the ``--prediction-*`` settings; None: upstream's defaults, checkpoints under the
+    #: var-run root
+    prediction: PredictionConfig | None = None
 
 
 def service_account_token() -> FileToken | None:
@@ -213,6 +225,7 @@ class Agent:
         self.nrt: NodeTopologyReporter | None = None
         self.device_reporter: DeviceReporter | None = None
         self.node_metric_reporter: NodeMetricReporter | None = None
+        self.predict_server: PeakPredictServer | None = None
         self.executor = ResourceUpdateExecutor(
             self.cgroups, metrics=self.metrics, force_update_seconds=config.resource_force_update_seconds
         )
@@ -354,8 +367,26 @@ class Agent:
             # the GPUs whose usage is reported: those the GPU collector (Accelerators) has seen
             collectors = self.runner.collectors if self.runner is not None else []
             gpu = next((c for c in collectors if isinstance(c, GPUDeviceCollector)), None)
+            prediction = config.prediction or PredictionConfig(
+                checkpoint_dir=checkpoint_dir_under(config.paths.var_run_root, DEFAULT_CHECKPOINT_FILEPATH)
+            )
+            self.predict_server = PeakPredictServer(
+                prediction, self.cache.query, lambda: [meta.pod for meta in states.get_all_pods()]
+            )
+            self._tasks.append(asyncio.create_task(self.predict_server.run(), name="predict-server"))
+            predictor = prod_reclaimable_factory(
+                self.predict_server,
+                states.get_node,
+                cold_start_seconds=prediction.cold_start_seconds,
+                safety_margin_percent=prediction.safety_margin_percent,
+            )
             self.node_metric_reporter = NodeMetricReporter(
-                self.client, states, self.cache.query, metrics=mirror, gpus=gpu.gpus if gpu else None
+                self.client,
+                states,
+                self.cache.query,
+                metrics=mirror,
+                gpus=gpu.gpus if gpu else None,
+                predictor=predictor,
             )
             reporting = self.node_metric_reporter.run()
             self._tasks.append(asyncio.create_task(reporting, name="nodemetric-reporter"))

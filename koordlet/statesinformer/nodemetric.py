@@ -23,6 +23,11 @@ uuid: the agent passes what the GPU collector has seen), ``nodeUsage.devices`` g
 window: ``koordinator.sh/gpu-core`` the integer percent, ``gpu-memory`` the bytes used,
 ``gpu-memory-ratio`` the integer percent of ``node_gpu_memory_total`` (0 without a total).
 A GPU without samples of both is left out; health is not set, as upstream leaves it.
+
+Prediction (the agent hands the reporter a predictor factory): each report feeds a fresh
+ProdReclaimable predictor the pods it reports usage for, and writes its result to
+``prodReclaimableMetric.resource`` and its peak to ``prodPeakMetric.resource`` (CPU
+milli-cores, memory bytes); both are left out while the predictor cannot tell.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -51,6 +56,7 @@ from koordinator.api.types.slo import (
     NodeMetricStatus,
     NUMAMetricInfo,
     PodMetricInfo,
+    ReclaimableMetric,
     ResourceMap,
 )
 from koordinator.kube import resources as res
@@ -96,6 +102,27 @@ class Aggregate(Protocol):
 
 class UsageQuerier(Protocol):
     def __call__(self, kind: MetricKind, start: float, end: float, **labels: str) -> Aggregate: ...
+
+
+class ProdPredictor(Protocol):
+    """One report's ProdReclaimable predictor (``koordlet.prediction``, wired by the agent):
+    fed the pods with usage, then asked for (milli-cores, bytes), None while it cannot tell."""
+
+    def add_pod(self, pod: Mapping[str, Any]) -> None: ...
+    def result(self) -> tuple[int, int] | None: ...
+    def peak(self) -> tuple[int, int] | None: ...
+
+
+def _reclaimable_metric(value: tuple[int, int] | None) -> ReclaimableMetric | None:
+    """``prodReclaimableMetric``/``prodPeakMetric``: CPU in milli-cores, memory in bytes."""
+    if value is None:
+        return None
+    cpu_milli, memory = value
+    return ReclaimableMetric(
+        resource=ResourceMap(
+            resources={"cpu": Quantity.from_milli(cpu_milli), "memory": memory_quantity(memory)}
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -229,6 +256,7 @@ def node_metric_status(
     numa_nodes: list[int],
     now: float,
     gpus: Sequence[tuple[int, str]] = (),
+    predictor: ProdPredictor | None = None,
 ) -> NodeMetricStatus:
     """The NodeMetric status for the window ending at ``now``; ``gpus`` are the (minor,
     uuid) of the GPUs whose usage goes into ``nodeUsage.devices``."""
@@ -273,6 +301,8 @@ def node_metric_status(
         usage = _usage(query, kinds.POD_CPU_USAGE, pod_memory, start, now, pod_uid=pod.uid)
         if usage is None:
             continue
+        if predictor is not None:  # as upstream: the pods with usage in the report
+            predictor.add_pod(pod.pod)
         status.pods_metric.append(
             PodMetricInfo(
                 name=pod.name,
@@ -282,6 +312,9 @@ def node_metric_status(
                 qos=str(pod.qos),
             )
         )
+    if predictor is not None:
+        status.prod_reclaimable_metric = _reclaimable_metric(predictor.result())
+        status.prod_peak_metric = _reclaimable_metric(predictor.peak())
     for app in sorted(host_apps, key=lambda a: a.name):
         usage = _usage(
             query, kinds.HOST_APPLICATION_CPU_USAGE, app_memory, start, now, host_app_name=app.name
@@ -356,6 +389,7 @@ class NodeMetricReporter:
         clock: Now = SYSTEM_CLOCK.time,
         metrics: KoordletMetrics | None = None,
         gpus: Callable[[], Sequence[tuple[int, str]]] | None = None,
+        predictor: Callable[[], ProdPredictor] | None = None,
     ) -> None:
         self.client = client
         self.states = states
@@ -365,6 +399,8 @@ class NodeMetricReporter:
         self.metrics = metrics
         #: the (minor, uuid) of the GPUs to report the usage of, or None
         self.gpus = gpus
+        #: a fresh ProdReclaimable predictor for each report (prediction), or None
+        self.predictor = predictor
         self._last_update = float("-inf")
         self.reports = 0
 
@@ -385,6 +421,7 @@ class NodeMetricReporter:
             self.states.numa_nodes(),
             self.clock(),
             self.gpus() if self.gpus is not None else (),
+            self.predictor() if self.predictor is not None else None,
         )
         if self.metrics is not None:
             record_usages(self.metrics, status)
