@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from koordlet.metriccache import MetricCache, kinds
+from koordlet.metriccache import MetricCache, MetricKind, kinds
 from koordlet.metricsadvisor.collectors.coldmemoryresource import ColdPageCollector
 from koordlet.statesinformer.nodemetric import CollectPolicy, node_metric_status
 from koordlet.system.errors import MalformedContentError
@@ -15,8 +15,10 @@ from tests.fakes.pods import make_pod
 from tests.koordlet.metricsadvisor.conftest import make_context
 
 T0 = 1_000_000.0
-ROWS = ("csei", "dsei", "cfei", "dfei", "csui", "dsui", "cfui", "dfui")
-ROWS += ("csea", "dsea", "cfea", "dfea", "csua", "dsua", "cfua", "dfua", "slab")
+ROWS: tuple[str, ...] = (
+    *("csei", "dsei", "cfei", "dfei", "csui", "dsui", "cfui", "dfui"),
+    *("csea", "dsea", "cfea", "dfea", "csua", "dsua", "cfua", "dfua", "slab"),
+)
 
 
 def idle_page_stats(per_row: dict[str, list[int]]) -> str:
@@ -94,7 +96,7 @@ def test_node_pod_and_container_cold_and_hot_usage(fake_host, states):
     assert host.read("sys/kernel/mm/kidled/scan_period_in_seconds").strip() == "5"
     assert host.read("sys/kernel/mm/kidled/use_hierarchy").strip() == "1"
 
-    def last(kind, **labels):
+    def last(kind: MetricKind, **labels: str) -> float | None:
         result = ctx.cache.query(kind, 0, 1e12, **labels)
         return result.value("last") if result.count() else None
 
@@ -123,7 +125,7 @@ def test_nodemetric_hot_page_policy_reads_hot_page_series_once_they_exist():
 
     def node_memory() -> str:
         status = node_metric_status(cache.query, policy, [], [], [], T0).to_dict()
-        return status["nodeMetric"]["nodeUsage"]["resources"]["memory"]
+        return str(status["nodeMetric"]["nodeUsage"]["resources"]["memory"])
 
     assert node_memory() == "4Gi"  # the ColdPageCollector has not run: usage without page cache
     for t in range(0, 120, 10):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -22,7 +22,7 @@ from tests.koordlet.metricsadvisor.conftest import make_context
 
 LV = "yoda-15199981-7229-45e9-b3a0-b5b30a6a162b"
 MOUNT = f"/var/lib/kubelet/pods/0ef5/volumes/kubernetes.io~csi/{LV}/mount"
-OUTPUTS = {
+OUTPUTS: dict[tuple[str, ...], str | None] = {
     LSBLK: (
         'NAME="vda" TYPE="disk" MAJ:MIN="253:0"\n'
         'NAME="vda1" TYPE="part" MAJ:MIN="253:1"\n'
@@ -38,7 +38,7 @@ OUTPUTS = {
 }
 
 
-def recorded(outputs: dict[tuple[str, ...], str | None]):
+def recorded(outputs: dict[tuple[str, ...], str | None]) -> Callable[[Sequence[str]], str | None]:
     def run(args: Sequence[str]) -> str | None:
         return outputs[tuple(args)]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from koordlet.metriccache import kinds
+from koordlet.metriccache import MetricKind, kinds
 from koordlet.metricsadvisor.collectors.resctrl import ResctrlCollector, resctrl_monitoring_supported
+from koordlet.metricsadvisor.framework import CollectContext
 from tests.koordlet.metricsadvisor.conftest import make_context
 
 T0 = 1_000_000.0
@@ -14,12 +15,12 @@ FLAGS = "fpu cat_l3 mba cqm_mbm_total cqm_mbm_local cqm_llc cqm_occup_llc"
 ON = {"ResctrlCollector": True}
 
 
-def _last(ctx, kind, **labels):
+def _last(ctx: CollectContext, kind: MetricKind, **labels: str) -> float | None:
     result = ctx.cache.query(kind, 0, 1e12, **labels)
     return result.value("last") if result.count() else None
 
 
-def _mon(llc, local, total):
+def _mon(llc: int, local: int, total: int) -> dict[str, int]:
     return {"llc_occupancy": llc, "mbm_local_bytes": local, "mbm_total_bytes": total}
 
 
