@@ -180,15 +180,13 @@ _NAME = _used(
     "Checked only with `--node-strategy-name-need-check` (controller and webhook).",
     "controlplane.manager.webhooks.configmap.sloconfig:_entry_name",
 )
-_NAME_UNUSED = _unused(
-    _NAME.meaning, "See `enable`; the name is still checked with `--node-strategy-name-need-check`."
-)
-_SELECTOR_UNUSED = _unused(_SELECTOR.meaning, "See `enable`.")
 _COLOCATION = "controlplane.manager.controllers.noderesource"
 _BATCH = f"{_COLOCATION}.batch"
 _MID = f"{_COLOCATION}.mid"
 _SYNC = f"{_COLOCATION}.sync"
 _CALC = f"{_COLOCATION}.calculator"
+_NORMALIZATION = f"{_COLOCATION}.normalization"
+_AMPLIFICATION = f"{_COLOCATION}.amplification"
 _CONFIG = "koordinator.api.sloconfig.config"
 _REPORTER = "koordlet.statesinformer.nodemetric"
 _SUPPRESS = "koordlet.qosmanager.strategies.cpu_suppress"
@@ -826,34 +824,64 @@ FIELDS: dict[tuple[type[Model], str], FieldDoc] = {
     ),
     (HostApplicationSpec, "strategy"): _unused("Per-application QoS settings (free-form JSON)."),
     # ---- cpu-normalization-config
-    (CPUNormalizationStrategy, "enable"): _unused(
+    (CPUNormalizationStrategy, "enable"): _used(
         "Turns CPU normalization on (a `cpu-normalization-ratio` annotation per node from its CPU model).",
-        "The CPUNormalization controller plug-in is not built.",
+        "noderesource CPUNormalization: the node label `node.koordinator.sh/cpu-normalization-enabled` "
+        "overrides it; disabled, the annotation is removed.",
+        _NORMALIZATION,
     ),
     (CPUNormalizationStrategy, "defaultRatio"): _unused(
-        "Ratio of CPU models not listed in `ratioModel`.", "See `enable`."
+        "Ratio of CPU models not listed in `ratioModel`.",
+        "Upstream accepts it and never uses it either: a model without an entry gets no ratio.",
     ),
-    (CPUNormalizationStrategy, "ratioModel"): _unused("Ratios per CPU model name.", "See `enable`."),
-    (ModelRatioCfg, "baseRatio"): _unused("Ratio with hyper-threading and turbo off.", "See `enable`."),
-    (ModelRatioCfg, "hyperThreadEnabledRatio"): _unused("Ratio with hyper-threading on.", "See `enable`."),
-    (ModelRatioCfg, "turboEnabledRatio"): _unused("Ratio with turbo on.", "See `enable`."),
-    (ModelRatioCfg, "hyperThreadTurboEnabledRatio"): _unused(
-        "Ratio with hyper-threading and turbo on.", "See `enable`."
+    (CPUNormalizationStrategy, "ratioModel"): _used(
+        "Ratios per CPU model name (the `cpuModel` of the NodeResourceTopology's `cpu-basic-info`).",
+        "noderesource CPUNormalization: a model without an entry leaves the node's ratio as it is.",
+        _NORMALIZATION,
     ),
-    (CPUNormalizationCfg, "nodeConfigs"): _unused("Per-node overrides.", "See `enable`."),
-    (NodeCPUNormalizationCfg, "name"): _NAME_UNUSED,
-    (NodeCPUNormalizationCfg, "nodeSelector"): _SELECTOR_UNUSED,
+    (ModelRatioCfg, "baseRatio"): _used(
+        "Ratio with hyper-threading and turbo off.",
+        "CPUNormalization; the ratio must lie in [1, 5].",
+        _NORMALIZATION,
+    ),
+    (ModelRatioCfg, "hyperThreadEnabledRatio"): _used(
+        "Ratio with hyper-threading on.", "CPUNormalization; the ratio must lie in [1, 5].", _NORMALIZATION
+    ),
+    (ModelRatioCfg, "turboEnabledRatio"): _used(
+        "Ratio with turbo on.", "CPUNormalization; the ratio must lie in [1, 5].", _NORMALIZATION
+    ),
+    (ModelRatioCfg, "hyperThreadTurboEnabledRatio"): _used(
+        "Ratio with hyper-threading and turbo on.",
+        "CPUNormalization; the ratio must lie in [1, 5].",
+        _NORMALIZATION,
+    ),
+    (CPUNormalizationCfg, "nodeConfigs"): _used(
+        "Per-node overrides, merged over the cluster fields.",
+        "CPUNormalization.",
+        f"{_CONFIG}:cpu_normalization_strategy_for_node",
+    ),
+    (NodeCPUNormalizationCfg, "name"): _NAME,
+    (NodeCPUNormalizationCfg, "nodeSelector"): _SELECTOR,
     # ---- resource-amplification-config
-    (ResourceAmplificationStrategy, "enable"): _unused(
+    (ResourceAmplificationStrategy, "enable"): _used(
         "Turns resource amplification on (a `resource-amplification-ratio` annotation per node).",
-        "The ResourceAmplification controller plug-in is not built.",
+        "noderesource ResourceAmplification; disabled, the annotation holds only the CPU "
+        "normalization ratio (as `cpu`), or is removed.",
+        _AMPLIFICATION,
     ),
-    (ResourceAmplificationStrategy, "resourceAmplificationRatio"): _unused(
-        "Ratio per resource name (`cpu`, `memory` ...).", "See `enable`."
+    (ResourceAmplificationStrategy, "resourceAmplificationRatio"): _used(
+        "Ratio per resource name (`cpu`, `memory` ...).",
+        "ResourceAmplification: `cpu` is multiplied by the node's CPU normalization ratio; the "
+        "node webhook amplifies `cpu`/`memory` allocatable by the ratios above 1.",
+        _AMPLIFICATION,
     ),
-    (ResourceAmplificationCfg, "nodeConfigs"): _unused("Per-node overrides.", "See `enable`."),
-    (NodeResourceAmplificationCfg, "name"): _NAME_UNUSED,
-    (NodeResourceAmplificationCfg, "nodeSelector"): _SELECTOR_UNUSED,
+    (ResourceAmplificationCfg, "nodeConfigs"): _used(
+        "Per-node overrides, merged over the cluster fields.",
+        "ResourceAmplification.",
+        f"{_CONFIG}:resource_amplification_strategy_for_node",
+    ),
+    (NodeResourceAmplificationCfg, "name"): _NAME,
+    (NodeResourceAmplificationCfg, "nodeSelector"): _SELECTOR,
 }
 
 #: ConfigMap rules that are not in the models' schemas (``config._extra_checks``).
@@ -926,14 +954,15 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         "cpu-normalization-config",
         "inline cluster fields + `nodeConfigs`",
-        "nothing in this release",
+        "noderesource CPUNormalization (node annotation `cpu-normalization-ratio`; batch-cpu scaled)",
         CPUNormalizationStrategy,
         lambda: CPUNormalizationStrategy(enable=False),
     ),
     KeyDoc(
         "resource-amplification-config",
         "inline cluster fields + `nodeConfigs`",
-        "nothing in this release",
+        "noderesource ResourceAmplification (node annotation `resource-amplification-ratio`) -> "
+        "node status webhook",
         ResourceAmplificationStrategy,
         lambda: ResourceAmplificationStrategy(enable=False),
     ),
