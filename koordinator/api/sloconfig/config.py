@@ -561,6 +561,10 @@ _LEFT_AS_IS = {
         key: f"spec.{spec_field} of every NodeSLO is left as it is"
         for key, spec_field in NODE_SLO_SPEC_FIELDS.items()
     },
+    CPU_NORMALIZATION_CONFIG_KEY: "the cpu-normalization-ratio annotation of every node is left as it is",
+    RESOURCE_AMPLIFICATION_CONFIG_KEY: (
+        "the resource-amplification-ratio annotation of every node is left as it is"
+    ),
 }
 
 
