@@ -379,6 +379,7 @@ class Agent:
                 states.get_node,
                 cold_start_seconds=prediction.cold_start_seconds,
                 safety_margin_percent=prediction.safety_margin_percent,
+                metrics=self.metrics,
             )
             self.node_metric_reporter = NodeMetricReporter(
                 self.client,

@@ -24,12 +24,13 @@ priority predictor (node-level models)::
     peak   = (p95 CPU, p98 memory) of sys + koord-prod + none, x margin
     result = min(max(allocatable - peak, 0), max(sum of requests - peak, 0))
 
-The result is the per-resource minimum of the two results; the peak is the per-resource
-maximum of the two peaks (the larger use the smaller reclaimable implies). There is no
-result (``None``) while a predictor lacks what it needs: the node or its allocatable
-CPU and memory, or the node-level models (before the first training). CPU is in
-milli-cores, memory in bytes; ``x margin`` truncates as upstream's ``MultiplyMilliQuant``
-and ``MultiplyQuant`` do.
+A pod added twice counts once; a terminating or finished pod counts nowhere, even in its
+cold start. The result is the per-resource minimum of the two results; the peak is the
+per-resource maximum of the two peaks (the larger use that the smaller reclaimable
+implies). There is no result (``None``) while a predictor lacks what it needs: the node
+or its allocatable CPU and memory, or the node-level models (before the first training).
+CPU is in milli-cores, memory in bytes; ``x margin`` truncates as upstream's
+``MultiplyMilliQuant`` and ``MultiplyQuant`` do.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from koordinator.api.extension.node import ANNOTATION_NODE_RAW_ALLOCATABLE
 from koordinator.api.extension.priority import PriorityClass, get_pod_priority_class_with_default
 from koordinator.api.quantity import Quantity, QuantityError
 from koordinator.kube.timeutil import parse_time
+from koordlet.metrics import BYTE, CORE, KoordletMetrics
 from koordlet.prediction.server import SYSTEM_UID, Usage, node_item_uid
 
 log = logging.getLogger(__name__)
@@ -219,26 +221,55 @@ class PriorityReclaimablePredictor:
 
 
 class ProdReclaimablePredictor:
-    """The minimum of the pod and the priority predictor (upstream's ``minPredictor``)."""
+    """The minimum of the pod and the priority predictor (upstream's ``minPredictor``).
 
-    def __init__(self, pod: PodReclaimablePredictor, priority: PriorityReclaimablePredictor) -> None:
+    With ``metrics``, each answer is also recorded: ``koordlet_node_predicted_resource_
+    reclaimable`` and ``..._peak`` per predictor (``podReclaimablePredictor``,
+    ``priorityReclaimablePredictor``, ``minPredictor``; CPU in cores, memory in bytes), and
+    ``koordlet_node_priority_resource_reclaimable`` of ``koord-prod`` (0 without a result,
+    as upstream records a failed prediction)."""
+
+    name = "minPredictor"
+
+    def __init__(
+        self,
+        pod: PodReclaimablePredictor,
+        priority: PriorityReclaimablePredictor,
+        metrics: KoordletMetrics | None = None,
+    ) -> None:
         self.predictors = (pod, priority)
+        self.metrics = metrics
 
     def add_pod(self, pod: Mapping[str, Any]) -> None:
         for predictor in self.predictors:
             predictor.add_pod(pod)
 
     def result(self) -> Usage | None:
-        pod, priority = (p.result() for p in self.predictors)
-        if pod is None or priority is None:
-            return None
-        return _min(pod, priority)
+        pod, priority = (self._recorded(p.name, p.result(), peak=False) for p in self.predictors)
+        out = _min(pod, priority) if pod is not None and priority is not None else None
+        self._recorded(self.name, out, peak=False)
+        if self.metrics is not None:
+            gauge = self.metrics.node_priority_resource_reclaimable
+            value = out or ZERO
+            gauge.labels(self.metrics.node, str(PriorityClass.PROD), "cpu", CORE).set(value.cpu_milli / 1000)
+            gauge.labels(self.metrics.node, str(PriorityClass.PROD), "memory", BYTE).set(value.memory)
+        return out
 
     def peak(self) -> Usage | None:
-        pod, priority = (p.peak() for p in self.predictors)
-        if pod is None or priority is None:
-            return None
-        return _max(pod, priority)
+        pod, priority = (self._recorded(p.name, p.peak(), peak=True) for p in self.predictors)
+        out = _max(pod, priority) if pod is not None and priority is not None else None
+        return self._recorded(self.name, out, peak=True)
+
+    def _recorded(self, predictor: str, value: Usage | None, *, peak: bool) -> Usage | None:
+        if self.metrics is not None and value is not None:
+            gauge = (
+                self.metrics.node_predicted_resource_peak
+                if peak
+                else self.metrics.node_predicted_resource_reclaimable
+            )
+            gauge.labels(self.metrics.node, predictor, "cpu", CORE).set(value.cpu_milli / 1000)
+            gauge.labels(self.metrics.node, predictor, "memory", BYTE).set(value.memory)
+        return value
 
 
 def prod_reclaimable_factory(
@@ -248,8 +279,10 @@ def prod_reclaimable_factory(
     cold_start_seconds: float,
     safety_margin_percent: int,
     clock: Callable[[], float] = time.time,
+    metrics: KoordletMetrics | None = None,
 ) -> Callable[[], ProdReclaimablePredictor]:
-    """A factory of fresh predictors over the node as it is when each is made."""
+    """A factory of fresh predictors over the node as it is when each is made (recording
+    their answers in ``metrics`` when given)."""
 
     def new() -> ProdReclaimablePredictor:
         allocatable = node_allocatable(get_node())
@@ -262,6 +295,7 @@ def prod_reclaimable_factory(
                 now=clock(),
             ),
             PriorityReclaimablePredictor(source, allocatable, safety_margin_percent=safety_margin_percent),
+            metrics,
         )
 
     return new

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from koordinator.kube.timeutil import format_time
+from koordlet.metrics import KoordletMetrics
 from koordlet.prediction.predictor import node_allocatable, prod_reclaimable_factory
 from koordlet.prediction.server import SYSTEM_UID, Usage, node_item_uid
 from tests.fakes.pods import make_pod
@@ -175,3 +177,32 @@ def test_a_pod_added_twice_counts_once(twice):
     for added_once, added_twice in zip(once.predictors, again.predictors, strict=True):
         assert added_twice.peak() == added_once.peak()
         assert added_twice.result() == added_once.result()
+
+
+def test_answers_are_recorded_in_the_koordlet_metrics():
+    metrics = KoordletMetrics(CollectorRegistry(), "node-1")
+    predictor = prod_reclaimable_factory(
+        models(),
+        node,
+        cold_start_seconds=COLD_START,
+        safety_margin_percent=10,
+        clock=lambda: NOW,
+        metrics=metrics,
+    )()
+    for p in (A, B, C, D):
+        predictor.add_pod(p)
+    predictor.result()
+    predictor.peak()
+    registry = metrics.registry
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(f"koordlet_{name}", {"node": "node-1", **labels})
+
+    reclaimable = "node_predicted_resource_reclaimable"
+    assert value(reclaimable, predictor="podReclaimablePredictor", resource="cpu", unit="core") == 1.45
+    assert value(reclaimable, predictor="priorityReclaimablePredictor", resource="cpu", unit="core") == 2.18
+    assert value(reclaimable, predictor="minPredictor", resource="memory", unit="byte") == 2952790016
+    peak = "node_predicted_resource_peak"
+    assert value(peak, predictor="minPredictor", resource="cpu", unit="core") == 2.05
+    prod = {"priority": "koord-prod", "resource": "cpu", "unit": "core"}
+    assert value("node_priority_resource_reclaimable", **prod) == 1.45
