@@ -8,6 +8,7 @@ framework and its plug-ins read, and the dict is dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from typing import Any
 from controlplane.scheduler import podterms
 from controlplane.scheduler.gang.member import GangMember, gang_member
 from controlplane.scheduler.podterms import Controller, PodAffinity, SpreadConstraint
+from controlplane.scheduler.specdigest import spec_digest
 from koordinator.api import resourcelist
 from koordinator.api.extension.priority import get_pod_priority_class_with_default
 from koordinator.api.quantity import Quantity
@@ -190,6 +192,8 @@ class PodInfo:
     initialized_at: str = ""
     #: the pod's gang, when it names one (Coscheduling)
     gang: GangMember | None = None
+    #: what the spec-derived fields were built from (:func:`spec_digest`; None: not known)
+    spec_digest: int | None = field(default=None, repr=False, compare=False)
     #: ``namespace/name``: the pod's key everywhere in the scheduler (set from the two)
     key: str = field(init=False, repr=False, compare=False)
 
@@ -270,13 +274,10 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     spec = pod.get("spec") or {}
     requests = _requests(pod)
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    scheduled, initialized = _condition_times(pod.get("status") or {})
     return PodInfo(
-        namespace=meta.get("namespace") or "default",
-        name=meta.get("name") or "",
+        **_meta_fields(pod, meta, spec),
         uid=meta.get("uid") or "",
         scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME,
-        node_name=spec.get("nodeName") or "",
         priority=int(spec.get("priority") or 0),
         creation=meta.get("creationTimestamp") or "",
         requests=requests,
@@ -306,24 +307,79 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         ),
         host_ports=_host_ports(spec),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
-        nominated_node=str((pod.get("status") or {}).get("nominatedNodeName") or ""),
-        terminating=bool(meta.get("deletionTimestamp")),
         scheduling_gates=tuple(
             str(g.get("name") or "") for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
         ),
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         images=_images(spec),
         volumes=_claim_volumes(meta.get("name") or "", spec),
         affinity=podterms.pod_affinity(meta.get("namespace") or "default", spec.get("affinity")),
         spread=podterms.spread_constraints(spec.get("topologySpreadConstraints")),
-        controller=podterms.controller(meta),
         limits=_limits(pod),
         priority_class=get_pod_priority_class_with_default(pod).value,
-        annotations=_annotations(meta),
-        scheduled_at=scheduled,
-        initialized_at=initialized,
-        gang=gang_member(pod),
+        spec_digest=spec_digest(spec),
     )
+
+
+def _meta_fields(pod: Mapping[str, Any], meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a change of metadata, status or ``nodeName`` (a binding) may move."""
+    status = pod.get("status") or {}
+    scheduled, initialized = _condition_times(status)
+    return {
+        "namespace": meta.get("namespace") or "default",
+        "name": meta.get("name") or "",
+        "node_name": spec.get("nodeName") or "",
+        "nominated_node": str(status.get("nominatedNodeName") or ""),
+        "terminating": bool(meta.get("deletionTimestamp")),
+        "labels": {str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        "controller": podterms.controller(meta),
+        "annotations": _annotations(meta),
+        "scheduled_at": scheduled,
+        "initialized_at": initialized,
+        "gang": gang_member(pod),
+    }
+
+
+#: the fields :func:`refresh_pod_info` takes from the stored record
+_SPEC_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(PodInfo)
+    if f.init
+    and f.name
+    not in (
+        "namespace",
+        "name",
+        "node_name",
+        "nominated_node",
+        "terminating",
+        "labels",
+        "controller",
+        "annotations",
+        "scheduled_at",
+        "initialized_at",
+        "gang",
+    )
+)
+
+
+def refresh_pod_info(pod: Mapping[str, Any], previous: PodInfo) -> PodInfo:
+    """:func:`pod_info` of a changed pod whose stored record is ``previous``.
+
+    A pod's spec barely changes after creation, and a binding (the change every scheduled
+    pod sees) only sets ``nodeName``: when the spec's digest and the UID are those of
+    ``previous``, the spec-derived fields are taken from it and only the metadata and status
+    ones are read again. The Koordinator priority class also depends on the labels, so it is
+    read again when they changed.
+    """
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    digest = spec_digest(spec)
+    if digest is None or digest != previous.spec_digest or (meta.get("uid") or "") != previous.uid:
+        return pod_info(pod)
+    fields = {name: getattr(previous, name) for name in _SPEC_FIELDS}
+    fields.update(_meta_fields(pod, meta, spec))
+    if fields["labels"] != previous.labels:
+        fields["priority_class"] = get_pod_priority_class_with_default(pod).value
+    return PodInfo(**fields)
 
 
 def pod_object(pod: PodInfo) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from controlplane.scheduler.informers import ClusterFeed
 from controlplane.scheduler.metrics import SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 from controlplane.scheduler.plugins.defaultpreemption import Candidate
 from controlplane.scheduler.plugins.interface import CycleState, Handle
-from controlplane.scheduler.podinfo import POD_FIELD_SELECTOR, PodInfo, pod_info
+from controlplane.scheduler.podinfo import POD_FIELD_SELECTOR, PodInfo, pod_info, refresh_pod_info
 from controlplane.scheduler.queue import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -135,6 +135,7 @@ class Scheduler:
         for pods, and the cluster's for everything else the plug-ins read."""
         factory.informer(res.PODS, field_selector=POD_FIELD_SELECTOR).add_consumer(
             _pod_record,
+            refresh=_pod_refresh,
             name="scheduler",
             on_add=self._pod_added,
             on_update=self._pod_updated,
@@ -526,6 +527,17 @@ def _ref(pod: PodInfo) -> Mapping[str, Any]:
 def _pod_record(obj: Mapping[str, Any]) -> PodInfo | None:
     try:
         return pod_info(obj)
+    except ValueError as err:
+        log.warning("pod %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
+        return None
+
+
+def _pod_refresh(obj: Mapping[str, Any], previous: PodInfo | None) -> PodInfo | None:
+    """The record of a changed pod, from its stored one when the spec is the same."""
+    if previous is None:
+        return _pod_record(obj)
+    try:
+        return refresh_pod_info(obj, previous)
     except ValueError as err:
         log.warning("pod %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
         return None

@@ -114,15 +114,16 @@ class ElasticQuota:
         )
         factory.informer(res.PODS, field_selector=POD_FIELD_SELECTOR).add_consumer(
             self._pod_record,
+            refresh=self._pod_record,
             name=name,
             on_add=self.on_pod_record,
             on_update=lambda _, new: self.on_pod_record(new),
             on_delete=self.on_pod_record_deleted,
         )
 
-    def _pod_record(self, obj: Obj) -> QuotaPod | None:
+    def _pod_record(self, obj: Obj, previous: QuotaPod | None = None) -> QuotaPod | None:
         try:
-            return quota_pod(obj, ignore_overhead=self.gates.ignore_pod_overhead)
+            return quota_pod(obj, ignore_overhead=self.gates.ignore_pod_overhead, previous=previous)
         except ValueError as err:
             log.warning("pod %s ignored by ElasticQuota: %s", (obj.get("metadata") or {}).get("name"), err)
             return None

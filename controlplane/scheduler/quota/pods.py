@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.scheduler.quota.gates import QuotaGates
+from controlplane.scheduler.specdigest import spec_digest
 from koordinator.api.extension.quota import is_pod_non_preemptible, pod_quota_name
 from koordinator.api.resourcelist import ResourceList, pod_requests
 from koordinator.kube.timeutil import parse_time
@@ -44,6 +45,8 @@ class QuotaPod:
     #: ``metadata.deletionTimestamp`` in epoch seconds (None: not being deleted)
     deletion_time: float | None = None
     deletion_grace_seconds: int | None = None
+    #: the digest of the spec ``request`` came from (:func:`spec_digest`; None: not known)
+    spec_digest: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -60,17 +63,26 @@ def _time(value: Any) -> float | None:
         return None
 
 
-def quota_pod(pod: Mapping[str, Any], *, ignore_overhead: bool = False) -> QuotaPod:
-    """The :class:`QuotaPod` of a pod dict as the API returns it."""
+def quota_pod(
+    pod: Mapping[str, Any], *, ignore_overhead: bool = False, previous: QuotaPod | None = None
+) -> QuotaPod:
+    """The :class:`QuotaPod` of a pod dict as the API returns it. ``previous``, the record
+    of the pod before this change, lends its request when the spec is the same (a binding)."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     priority = spec.get("priority")
     grace = metadata.get("deletionGracePeriodSeconds")
+    digest = spec_digest(spec)
+    if previous is not None and digest is not None and digest == previous.spec_digest:
+        request = previous.request
+    else:
+        request = pod_requests(pod, include_overhead=not ignore_overhead)
     return QuotaPod(
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or ""),
-        request=pod_requests(pod, include_overhead=not ignore_overhead),
+        request=request,
+        spec_digest=digest,
         quota_label=pod_quota_name(pod),
         non_preemptible=is_pod_non_preemptible(pod),
         node_name=str(spec.get("nodeName") or ""),

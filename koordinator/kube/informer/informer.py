@@ -80,9 +80,11 @@ class Consumer(Generic[T]):
         on_update: Callable[[T, T], None] | None,
         on_delete: Callable[[T | Tombstone[T]], None] | None,
         resync_period: float | None,
+        refresh: Callable[[Obj, T], T] | None = None,
     ) -> None:
         self.name = name
         self.transform = transform
+        self.refresh = refresh
         self.store: Store[T] = Store(indexers)
         self.on_add = on_add
         self.on_update = on_update
@@ -100,7 +102,8 @@ class Consumer(Generic[T]):
 
     def upsert(self, key: str, obj: Obj) -> None:
         try:
-            record = self.transform(obj)
+            previous = self.store.get(key) if self.refresh is not None else None
+            record = self.transform(obj) if previous is None else self.refresh(obj, previous)  # type: ignore[misc]
         except Exception:
             log.exception("informer consumer %s: transform failed for %s", self.name, key)
             return
@@ -186,8 +189,13 @@ class Informer:
         on_update: Callable[[T, T], None] | None = None,
         on_delete: Callable[[T | Tombstone[T]], None] | None = None,
         resync_period: float | None = None,
+        refresh: Callable[[Obj, T], T] | None = None,
     ) -> Consumer[T]:
         """Register a consumer. Its transform turns each decoded object into the record it stores.
+
+        ``refresh(obj, previous)``, when given, builds the record of a changed object from its
+        stored one instead (it may reuse what the change cannot have touched); it must return
+        what ``transform(obj)`` would.
 
         Objects passed to the default (identity) transform are shared between consumers: treat
         them as read-only. A consumer added to a running informer is filled by a relist.
@@ -203,6 +211,7 @@ class Informer:
             on_update,
             on_delete,
             resync_period,
+            refresh,
         )
         self._consumers.append(consumer)
         if self._task is not None:

@@ -4,9 +4,13 @@ ports and affinity terms; a request that does not parse is a ValueError."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import pytest
 
-from controlplane.scheduler.podinfo import pod_info
+from controlplane.scheduler.podinfo import pod_info, refresh_pod_info
+from controlplane.scheduler.quota.pods import quota_pod
 from koordinator.api import resourcelist
 
 
@@ -43,3 +47,62 @@ def test_host_ports_and_bad_quantities():
     assert pod_info(pod(containers=[ported])).host_ports == (("UDP", "0.0.0.0", 8080),)
     with pytest.raises(ValueError, match="quantities must match"):
         pod_info(pod(containers=[container("a", "lots", "1Gi")]))
+
+
+def _fields(info: object) -> dict[str, object]:
+    return {f.name: getattr(info, f.name) for f in dataclasses.fields(info)}  # type: ignore[arg-type]
+
+
+def _gang_pod() -> dict[str, object]:
+    obj = pod(
+        containers=[container("a", "100m", "1Gi")],
+        priority=5,
+        tolerations=[{"key": "k", "operator": "Exists"}],
+    )
+    obj["metadata"].update(  # type: ignore[attr-defined]
+        uid="u1",
+        labels={"koordinator.sh/qosClass": "BE"},
+        annotations={
+            "gang.scheduling.koordinator.sh/name": "g",
+            "gang.scheduling.koordinator.sh/min-available": "2",
+        },
+    )
+    return obj
+
+
+def test_a_bound_pods_record_is_refreshed_from_the_stored_one_as_a_full_build_would_make_it():
+    pending = _gang_pod()
+    bound = copy.deepcopy(pending)
+    bound["spec"]["nodeName"] = "n1"  # type: ignore[index]
+    bound["status"] = {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "t"}]}
+    bound["metadata"]["labels"]["koordinator.sh/qosClass"] = "LS"  # type: ignore[index]
+    refreshed = refresh_pod_info(bound, pod_info(pending))
+    assert _fields(refreshed) == _fields(pod_info(bound))
+    assert (refreshed.node_name, refreshed.scheduled_at, refreshed.priority_class) == (
+        "n1",
+        "t",
+        "koord-prod",
+    )
+    assert refreshed.gang is not None
+    assert refreshed.gang.node_name == "n1"
+
+
+def test_a_changed_spec_or_uid_is_read_again():
+    pending = _gang_pod()
+    resized = copy.deepcopy(pending)
+    resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # type: ignore[index]
+    assert refresh_pod_info(resized, pod_info(pending)).requests["cpu"] == 2000
+    recreated = copy.deepcopy(resized)
+    recreated["metadata"]["uid"] = "u2"  # type: ignore[index]
+    assert _fields(refresh_pod_info(recreated, pod_info(resized))) == _fields(pod_info(recreated))
+
+
+def test_quota_records_keep_the_request_only_while_the_spec_is_the_same():
+    pending = _gang_pod()
+    previous = quota_pod(pending)
+    bound = copy.deepcopy(pending)
+    bound["spec"]["nodeName"] = "n1"  # type: ignore[index]
+    assert quota_pod(bound, previous=previous) == quota_pod(bound)
+    resized = copy.deepcopy(bound)
+    resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # type: ignore[index]
+    assert quota_pod(resized, previous=previous).request["cpu"].milli_value() == 2000

@@ -226,6 +226,31 @@ async def test_transform_and_custom_indexers(fake_server: FakeApiServer, factory
     assert factory.informer(res.PODS, namespace="ns") is not informer
 
 
+async def test_refresh_builds_a_changed_objects_record_from_the_stored_one(
+    fake_server: FakeApiServer, factory: InformerFactory
+):
+    fake_server.create(res.CONFIG_MAPS, config_map("c", "ns", {"i": "1"}))
+    seen: list[tuple[str, Any]] = []
+
+    def transform(obj):
+        seen.append(("transform", obj["data"]["i"]))
+        return (obj["data"]["i"], 1)
+
+    def refresh(obj, previous):
+        seen.append(("refresh", previous))
+        return (obj["data"]["i"], previous[1] + 1)
+
+    consumer = factory.informer(res.CONFIG_MAPS).add_consumer(transform, refresh=refresh)
+    factory.start()
+    async with asyncio.timeout(5):
+        await factory.wait_for_sync()
+    changed = fake_server.get(res.CONFIG_MAPS, "c", "ns")
+    changed["data"] = {"i": "2"}
+    fake_server.update(res.CONFIG_MAPS, changed)
+    await eventually(lambda: consumer.store.get("ns/c") == ("2", 2))
+    assert seen == [("transform", "1"), ("refresh", ("1", 1))]
+
+
 async def test_late_consumer_is_filled_without_duplicating_for_others(
     fake_server: FakeApiServer, factory: InformerFactory
 ):
