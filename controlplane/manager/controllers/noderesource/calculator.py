@@ -59,6 +59,7 @@ __all__ = [
     "degrade_reason",
     "normalized_batch_cpu",
     "origin_annotation",
+    "selector_keys",
 ]
 
 DISABLED_MESSAGE = "node colocation is disabled in Config, reason: DisableInConfig"
@@ -78,7 +79,8 @@ _RATIO_LABELS = (
 _CACHE_LIMIT = 10000
 
 
-def _selector_keys(selector: Any) -> set[str]:
+def selector_keys(selector: Any) -> set[str]:
+    """The label keys a node entry's selector reads."""
     if selector is None:
         return set()
     data = selector.to_dict()
@@ -100,7 +102,7 @@ class StrategyResolver:
         self.cluster = cluster_colocation_strategy(config)
         keys: set[str] = set(_RATIO_LABELS)
         for entry in config.colocation.node_configs:
-            keys |= _selector_keys(entry.node_selector)
+            keys |= selector_keys(entry.node_selector)
         self._keys = tuple(sorted(keys))
         self._cache: dict[tuple[object, ...], tuple[ColocationStrategy, tuple[str, ...]]] = {}
 

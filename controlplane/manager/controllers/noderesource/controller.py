@@ -69,6 +69,7 @@ from controlplane.manager.controllers.noderesource.calculator import (
     StrategyResolver,
     calculate,
     origin_annotation,
+    selector_keys,
 )
 from controlplane.manager.controllers.noderesource.devices import (
     GPU_NAME,
@@ -116,9 +117,11 @@ from koordinator.api.sloconfig.config import (
     COLOCATION_CONFIG_KEY,
     CPU_NORMALIZATION_CONFIG_KEY,
     RESOURCE_AMPLIFICATION_CONFIG_KEY,
+    SLOControllerConfig,
     cpu_normalization_strategy_for_node,
     resource_amplification_strategy_for_node,
 )
+from koordinator.api.sloconfig.types import CPUNormalizationStrategy, ResourceAmplificationStrategy
 from koordinator.kube import resources as res
 from koordinator.kube.errors import ConflictError, NotFoundError
 from koordinator.kube.events import NORMAL, WARNING
@@ -186,6 +189,42 @@ _RESOURCE_PLUGIN = {BATCH_CPU: batch.NAME, BATCH_MEMORY: batch.NAME, MID_CPU: mi
 GATE_SYNC_GPU_SHARED = "EnableSyncGPUSharedResource"
 
 
+_STRATEGY_CACHE_LIMIT = 10000
+
+
+class NodeStrategies:
+    """The ``cpu-normalization-config`` and ``resource-amplification-config`` strategies of
+    nodes under one parsed config, memoised by the labels their node entries select on
+    (every node of a cluster without node entries shares one pair; treat them as read-only)."""
+
+    def __init__(self, config: SLOControllerConfig) -> None:
+        self.config = config
+        keys: set[str] = set()
+        for entry in config.cpu_normalization.node_configs:
+            keys |= selector_keys(entry.node_selector)
+        for other in config.resource_amplification.node_configs:
+            keys |= selector_keys(other.node_selector)
+        self._keys = tuple(sorted(keys))
+        self._cache: dict[
+            tuple[object, ...], tuple[CPUNormalizationStrategy, ResourceAmplificationStrategy]
+        ] = {}
+
+    def for_node(self, node: NodeView) -> tuple[CPUNormalizationStrategy, ResourceAmplificationStrategy]:
+        labels = node.labels
+        key = tuple((name, labels.get(name)) for name in self._keys)
+        found = self._cache.get(key)
+        if found is None:
+            source = {"metadata": {"labels": {name: labels[name] for name in self._keys if name in labels}}}
+            found = (
+                cpu_normalization_strategy_for_node(self.config, source),
+                resource_amplification_strategy_for_node(self.config, source),
+            )
+            if len(self._cache) >= _STRATEGY_CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[key] = found
+        return found
+
+
 def _pod_node(pod: PodView) -> list[str]:
     return [pod.node] if pod.node else []
 
@@ -242,6 +281,7 @@ class NodeResourceController:
         #: the last reason each node's annotation could not be computed (logged when it changes)
         self._meta_errors: dict[tuple[str, str], str] = {}
         self._resolver: StrategyResolver | None = None
+        self._strategies: NodeStrategies | None = None
         self._waiting_for_config = False
 
     # --- events --------------------------------------------------------------------------------
@@ -568,8 +608,9 @@ class NodeResourceController:
             else:
                 del self._meta_records[node.name]
         cache = self.ctx.config
-        config = cache.config
-        source = {"metadata": {"name": node.name, "labels": dict(node.labels)}}
+        if self._strategies is None or self._strategies.config is not cache.config:
+            self._strategies = NodeStrategies(cache.config)
+        normalization_strategy, amplification_strategy = self._strategies.for_node(node)
         changes: dict[str, str | None] = {}
         ratio_text = current[ANNOTATION_CPU_NORMALIZATION_RATIO]
         if (
@@ -579,7 +620,7 @@ class NodeResourceController:
         ):
             nrt = self.nrts.store.get(node.name) if self.nrts is not None else None
             result = calculate_normalization(
-                cpu_normalization_strategy_for_node(config, source),
+                normalization_strategy,
                 node.labels,
                 nrt.basic_info if nrt is not None else None,
                 (nrt.basic_info_problem or "") if nrt is not None else "NodeResourceTopology not found",
@@ -609,8 +650,7 @@ class NodeResourceController:
             and cache.synced
             and not cache.is_unavailable(RESOURCE_AMPLIFICATION_CONFIG_KEY)
         ):
-            strategy = resource_amplification_strategy_for_node(config, source)
-            amplified = calculate_amplification(strategy, ratio)
+            amplified = calculate_amplification(amplification_strategy, ratio)
             if amplified.error:
                 self._meta_error(node.name, amplification.NAME, amplified.error)
             else:

@@ -490,3 +490,42 @@ async def test_zones_are_zeroed_when_colocation_is_disabled():
         await eventually(lambda: state.batch_cpu() is None)
     finally:
         await close()
+
+
+def test_node_entries_select_the_strategies_by_label():
+    from controlplane.manager.controllers.noderesource.controller import NodeStrategies
+
+    data = {
+        "cpu-normalization-config": json.dumps(
+            {
+                "enable": False,
+                "ratioModel": {MODEL: RATIOS},
+                "nodeConfigs": [
+                    {"name": "fast", "nodeSelector": {"matchLabels": {"pool": "fast"}}, "enable": True}
+                ],
+            }
+        ),
+        "resource-amplification-config": json.dumps(
+            {
+                "enable": True,
+                "resourceAmplificationRatio": {"cpu": 1.2},
+                "nodeConfigs": [
+                    {
+                        "name": "fast",
+                        "nodeSelector": {"matchLabels": {"pool": "fast"}},
+                        "resourceAmplificationRatio": {"cpu": 2},
+                    }
+                ],
+            }
+        ),
+    }
+    config, errors = parse_config(data)
+    assert errors == []
+    strategies = NodeStrategies(config)
+    fast_norm, fast_amp = strategies.for_node(node_view(node("fast-1", labels={"pool": "fast"})))
+    slow_norm, slow_amp = strategies.for_node(node_view(node("slow-1")))
+    # the entry is merged over the cluster fields: ratioModel comes from the cluster
+    assert calculate_normalization(fast_norm, {}, info(False, False)).ratio == "1.10"
+    assert calculate_normalization(slow_norm, {}, info(False, False)).ratio is None
+    assert calculate_amplification(fast_amp, 1.1).annotation == '{"cpu":2.20}'
+    assert calculate_amplification(slow_amp, None).annotation == '{"cpu":1.20}'
