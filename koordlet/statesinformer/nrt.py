@@ -210,6 +210,27 @@ def zones(cpu_info: NodeCPUInfo, numa: list[NUMANodeInfo]) -> list[dict[str, Any
     return out
 
 
+def merge_zones(reported: Any, desired: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The zones to write: the koordlet's, each keeping the resources another writer put in
+    the same zone (koord-manager's NUMA-level ``batch-cpu``/``batch-memory``), the
+    koordlet's own values winning, resources in name order (upstream's ``MergeZoneList``).
+    Zones the koordlet no longer reports are dropped."""
+    old = {
+        zone.get("name"): zone.get("resources") or () for zone in reported or () if isinstance(zone, Mapping)
+    }
+    out = []
+    for zone in desired:
+        mine = {info["name"] for info in zone["resources"]}
+        kept = [
+            info
+            for info in old.get(zone["name"], ())
+            if isinstance(info, Mapping) and info.get("name") not in mine
+        ]
+        resources = sorted([*zone["resources"], *kept], key=lambda info: str(info.get("name") or ""))
+        out.append({**zone, "resources": resources})
+    return out
+
+
 class TopologyStates(Protocol):
     node_name: str
 
@@ -290,17 +311,18 @@ class NodeTopologyReporter:
             metadata = existing.get("metadata") or {}
             annotations = {**(metadata.get("annotations") or {}), **desired["annotations"]}
             labels = {**(metadata.get("labels") or {}), **MANAGED_BY}
+            zones = merge_zones(existing.get("zones"), desired["zones"])
             if (
                 annotations == (metadata.get("annotations") or {})
                 and labels == (metadata.get("labels") or {})
-                and existing.get("zones") == desired["zones"]
+                and existing.get("zones") == zones
                 and existing.get("topologyPolicies") == desired["topologyPolicies"]
             ):
                 return
             updated = {
                 **existing,
                 "metadata": {**metadata, "annotations": annotations, "labels": labels},
-                "zones": desired["zones"],
+                "zones": zones,
                 "topologyPolicies": desired["topologyPolicies"],
             }
             try:

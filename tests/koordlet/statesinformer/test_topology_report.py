@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,6 +18,7 @@ from koordinator.api.extension.topology import (
     ANNOTATION_CPU_TOPOLOGY,
     ANNOTATION_POD_CPU_ALLOCS,
 )
+from koordinator.kube import resources as res
 from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.nrt import (
     KubeletCPUState,
@@ -29,6 +31,9 @@ from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.system.topology import NodeCPUInfo, NUMANodeInfo, read_cpu_basic_info, read_cpu_topology
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import PodBuilder, make_pod
+from testsupport.fake import FakeApiServer
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -145,3 +150,53 @@ def test_cpu_manager_state(tmp_path):
     path.write_text("garbage")
     assert read_cpu_manager_state(path) == {}
     assert read_cpu_manager_state(tmp_path / "missing") == {}
+
+
+async def test_the_report_keeps_the_zone_resources_koord_manager_wrote(fake_host_v1, cpu_info):
+    """koord-manager writes NUMA-level batch-cpu/batch-memory into the zones; the koordlet's
+    report updates its own cpu/memory entries and drops zones it no longer has, but keeps
+    those entries (upstream's MergeZoneList), and does not rewrite an unchanged object."""
+    batch = [
+        {"name": name, "capacity": value, "allocatable": value, "available": value}
+        for name, value in (("kubernetes.io/batch-cpu", "2500"), ("kubernetes.io/batch-memory", "1Gi"))
+    ]
+    async with FakeApiServer() as server, server.client() as client:
+        server.register_crd(ROOT / "crds" / "topology.node.k8s.io_noderesourcetopologies.yaml")
+        server.create(
+            res.NODE_RESOURCE_TOPOLOGIES,
+            {
+                "metadata": {"name": "node-1"},
+                "topologyPolicies": ["None"],
+                "zones": [
+                    {
+                        "name": "node-0",
+                        "type": "Node",
+                        "resources": [
+                            *batch,
+                            {"name": "cpu", "capacity": "1", "allocatable": "1", "available": "1"},
+                        ],
+                    },
+                    {"name": "node-9", "type": "Node", "resources": batch},
+                ],
+            },
+        )
+        reporter = NodeTopologyReporter(
+            _States([], {}),
+            lambda: cpu_info,
+            lambda: [NUMANodeInfo(0, 8 << 30, 1 << 30)],
+            KubeletCPUState,
+            client=client,
+            report=True,
+        )
+        assert await reporter.sync()
+        written = server.get(res.NODE_RESOURCE_TOPOLOGIES, "node-1")
+        by_zone = {z["name"]: {r["name"]: r["capacity"] for r in z["resources"]} for z in written["zones"]}
+        assert set(by_zone) == {z["name"] for z in zones(cpu_info, [NUMANodeInfo(0, 8 << 30, 1 << 30)])}
+        assert by_zone["node-0"]["kubernetes.io/batch-cpu"] == "2500"
+        assert by_zone["node-0"]["kubernetes.io/batch-memory"] == "1Gi"
+        assert by_zone["node-0"]["cpu"] != "1"
+        names = [r["name"] for r in written["zones"][0]["resources"]]
+        assert names == sorted(names)
+        version = written["metadata"]["resourceVersion"]
+        await reporter.sync()
+        assert server.get(res.NODE_RESOURCE_TOPOLOGIES, "node-1")["metadata"]["resourceVersion"] == version
