@@ -89,6 +89,20 @@ def host_apps_above(metric: NodeMetricView, tier: PriorityClass) -> tuple[CPUMem
     return total, names
 
 
+def by_policy(
+    strategy: ColocationStrategy, by_usage: CPUMemory, by_request: CPUMemory, by_max: CPUMemory
+) -> tuple[int, int]:
+    """(milli-cores, bytes): the results the strategy's CPU and memory calculate policies
+    pick (CPU: usage or maxUsageRequest; memory: usage, request or maxUsageRequest)."""
+    cpu = (by_max if strategy.cpu_calculate_policy == POLICY_MAX_USAGE_REQUEST else by_usage).milli_cpu
+    memory_policy = strategy.memory_calculate_policy
+    if memory_policy == POLICY_REQUEST:
+        return cpu, by_request.memory_bytes
+    if memory_policy == POLICY_MAX_USAGE_REQUEST:
+        return cpu, by_max.memory_bytes
+    return cpu, by_usage.memory_bytes
+
+
 def _cap(result: int, capacity_milli_or_value: int, percent: int | None) -> int:
     return result if percent is None else min(result, capacity_milli_or_value)
 
@@ -159,13 +173,7 @@ def calculate_batch(
 
     cpu_policy = strategy.cpu_calculate_policy or POLICY_USAGE
     memory_policy = strategy.memory_calculate_policy or POLICY_USAGE
-    cpu = (by_max if cpu_policy == POLICY_MAX_USAGE_REQUEST else by_usage).milli_cpu
-    if memory_policy == POLICY_REQUEST:
-        memory = by_request.memory_bytes
-    elif memory_policy == POLICY_MAX_USAGE_REQUEST:
-        memory = by_max.memory_bytes
-    else:
-        memory = by_usage.memory_bytes
+    cpu, memory = by_policy(strategy, by_usage, by_request, by_max)
     uncapped_cpu, uncapped_memory = cpu, memory
     cpu_cap_percent = strategy.batch_cpu_threshold_percent
     memory_cap_percent = strategy.batch_memory_threshold_percent

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from controlplane.manager.controllers.noderesource.batch import (
-    POLICY_MAX_USAGE_REQUEST,
-    POLICY_REQUEST,
     BatchAllocatable,
+    by_policy,
     host_apps_above,
+    safety_margin,
 )
 from controlplane.manager.controllers.noderesource.views import (
     CPUMemory,
@@ -232,27 +232,16 @@ def calculate_zone_batch(
     system_share = _split(metric.system_usage + host_apps, count)
     reserved_share = _split(node.kubelet_reserved.max(node.annotation_reserved), count)
     system_or_reserved = system_share.max(reserved_share)
-    cpu_policy = strategy.cpu_calculate_policy
-    memory_policy = strategy.memory_calculate_policy
     cpu_percent = strategy.batch_cpu_threshold_percent
     memory_percent = strategy.batch_memory_threshold_percent
     out: dict[str, BatchAllocatable] = {}
     for index, zone in enumerate(zones):
         capacity = zone.allocatable
-        margin = CPUMemory(
-            scale_milli(capacity.cpu, (100 - (strategy.cpu_reclaim_threshold_percent or 0)) / 100),
-            scale_value(capacity.memory, (100 - (strategy.memory_reclaim_threshold_percent or 0)) / 100),
-        )
+        margin = safety_margin(strategy, capacity)
         by_usage = (capacity - margin - system_or_reserved - used[index]).floor()
         by_request = (capacity - margin - reserved_share - requested[index]).floor()
         by_max = (capacity - margin - system_or_reserved - max_used[index]).floor()
-        cpu = (by_max if cpu_policy == POLICY_MAX_USAGE_REQUEST else by_usage).milli_cpu
-        if memory_policy == POLICY_REQUEST:
-            memory = by_request.memory_bytes
-        elif memory_policy == POLICY_MAX_USAGE_REQUEST:
-            memory = by_max.memory_bytes
-        else:
-            memory = by_usage.memory_bytes
+        cpu, memory = by_policy(strategy, by_usage, by_request, by_max)
         if cpu_percent is not None:
             cpu = min(cpu, scale_milli(capacity.cpu, cpu_percent / 100) // _NANO_PER_MILLI)
         if memory_percent is not None:
