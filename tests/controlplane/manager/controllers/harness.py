@@ -14,6 +14,7 @@ from controlplane.reactor import ReactorMetrics
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
+from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.timeutil import parse_time
 from tests.controlplane.manager.controllers.objects import CONFIG_NAMESPACE
 from tests.polling import eventually
@@ -139,15 +140,22 @@ async def running(
 
 
 @contextlib.asynccontextmanager
-async def controller_set(client: ApiClient, controllers: Sequence[str]) -> AsyncIterator[ControllerSet]:
-    """koord-manager's slo-controller with ``controllers``, on a real apiserver's ``client``
-    (the system clock), started, until the block ends."""
+async def controller_set(
+    client: ApiClient,
+    controllers: Sequence[str],
+    *,
+    settings: ControllerSettings | None = None,
+    clock: Clock | None = None,
+) -> AsyncIterator[ControllerSet]:
+    """koord-manager's slo-controller with ``controllers`` (or ``settings``), on ``client``
+    (a real apiserver's, or the fake's with its ``clock``), started, until the block ends."""
     metrics = SLOControllerMetrics()
     running_set = ControllerSet(
         client,
-        ControllerSettings(controllers=tuple(controllers)),
+        settings or ControllerSettings(controllers=tuple(controllers)),
         metrics=metrics,
         reactor_metrics=ReactorMetrics(metrics.registry),
+        clock=clock or SYSTEM_CLOCK,
     )
     task = asyncio.create_task(running_set.run())
     try:

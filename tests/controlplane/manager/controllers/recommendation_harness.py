@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 from controlplane.manager.controllers.colocationprofile.settings import ColocationProfileSettings
-from controlplane.manager.controllers.metrics import SLOControllerMetrics
 from controlplane.manager.controllers.recommendation.settings import RecommendationSettings
 from controlplane.manager.controllers.running import ControllerSet, ControllerSettings
 from controlplane.manager.profilerules import existing_pod_rules
-from controlplane.reactor import ReactorMetrics
 from koordinator.api.features import CONTROL_PLANE_FEATURES, FeatureGates
 from koordinator.kube.client import ApiClient
 from koordinator.kube.timeutil import parse_time
+from tests.controlplane.manager.controllers.harness import controller_set
 from tests.controlplane.manager.controllers.objects import CONFIG_NAMESPACE
 from testsupport.fake import FakeClock
 
@@ -32,28 +30,16 @@ async def controllers(
     colocation: ColocationProfileSettings | None = None,
     gates: dict[str, bool] | None = None,
 ) -> AsyncIterator[ControllerSet]:
-    metrics = SLOControllerMetrics()
-    running_set = ControllerSet(
-        client,
-        ControllerSettings(
-            controllers=names,
-            config_namespace=CONFIG_NAMESPACE,
-            workers=2,
-            gates=FeatureGates(CONTROL_PLANE_FEATURES, gates),
-            colocation_profile=colocation or ColocationProfileSettings(),
-            profile_rules=existing_pod_rules(),
-            recommendation=recommendation or RecommendationSettings(),
-        ),
-        metrics=metrics,
-        reactor_metrics=ReactorMetrics(metrics.registry),
-        clock=FakeClock(epoch=parse_time(now)),
+    settings = ControllerSettings(
+        controllers=names,
+        config_namespace=CONFIG_NAMESPACE,
+        workers=2,
+        gates=FeatureGates(CONTROL_PLANE_FEATURES, gates),
+        colocation_profile=colocation or ColocationProfileSettings(),
+        profile_rules=existing_pod_rules(),
+        recommendation=recommendation or RecommendationSettings(),
     )
-    task = asyncio.create_task(running_set.run())
-    try:
-        async with asyncio.timeout(10):
-            await running_set.started.wait()
-        yield running_set
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async with controller_set(
+        client, names, settings=settings, clock=FakeClock(epoch=parse_time(now))
+    ) as running:
+        yield running
