@@ -1,4 +1,6 @@
-"""K1: one koordlet collection tick on a node with 100 pods of 3 containers (fake host tree).
+"""K1: one koordlet collection tick on a node with 100 pods of 3 containers (fake host tree),
+and the other periodic work of the agent's node-level loop: the CPI collector's tick and
+one training of the peak predictor.
 
 A tick is what the real collectors do for the node and every pod and container: the
 NodeResourceCollector (``/proc/stat``, ``/proc/meminfo``, NUMA meminfo), the
@@ -14,7 +16,7 @@ in the tree. The tree is cgroup v1 with Anolis-style PSI files under ``cpuacct``
 Three ways of doing the same work, in the same run:
 
 * ``native_cpu_ms``: the koordlet with its default backend (compiled FileCache and
-  parsers), the K1 target (<= 3 ms);
+  parsers), the K1 target (<= 2 ms, and <= 1.5 times the C floor);
 * ``python_cpu_ms``: the same koordlet code with ``KOORDLET_NO_EXTENSIONS=1`` (every
   read and parse in the pure-Python twins);
 * ``c_floor_cpu_ms``: the plain C program of ``cfloor/cgroup_read.c`` making the same
@@ -24,9 +26,31 @@ Three ways of doing the same work, in the same run:
 The koordlet figures are measured in child processes (one per backend, identical code),
 each the median CPU time of one tick after warm-up ticks (the first tick only primes the
 rate counters). ``native_{node,pods,psi}_cpu_ms`` break the native tick down by
-collector; ``native_per_second_cpu_ms`` is what an average second costs at the default
-intervals (node and pods every second, PSI every tenth). Counters are left as they are
-between ticks: a tick does the same work whatever the values.
+collector. Counters are left as they are between ticks: a tick does the same work
+whatever the values.
+
+``native_cpu_ms`` is the K1 target's tick, node + pods + PSI, and nothing else. Measured
+beside it in the native child, on the same metric cache:
+
+* ``native_cpi_cpu_ms``: one tick of the CPICollector (gate on) after its first. The
+  collector checks once, with a real ``perf_event_open``, whether this host can count
+  cycles and instructions; where it cannot (a VM without a PMU: ``params.cpi_supported``
+  false, with the reason) a tick costs only the remembered answer, and the check itself is
+  ``native_cpi_check_cpu_ms`` (paid once per agent). Where it can, a tick opens the counter
+  groups of every container, which on the fake tree have no ``perf_event`` cgroup, so that
+  figure is the cost of trying, not of counting.
+* ``native_prediction_cpu_ms``: one training of the peak predictor
+  (:class:`koordlet.prediction.PeakPredictServer`, the agent's defaults, checkpoints under
+  the fake node's var-run root) over the 100 pods: the p90 of the last training interval
+  (60 s) of each pod's and the node's CPU and memory usage, read from the metric cache the
+  ticks filled (ticks are added until it holds a full interval), and one sample added to
+  each model (100 pods, the node, 5 priority classes, the system: ``params.
+  prediction_models``). Median of ``runs`` trainings at the same instant.
+
+``native_per_second_cpu_ms`` is what an average second costs at the default intervals:
+node and pods every second, PSI every tenth, the CPI collector every 60th (on a host
+without a PMU; with one, a round is two ticks), a training every 60th
+(``--prediction-training-interval`` 1m).
 """
 
 from __future__ import annotations
@@ -51,10 +75,13 @@ from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.metriccache import KVStore, MetricCache
 from koordlet.metrics import KoordletMetrics
+from koordlet.metricsadvisor.collectors.cpi import CPICollector
 from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollector
 from koordlet.metricsadvisor.collectors.performance import PSICollector
 from koordlet.metricsadvisor.collectors.podresource import PodResourceCollector
 from koordlet.metricsadvisor.framework import CollectContext, Collector
+from koordlet.prediction import PeakPredictServer, PredictionConfig, checkpoint_dir_under
+from koordlet.prediction.config import DEFAULT_CHECKPOINT_FILEPATH
 from koordlet.statesinformer.podmeta import PodMeta, pod_meta
 from koordlet.statesinformer.standalone import CgroupPodsSource
 from koordlet.system import native
@@ -67,6 +94,9 @@ CONTAINERS_PER_POD = 3
 WARMUP_TICKS = 3
 #: the PSI collector's default interval (10 s) in resource-collection ticks (1 s)
 PSI_EVERY_N_TICKS = 10
+#: the CPI collector's default interval (60 s) and the default training interval (1 min)
+CPI_EVERY_N_TICKS = 60
+PREDICTION_EVERY_N_TICKS = 60
 ROOT = Path(__file__).resolve().parent.parent
 _COLLECTORS = {"NodeResourceCollector": "node", "PodResourceCollector": "pods", "PSICollector": "psi"}
 
@@ -87,11 +117,54 @@ class _States:
         return None
 
 
+def _cpi_ticks(cpi: CPICollector, now: float, runs: int) -> dict[str, Any]:
+    """The CPI collector's first tick (its support check) and ``runs`` more, each at the
+    collector's own next instant; the medians in ms and what the check found."""
+    start = time.process_time()
+    cpi.collect(now)
+    check_ms = (time.process_time() - start) * 1000.0
+    ticks = []
+    for _ in range(runs):
+        now += cpi.interval
+        start = time.process_time()
+        cpi.collect(now)
+        ticks.append((time.process_time() - start) * 1000.0)
+    cpi.close()
+    return {
+        "check_ms": check_ms,
+        "tick_ms": median(ticks),
+        "supported": cpi.unsupported_reason is None,
+        "reason": cpi.unsupported_reason or "hardware counters available",
+    }
+
+
+def _trainings(ctx: CollectContext, pods: list[PodMeta], now: float, runs: int) -> dict[str, Any]:
+    """``runs`` trainings of the peak predictor at ``now`` over the cache the ticks filled."""
+    config = PredictionConfig(checkpoint_dir_under(ctx.paths.var_run_root, DEFAULT_CHECKPOINT_FILEPATH))
+    states = ctx.states
+    # the pods as the agent hands them to the predictor: every call, from the states informer
+    server = PeakPredictServer(
+        config, ctx.cache.query, lambda: [meta.pod for meta in states.get_all_pods()], clock=lambda: now
+    )
+    server.restore()  # nothing to restore on a fresh tree: the start-up path, as the agent runs it
+    trainings = []
+    for _ in range(runs):
+        start = time.process_time()
+        server.train()
+        trainings.append((time.process_time() - start) * 1000.0)
+    pod_models = sum(1 for meta in pods if meta.uid in server.models)
+    if pod_models != len(pods):
+        raise RuntimeError(f"koordlet_tick: the predictor trained {pod_models} of {len(pods)} pod models")
+    return {"train_ms": median(trainings), "models": len(server.models)}
+
+
 def _child(argv: list[str]) -> None:
-    """Measure ticks over the tree at ``--root``; prints one JSON line."""
+    """Measure ticks over the tree at ``--root`` (with ``--predict``, the CPI collector and
+    the predictor's training too); prints one JSON line."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
     parser.add_argument("--runs", type=int, required=True)
+    parser.add_argument("--predict", action="store_true")
     args = parser.parse_args(argv)
 
     paths = HostPaths.rooted(args.root)
@@ -104,7 +177,7 @@ def _child(argv: list[str]) -> None:
         KVStore(),
         _States(pods),
         KoordletMetrics(CollectorRegistry(), "bench-node"),
-        FeatureGates(KOORDLET_FEATURES, {"PSICollector": True}),
+        FeatureGates(KOORDLET_FEATURES, {"PSICollector": True, "CPICollector": True}),
     )
     psi = PSICollector(ctx)
     collectors: list[Collector] = [NodeResourceCollector(ctx), PodResourceCollector(ctx), psi]
@@ -124,14 +197,28 @@ def _child(argv: list[str]) -> None:
         if run >= WARMUP_TICKS:
             ticks.append(elapsed)
     stats = ctx.cache.stats()
+    samples_per_tick = stats["samples"] // (WARMUP_TICKS + args.runs)
+    extra: dict[str, Any] = {}
+    if args.predict:
+        cpi = CPICollector(ctx)
+        if not cpi.enabled():
+            raise RuntimeError("koordlet_tick: the CPICollector gate is off")
+        extra["cpi"] = _cpi_ticks(cpi, now, args.runs)
+        # fill the cache up to one training interval: the samples a training reads
+        for _ in range(WARMUP_TICKS + args.runs, PREDICTION_EVERY_N_TICKS + 1):
+            now += 1.0
+            for collector in collectors:
+                collector.collect(now)
+        extra["prediction"] = _trainings(ctx, pods, now, args.runs)
     out = {
         "backend": native.backend_report()["_cgroupfs"],
         "pods": len(pods),
         "containers": sum(len(p.containers) for p in pods),
         "series": stats["series"],
-        "samples_per_tick": stats["samples"] // (WARMUP_TICKS + args.runs),
+        "samples_per_tick": samples_per_tick,
         "tick_ms": ticks,
         "collector_ms": {name: median(v[WARMUP_TICKS:]) for name, v in per_collector.items()},
+        **extra,
     }
     print(json.dumps(out))
 
@@ -142,6 +229,8 @@ def _measure(root: Path, runs: int, python: bool) -> dict[str, Any]:
     if python:
         env["KOORDLET_NO_EXTENSIONS"] = "1"
     argv = [sys.executable, "-m", "benchmarks.koordlet_tick", "--root", str(root), "--runs", str(runs)]
+    if not python:  # the CPI tick and the training are figures of the native agent only
+        argv.append("--predict")
     done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT, env=env, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"koordlet_tick child failed:\n{done.stderr[-4000:]}")
@@ -196,11 +285,18 @@ def run(quick: bool = False) -> Result:
     per_collector = native_run["collector_ms"]
     for name, short in _COLLECTORS.items():
         results[f"native_{short}_cpu_ms"] = round(per_collector[name], 3)
-    # at default intervals PSI is read every 10th second: the native CPU of an average second
+    cpi, prediction = native_run["cpi"], native_run["prediction"]
+    results["native_cpi_cpu_ms"] = round(cpi["tick_ms"], 3)
+    results["native_cpi_check_cpu_ms"] = round(cpi["check_ms"], 3)
+    results["native_prediction_cpu_ms"] = round(prediction["train_ms"], 3)
+    # at default intervals PSI is read every 10th second, CPI and a training every 60th:
+    # the native CPU of an average second
     results["native_per_second_cpu_ms"] = round(
         per_collector["NodeResourceCollector"]
         + per_collector["PodResourceCollector"]
-        + per_collector["PSICollector"] / PSI_EVERY_N_TICKS,
+        + per_collector["PSICollector"] / PSI_EVERY_N_TICKS
+        + cpi["tick_ms"] / CPI_EVERY_N_TICKS
+        + prediction["train_ms"] / PREDICTION_EVERY_N_TICKS,
         3,
     )
     result = Result(
@@ -212,6 +308,17 @@ def run(quick: bool = False) -> Result:
             "warmup_ticks": WARMUP_TICKS,
             "cgroup": "v1 (PSI under cpuacct)",
             "collectors": list(_COLLECTORS),
+            "feature_gates": "PSICollector=true,CPICollector=true",
+            "native_cpu_ms_includes": "node + pods + PSI collectors (one tick)",
+            "cpi_supported": cpi["supported"],
+            "cpi_note": (
+                f"{cpi['reason']}: the check runs once (native_cpi_check_cpu_ms), "
+                "a CPI tick after it costs only its remembered answer"
+                if not cpi["supported"]
+                else "counters open on this host; the fake tree has no perf_event cgroups to count"
+            ),
+            "prediction_models": prediction["models"],
+            "prediction_training_interval_s": PREDICTION_EVERY_N_TICKS,
             "files_per_tick": floor_input.count("\n"),
             "samples_per_tick": native_run["samples_per_tick"],
             "quick": quick,
@@ -225,7 +332,9 @@ def run(quick: bool = False) -> Result:
     result.headline = (
         f"koordlet_tick: {PODS} pods x {CONTAINERS_PER_POD} containers: native {figures['native']:.2f} ms, "
         f"python {figures['python']:.2f} ms, C floor {floor:.2f} ms CPU per tick; native/C floor "
-        f"{result.ratios['native_vs_c_floor_ratio']} "
+        f"{result.ratios['native_vs_c_floor_ratio']}; CPI tick {cpi['tick_ms']:.3f} ms, "
+        f"prediction training {prediction['train_ms']:.2f} ms ({prediction['models']} models), "
+        f"{results['native_per_second_cpu_ms']:.2f} ms in an average second "
         "(K1 targets: native_cpu_ms <= 2, native_vs_c_floor_ratio <= 1.5)"
     )
     return result
