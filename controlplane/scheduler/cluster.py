@@ -115,6 +115,27 @@ def node_spec(node: Mapping[str, Any]) -> NodeSpec:
     )
 
 
+def same_footprint(placed: PodInfo, new: PodInfo) -> bool:
+    """Whether a placed pod's new record leaves the node's counts, the pod indexes and what
+    the plug-ins following placed pods keep (LoadAwareScheduling's estimate, the rows' verdicts)
+    as they are: the same requests, limits, host ports, volumes, labels, annotations,
+    owner, affinity and priority class. A binding's echo only adds ``nodeName`` and the
+    PodScheduled condition, so it keeps the footprint of the pod assumed there."""
+    return (
+        placed.uid == new.uid
+        and placed.requests == new.requests
+        and placed.limits == new.limits
+        and placed.host_ports == new.host_ports
+        and placed.volumes == new.volumes
+        and placed.labels == new.labels
+        and placed.annotations == new.annotations
+        and placed.controller == new.controller
+        and placed.affinity == new.affinity
+        and placed.priority_class == new.priority_class
+        and placed.reservation == new.reservation
+    )
+
+
 class Cluster:
     def __init__(self) -> None:
         self.table = NodeTable()
@@ -355,6 +376,14 @@ class Cluster:
         moves it. A pod on a node not known yet (the pod informer can be ahead of the node
         informer) is kept and counted once the node arrives; so are the pods of a node that
         went away and comes back."""
+        found = self.placed.get(pod.key)
+        if found is not None and found[0] == node and same_footprint(found[2], pod):
+            # the binding's echo, a status update: the counts, indexes and listeners'
+            # views stay as they are; only the record is new
+            self.placed[pod.key] = (node, found[1], pod)
+            self.evicting.discard(pod.key)
+            self.generation += 1
+            return
         self.unplace(pod.key)
         vector = self.table.pod_vector(pod.requests)
         self.placed[pod.key] = (node, vector, pod)

@@ -4,6 +4,7 @@ pod deleted after its node returned."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster
@@ -73,3 +74,32 @@ def test_placing_again_moves_the_pod():
     cluster.place(pod, "n2")
     assert used(cluster, "n1") == (0, 0, 0)
     assert used(cluster, "n2") == (1000, GI, 1)
+
+
+def test_a_binding_echo_swaps_the_record_and_a_changed_footprint_is_placed_again():
+    """The bound pod's record (nodeName, PodScheduled set) replaces the assumed one in place:
+    the node's counts stay and the plug-ins following placed pods hear nothing; a record
+    whose requests or labels changed is taken off and placed again, and they hear both."""
+    cluster = Cluster()
+    cluster.set_node(node("n1"))
+    heard: list[tuple[str | None, int]] = []
+
+    def listener(name: str | None, pod: object = None, sign: int = 0) -> None:
+        heard.append((name, sign))
+
+    cluster.subscribe(listener)
+    assumed = bound("p", "")
+    cluster.place(assumed, "n1")
+    heard.clear()
+    echo = dataclasses.replace(assumed, node_name="n1", scheduled_at="2026-01-01T00:00:00Z")
+    cluster.place(echo, "n1")
+    assert cluster.placed["ns/p"][2] is echo
+    assert used(cluster, "n1") == (1000, GI, 1)
+    assert heard == []
+    relabelled = dataclasses.replace(echo, labels={"app": "x"})
+    cluster.place(relabelled, "n1")
+    assert heard == [("n1", -1), ("n1", 1)]
+    assert cluster.pod_index.by_label["ns"]["app"]["x"] == {"ns/p"}
+    resized = bound("p", "n1", cpu="2")
+    cluster.place(resized, "n1")
+    assert used(cluster, "n1") == (2000, GI, 1)
