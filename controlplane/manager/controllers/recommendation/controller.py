@@ -10,9 +10,12 @@ without a controller; this one fills its status. Reconcile of ``namespace/name``
    finished are grouped by node, and each node's NodeMetric report that was not sampled yet
    (``status.updateTime`` differs from the one remembered) feeds the pods' usage into the
    histograms -- one sample per report;
-3. new samples are checkpointed, then ``status.podStatus.containerStatuses`` gets, per
-   container with at least ``min_samples`` samples, the p95 of CPU and the p99 of memory
-   times ``1 + safety margin`` (CPU rounded up to milli-cores, memory to MiB), with
+3. new samples are checkpointed (retried on each reconcile until written; a ConfigMap of
+   the checkpoint's name that no Recommendation of this name owns is someone else's: it is
+   left alone, with a ``CheckpointConflict`` Warning Event), then
+   ``status.podStatus.containerStatuses`` gets, per container with at least
+   ``min_samples`` samples, the p95 of CPU and the p99 of memory times
+   ``1 + safety margin`` (CPU rounded up to milli-cores, memory to MiB), with
    ``status.updateTime`` and the ``RecommendationReady`` condition.
 
 Condition reasons: ``Recommended`` (True); ``TargetNotFound`` and ``InvalidTarget`` (the
@@ -65,6 +68,7 @@ REASON_RECOMMENDED = "Recommended"
 REASON_NO_PODS = "NoPods"
 REASON_NOT_ENOUGH_SAMPLES = "NotEnoughSamples"
 REASON_CHECKPOINT_INVALID = "InvalidCheckpoint"
+REASON_CHECKPOINT_CONFLICT = "CheckpointConflict"
 _FINISHED = ("Succeeded", "Failed")
 
 Obj = dict[str, Any]
@@ -95,6 +99,19 @@ def _namespace_of(pod: Obj) -> list[str]:
     return [str(pod["metadata"].get("namespace") or "")]
 
 
+def _is_checkpoint_of(config_map: Mapping[str, Any], name: str) -> bool:
+    """Whether a Recommendation named ``name`` owns ``config_map`` (this one, or a deleted one
+    of the same name whose checkpoint the garbage collector has not removed yet)."""
+    owners = (config_map.get("metadata") or {}).get("ownerReferences") or ()
+    return any(
+        isinstance(o, dict)
+        and o.get("kind") == KIND
+        and str(o.get("apiVersion") or "").startswith("analysis.koordinator.sh/")
+        and o.get("name") == name
+        for o in owners
+    )
+
+
 def _update_time(metric: Mapping[str, Any]) -> str:
     return str((metric.get("status") or {}).get("updateTime") or "")
 
@@ -105,6 +122,8 @@ class RecommendationController:
         self.settings: RecommendationSettings = ctx.recommendation
         self.reactor = ctx.controller(NAME, self.reconcile)
         self.states: dict[str, RecommendationState] = {}
+        #: Recommendations whose samples are newer than their checkpoint ConfigMap
+        self.unsaved: set[str] = set()
         enqueue = self.reactor.enqueue
         self.recommendations: Consumer[Obj] = ctx.factory.informer(res.RECOMMENDATIONS).add_consumer(
             name="recommendation-recommendations",
@@ -135,6 +154,7 @@ class RecommendationController:
         if recommendation is None:
             # the checkpoint ConfigMap is owned by the Recommendation: the garbage collector deletes it
             self.states.pop(key, None)
+            self.unsaved.discard(key)
             return None
         state = self.states.get(key)
         if state is None:
@@ -147,7 +167,11 @@ class RecommendationController:
             return Result(requeue_after=self.settings.resync_s)
         pods = self._target_pods(target)
         if self._sample(state, pods):
-            await self._checkpoint(recommendation, state)
+            self.unsaved.add(key)
+        # retried on every reconcile until written: a report is sampled once, so a failed
+        # write would otherwise wait for the next report
+        if key in self.unsaved and await self._checkpoint(recommendation, state):
+            self.unsaved.discard(key)
         if not pods:
             await self._write_status(
                 recommendation, state, "False", REASON_NO_PODS, f"{target.description} selects no running pod"
@@ -242,7 +266,8 @@ class RecommendationController:
         log.info("recommendation: %s/%s restored from its checkpoint", namespace, name)
         return state
 
-    async def _checkpoint(self, recommendation: Obj, state: RecommendationState) -> None:
+    async def _checkpoint(self, recommendation: Obj, state: RecommendationState) -> bool:
+        """Write the checkpoint ConfigMap; whether it was written."""
         meta = recommendation.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         config_map: Obj = {
@@ -265,25 +290,43 @@ class RecommendationController:
         }
         try:
             try:
-                await self.ctx.client.patch(
-                    res.CONFIG_MAPS,
-                    checkpoint_name(name),
-                    config_map,
-                    namespace,
-                    patch_type=PatchType.MERGE,
-                    field_manager=FIELD_MANAGER,
-                )
+                found = await self.ctx.client.get(res.CONFIG_MAPS, checkpoint_name(name), namespace)
             except NotFoundError:
                 await self.ctx.client.create(
                     res.CONFIG_MAPS, config_map, namespace, field_manager=FIELD_MANAGER
                 )
-        except (AlreadyExistsError, ConflictError) as exc:
+                return True
+            if not _is_checkpoint_of(found, name):
+                # someone else's ConfigMap: a merge patch would replace its owner references
+                # with the Recommendation, and the garbage collector would delete it with it
+                message = (
+                    f"ConfigMap {namespace}/{checkpoint_name(name)} exists and is not owned by a "
+                    f"Recommendation {name}: left as it is, no checkpoint written"
+                )
+                log.error("recommendation: %s/%s: %s", namespace, name, message)
+                await self.ctx.recorder.record(
+                    recommendation, WARNING, REASON_CHECKPOINT_CONFLICT, message, kind=KIND
+                )
+                return False
+            # the resourceVersion makes the patch fail (and be retried) if the ConfigMap changed
+            config_map["metadata"]["resourceVersion"] = (found.get("metadata") or {}).get("resourceVersion")
+            await self.ctx.client.patch(
+                res.CONFIG_MAPS,
+                checkpoint_name(name),
+                config_map,
+                namespace,
+                patch_type=PatchType.MERGE,
+                field_manager=FIELD_MANAGER,
+            )
+            return True
+        except (AlreadyExistsError, ConflictError, NotFoundError) as exc:
             raise TemporaryError(f"checkpoint of Recommendation {namespace}/{name}: {exc.message}") from exc
         except ApiError as exc:
             # the samples stay in memory; the next reconcile writes them again
             log.error(
                 "recommendation: %s/%s: checkpoint not written: %s", namespace, name, exc.message or exc
             )
+            return False
 
     async def _write_status(
         self, recommendation: Obj, state: RecommendationState, status: str, reason: str, message: str

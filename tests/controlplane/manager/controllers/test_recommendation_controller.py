@@ -157,3 +157,59 @@ async def test_no_pods_and_not_enough_samples_are_conditions():
             assert running.controllers["recommendation"]
     finally:
         await fake.stop()
+
+
+async def test_a_configmap_of_the_checkpoints_name_that_is_not_a_checkpoint_is_left_alone():
+    fake = await started_fake()
+    try:
+        foreign = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "web-recommendation", "namespace": "default"},
+            "data": {"app.conf": "keep me"},
+        }
+        fake.create(res.CONFIG_MAPS, foreign)
+        fake.create(res.DEPLOYMENTS, deployment())
+        fake.create(res.PODS, pod("web-1"))
+        report(fake, "2026-01-01T00:00:00Z", "200m", "100Mi")
+        fake.create(res.RECOMMENDATIONS, recommendation())
+        async with (
+            fake.client() as client,
+            controllers(client, ("recommendation",), NOW, recommendation=SETTINGS) as running,
+        ):
+            # the recommendation is written; the ConfigMap is not taken over (a merge patch would
+            # have made the Recommendation its owner, and the garbage collector would delete it)
+            await eventually(
+                lambda: any(c["reason"] == "Recommended" for c in status(fake).get("conditions") or ())
+            )
+            await eventually(
+                lambda: any(
+                    e["reason"] == "CheckpointConflict" for e in fake.list_objects(res.EVENTS, "default")
+                )
+            )
+            kept = fake.get(res.CONFIG_MAPS, "web-recommendation", "default")
+            assert kept["data"] == {"app.conf": "keep me"}
+            assert not kept["metadata"].get("ownerReferences")
+            event = next(
+                e for e in fake.list_objects(res.EVENTS, "default") if e["reason"] == "CheckpointConflict"
+            )
+            assert event["type"] == "Warning"
+            assert event["involvedObject"]["kind"] == "Recommendation"
+
+            # once it is gone, the next reconcile writes the checkpoint (no new report needed)
+            fake.delete(res.CONFIG_MAPS, "web-recommendation", "default")
+            controller = running.controllers["recommendation"]
+            controller.reactor.enqueue("default/web")
+
+            def written() -> bool:
+                try:
+                    found = fake.get(res.CONFIG_MAPS, "web-recommendation", "default")
+                except Exception:
+                    return False
+                return "checkpoint" in found["data"]
+
+            await eventually(written)
+            owners = fake.get(res.CONFIG_MAPS, "web-recommendation", "default")["metadata"]["ownerReferences"]
+            assert [(o["kind"], o["name"]) for o in owners] == [("Recommendation", "web")]
+    finally:
+        await fake.stop()
