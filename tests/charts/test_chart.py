@@ -186,6 +186,39 @@ def test_crd_switches(helm: Path) -> None:
     assert not by_kind(objects(helm, "crds.managed=false"), "CustomResourceDefinition")
 
 
+def _manager_grants(docs: Sequence[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) of koord-manager's ClusterRole."""
+    role = by_kind(docs, "ClusterRole")["koord-manager-role"]
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_the_recommendation_controller_and_its_grants_come_together(helm: Path) -> None:
+    recommendation = {
+        ("", "configmaps", "get"),
+        ("", "configmaps", "create"),
+        ("", "configmaps", "patch"),
+        *(("apps", kind, "get") for kind in ("deployments", "replicasets", "statefulsets", "daemonsets")),
+        ("batch", "jobs", "get"),
+        ("analysis.koordinator.sh", "recommendations", "list"),
+        ("analysis.koordinator.sh", "recommendations", "watch"),
+        ("analysis.koordinator.sh", "recommendations/status", "patch"),
+    }
+    # off by default: neither the controller nor its cluster-wide ConfigMap grant
+    default = objects(helm)
+    assert not [a for a in container_args(default)["koord-manager"] if a.startswith("--controllers")]
+    assert not _manager_grants(default) & recommendation
+    enabled = objects(helm, "manager.recommendation.enabled=true")
+    assert "--controllers=*,recommendation" in container_args(enabled)["koord-manager"]
+    assert recommendation <= _manager_grants(enabled)
+    assert _manager_grants(enabled) - recommendation == _manager_grants(default)
+
+
 def test_each_component_takes_its_own_feature_gates(helm: Path) -> None:
     docs = objects(
         helm,
@@ -527,8 +560,13 @@ def test_the_koordlet_reads_what_the_device_daemon_writes(helm: Path, sock_dir: 
 @pytest.mark.envtest
 @pytest.mark.parametrize(
     "sets",
-    [(), ("descheduler.enabled=true",), ("deviceDaemon.enabled=true",)],
-    ids=["default", "descheduler", "deviceDaemon"],
+    [
+        (),
+        ("descheduler.enabled=true",),
+        ("deviceDaemon.enabled=true",),
+        ("manager.recommendation.enabled=true",),
+    ],
+    ids=["default", "descheduler", "deviceDaemon", "recommendation"],
 )
 async def test_every_rendered_object_passes_server_side_dry_run(
     helm: Path, envtest: Envtest, sets: tuple[str, ...]

@@ -258,6 +258,7 @@ NOT_EXERCISED: dict[Grant, str] = {
     ("koord-manager", "", "nodes", "get"): "a node read outside the informer",
     ("koord-manager", "", "nodes", "patch"): "noderesource: originExtendedAllocatable, GPU labels",
     ("koord-manager", "", "pods", "get"): "webhooks: a pod read while the informers are not synced",
+    ("koord-manager", "", "pods", "patch"): "colocationprofile (gate off here): a pending pod's profile",
     ("koord-manager", "", "namespaces", "get"): "webhooks: a namespace the informer lacks",
     ("koord-manager", "scheduling.k8s.io", "priorityclasses", "get"): "webhooks: an informer miss",
     ("koord-manager", "", "events", "create"): "Warning Events on invalid slo-controller-config keys",
