@@ -15,6 +15,10 @@ pods' usage) with ``updateTime``\\ s it chooses, so the histograms' decay is han
 * the manager is restarted between two reports: the new process continues from the
   checkpoint ConfigMap (a fresh start could not recommend from one report);
 * the Deployment is deleted: ``TargetNotFound``, the last recommendation kept.
+
+A second test runs the manager as the chart's ``koord-manager`` ServiceAccount, bound to the
+roles the chart renders with ``manager.recommendation.enabled=true``: the controller
+recommends and checkpoints with those grants alone, and nothing it asks for is forbidden.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
 from koordinator.kube.errors import AlreadyExistsError, NotFoundError
 from koordinator.kube.timeutil import format_time, parse_time
+from tests.charts.test_chart import by_kind, container_args, objects
 from tests.controlplane.manager.controllers.objects import node, node_metric, pod, pod_metric
 from tests.controlplane.manager.controllers.test_envtest_slo_controller import (
     ROOT,
@@ -42,6 +48,7 @@ from tests.controlplane.manager.controllers.test_envtest_slo_controller import (
     wait_for,
 )
 from tests.envtest import Envtest, own_envtest
+from testsupport.envtest.certs import client_certificate
 from testsupport.envtest.controlplane import free_port
 
 NAMESPACE = "recommend"
@@ -62,7 +69,7 @@ def envtest_recommendation(envtest_bin: Path) -> Iterator[Envtest]:
 class Manager:
     """``koord-manager --controllers=*,recommendation`` in a process of its own."""
 
-    def __init__(self, envtest: Envtest, workdir: Path, name: str) -> None:
+    def __init__(self, envtest: Envtest, workdir: Path, name: str, kubeconfig: Path | None = None) -> None:
         self.log = workdir / f"{name}.log"
         workdir.mkdir(parents=True, exist_ok=True)
         argv = [
@@ -70,7 +77,7 @@ class Manager:
             "-m",
             "controlplane.manager",
             "--kubeconfig",
-            str(envtest.kubeconfig),
+            str(kubeconfig or envtest.kubeconfig),
             "--controllers=*,recommendation",
             "--webhook-port",
             str(free_port()),
@@ -105,8 +112,9 @@ class Manager:
                 self.process.kill()
                 self.process.wait()
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+    def output(self, *, everything: bool = False) -> str:
+        text = self.log.read_text(errors="replace")
+        return text if everything else text[-4000:]
 
 
 def owner(obj: Obj) -> list[Obj]:
@@ -167,6 +175,27 @@ async def create_workload(client: ApiClient) -> None:
         body["metadata"]["ownerReferences"] = owner(replica_set)
         body["spec"]["containers"] = [container]
         await create_with_status(client, res.PODS, body)
+
+
+async def create_cluster(client: ApiClient) -> Obj:
+    """The webhook configurations, NODE, the workload and the Recommendation (returned)."""
+    # the manager publishes its CA into these (with no webhooks, the apiserver calls none)
+    for kind, name in (
+        (res.MUTATING_WEBHOOK_CONFIGURATIONS, "koordinator-mutating-webhook-configuration"),
+        (res.VALIDATING_WEBHOOK_CONFIGURATIONS, "koordinator-validating-webhook-configuration"),
+    ):
+        body = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind.kind,
+            "metadata": {"name": name},
+        }
+        with contextlib.suppress(AlreadyExistsError):
+            await client.create(kind, body)
+    await client.ensure_namespace(NAMESPACE)
+    await create_with_status(client, res.NODES, node(NODE))
+    await create_workload(client)
+    created: Obj = await client.create(res.RECOMMENDATIONS, recommendation())
+    return created
 
 
 def recommendation() -> Obj:
@@ -270,22 +299,7 @@ async def test_a_deployments_recommendation_tracks_its_pods_usage(envtest_recomm
     client = await prepared(envtest_recommendation)
     managers: list[Manager] = []
     try:
-        # the manager publishes its CA into these (with no webhooks, the apiserver calls none)
-        for kind, name in (
-            (res.MUTATING_WEBHOOK_CONFIGURATIONS, "koordinator-mutating-webhook-configuration"),
-            (res.VALIDATING_WEBHOOK_CONFIGURATIONS, "koordinator-validating-webhook-configuration"),
-        ):
-            body = {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind.kind,
-                "metadata": {"name": name},
-            }
-            with contextlib.suppress(AlreadyExistsError):
-                await client.create(kind, body)
-        await client.ensure_namespace(NAMESPACE)
-        await create_with_status(client, res.NODES, node(NODE))
-        await create_workload(client)
-        created = await client.create(res.RECOMMENDATIONS, recommendation())
+        created = await create_cluster(client)
 
         # a sample's weight doubles every 24 h of sample time: w(h) = 2^(h/24), two samples per report
         first = await report(client, 0, "200m", "100Mi")
@@ -365,5 +379,78 @@ async def test_a_deployments_recommendation_tracks_its_pods_usage(envtest_recomm
         raise
     finally:
         for manager in managers:
+            manager.stop()
+        await client.close()
+
+
+# ---- under the chart's RBAC ---------------------------------------------------------------------
+
+SERVICE_ACCOUNT = "system:serviceaccount:koordinator-system:koord-manager"
+_RBAC = {
+    "ClusterRole": res.CLUSTER_ROLES,
+    "ClusterRoleBinding": res.CLUSTER_ROLE_BINDINGS,
+    "Role": res.ROLES,
+    "RoleBinding": res.ROLE_BINDINGS,
+}
+
+
+def service_account_kubeconfig(envtest: Envtest, workdir: Path) -> Path:
+    """A kubeconfig whose client certificate names koord-manager's ServiceAccount (RBAC
+    matches a ServiceAccount subject by that user name)."""
+    cert, key = client_certificate(
+        envtest.plane.creds, SERVICE_ACCOUNT, "system:serviceaccounts", workdir / "koord-manager"
+    )
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "envtest",
+                "cluster": {"server": envtest.url, "certificate-authority": str(envtest.ca_file)},
+            }
+        ],
+        "users": [
+            {"name": "koord-manager", "user": {"client-certificate": str(cert), "client-key": str(key)}}
+        ],
+        "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "koord-manager"}}],
+        "current-context": "envtest",
+    }
+    path = workdir / "koord-manager.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_the_charts_grants_are_all_the_recommendation_controller_needs(envtest_faults, helm, tmp_path):
+    docs = objects(helm, "manager.recommendation.enabled=true")
+    assert "--controllers=*,recommendation" in container_args(docs)["koord-manager"]
+    client = await prepared(envtest_faults)
+    manager: Manager | None = None
+    try:
+        for kind, resource in _RBAC.items():
+            for name, doc in by_kind(docs, kind).items():
+                if name.startswith("koord-manager"):
+                    await client.apply(resource, doc, field_manager="chart", force=True)
+        await create_cluster(client)
+        first = await report(client, 0, "200m", "100Mi")
+        manager = Manager(
+            envtest_faults, tmp_path, "chart", service_account_kubeconfig(envtest_faults, tmp_path)
+        )
+        await sampled(client, first)
+        await sampled(client, await report(client, 1, "200m", "100Mi"))
+        await becomes(client, LOW)
+        await client.delete(res.DEPLOYMENTS, "web", NAMESPACE)
+        await report(client, 2, "200m", "100Mi")
+
+        async def target_gone() -> bool:
+            return ready(await status(client)).get("reason") == "TargetNotFound"
+
+        await wait_for(target_gone)
+        assert "forbidden" not in manager.output(everything=True).lower(), manager.output()
+    except BaseException:
+        if manager is not None:
+            sys.stderr.write(f"--- {manager.log.name} ---\n{manager.output()}\n")
+        raise
+    finally:
+        if manager is not None:
             manager.stop()
         await client.close()
