@@ -55,7 +55,7 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient, PatchType
 from koordinator.kube.clock import SYSTEM_CLOCK, Clock
 from koordinator.kube.errors import KubeError, NotFoundError
-from koordinator.kube.events import NORMAL, WARNING, EventRecorder
+from koordinator.kube.events import NORMAL, WARNING, EventQueue, EventRecorder
 from koordinator.kube.informer.factory import InformerFactory
 from koordinator.kube.informer.informer import Tombstone
 
@@ -82,7 +82,9 @@ class Scheduler:
     ) -> None:
         self.client = client
         self.metrics = metrics or SchedulerMetrics()
-        self.recorder = recorder
+        #: the Events, written by a task of :meth:`run` so that no cycle or binding waits on them
+        self.events = EventQueue(recorder) if recorder is not None else None
+        self._events_task: asyncio.Task[None] | None = None
         self.clock = clock
         self.cluster = Cluster()
         self.frameworks = {
@@ -254,6 +256,8 @@ class Scheduler:
         """Schedule until cancelled; flushes the queue's backoff and leftovers as upstream."""
         self.metrics.record_pending(self.queue.pending())
         flusher = asyncio.create_task(self._flush_loop(), name="scheduler-queue-flush")
+        if self.events is not None:
+            self._events_task = asyncio.create_task(self.events.run(), name="scheduler-events")
         controllers = [
             asyncio.create_task(controller(self.client), name=f"scheduler-{name}-controller")
             for framework in self.frameworks.values()
@@ -274,9 +278,11 @@ class Scheduler:
                 await asyncio.sleep(0)
         finally:
             flusher.cancel()
-            for task in [*self._tasks, *controllers]:
+            events, self._events_task = self._events_task, None
+            background = [flusher, *controllers, *([events] if events is not None else [])]
+            for task in [*background, *self._tasks]:
                 task.cancel()
-            await asyncio.gather(flusher, *controllers, *self._tasks, return_exceptions=True)
+            await asyncio.gather(*background, *self._tasks, return_exceptions=True)
 
     async def _flush_loop(self) -> None:
         ticks = 0
@@ -416,10 +422,8 @@ class Scheduler:
         points.post_bind(state, pod, node)
         self._observe(pod, "PostBind", "Success", started)
         self.bound += 1
-        if self.recorder is not None:
-            await self.recorder.record(
-                _ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}"
-            )
+        if self.events is not None:
+            self.events.emit(_ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}")
 
     async def _preempt(self, pod: PodInfo, candidate: Candidate) -> None:
         """Evict the victims through the API and nominate the node for the preemptor."""
@@ -441,8 +445,8 @@ class Scheduler:
                 log.warning("preempting %s for %s failed: %s", victim.key, pod.key, err)
                 self.cluster.evicting.discard(victim.key)  # still there: the preemptor may try again
                 return False
-            if self.recorder is not None:
-                await self.recorder.record(
+            if self.events is not None:
+                self.events.emit(
                     _ref(victim), NORMAL, "Preempted", f"Preempted by pod {pod.uid} on node {candidate.node}"
                 )
             return True
@@ -484,8 +488,8 @@ class Scheduler:
         )
 
     async def _report_unschedulable(self, pod: PodInfo, message: str) -> None:
-        if self.recorder is not None:
-            await self.recorder.record(_ref(pod), WARNING, "FailedScheduling", message)
+        if self.events is not None:
+            self.events.emit(_ref(pod), WARNING, "FailedScheduling", message)
         if pod.reservation:
             await self._report_unschedulable_reservation(pod.reservation, message)
             return
@@ -511,6 +515,9 @@ class Scheduler:
         """Wait for the bindings and reports in flight (tests, shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        events = self._events_task
+        if self.events is not None and events is not None and not events.done():
+            await self.events.flush()
 
 
 def _ref(pod: PodInfo) -> Mapping[str, Any]:

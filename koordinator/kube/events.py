@@ -9,8 +9,10 @@ Recording never raises: an Event that cannot be written is logged and dropped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +30,10 @@ CORRELATION_WINDOW_S = 600.0
 #: Kubernetes components cut theirs; core/v1 Events without eventTime are not held to it,
 #: but a message of a megabyte (a quoted bad config) helps no one reading ``kubectl describe``
 MESSAGE_LIMIT = 1024
+#: events an :class:`EventQueue` holds before it drops new ones (client-go's broadcaster
+#: holds 1000; a scheduler binding a burst of thousands of pods would lose most of their
+#: Scheduled events with that)
+MAX_QUEUED_EVENTS = 20000
 
 
 def object_reference(obj: Mapping[str, Any], api_version: str = "v1", kind: str = "Pod") -> dict[str, Any]:
@@ -108,3 +114,57 @@ class EventRecorder:
             if seen[oldest][3] >= cutoff:
                 return
             del seen[oldest]
+
+
+class EventQueue:
+    """Events written in the background, one at a time and in the order emitted: client-go's
+    event broadcaster with its recording goroutine, which is how upstream's components keep
+    Event writes off their hot path.
+
+    :meth:`emit` only queues; :meth:`run` (a task of the component's) writes through the
+    recorder, which counts repeats and never raises. With :data:`MAX_QUEUED_EVENTS` waiting,
+    new events are dropped and counted in :attr:`dropped`, with a log line at the first drop
+    of each overflow. Events still queued when the task is cancelled are not written.
+    """
+
+    def __init__(self, recorder: EventRecorder, limit: int = MAX_QUEUED_EVENTS) -> None:
+        self.recorder = recorder
+        self.limit = limit
+        self.dropped = 0
+        self._pending: deque[tuple[Mapping[str, Any], str, str, str, str]] = deque()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._overflowing = False
+
+    def emit(
+        self, obj: Mapping[str, Any], event_type: str, reason: str, message: str, *, kind: str = "Pod"
+    ) -> None:
+        """Queue one Event about ``obj`` (see :meth:`EventRecorder.record`)."""
+        if len(self._pending) >= self.limit:
+            self.dropped += 1
+            if not self._overflowing:
+                self._overflowing = True
+                log.warning("%d events wait to be written; new ones are dropped until they drain", self.limit)
+            return
+        self._overflowing = False
+        self._pending.append((obj, event_type, reason, message, kind))
+        self._idle.clear()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Write the queued events until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                obj, event_type, reason, message, kind = self._pending.popleft()
+                try:
+                    await self.recorder.record(obj, event_type, reason, message, kind=kind)
+                except Exception:  # the writer outlives a bad event
+                    log.exception("event %s about %s not recorded", reason, kind)
+            self._idle.set()
+
+    async def flush(self) -> None:
+        """Wait until every queued event was written (needs :meth:`run` running)."""
+        await self._idle.wait()

@@ -1,13 +1,22 @@
 """The Event recorder, against the fake apiserver: one Event per (object, type, reason,
-message), repeats counted on it, and every message cut to the apiserver's note limit."""
+message), repeats counted on it, and every message cut to the apiserver's note limit; the
+Event queue writing them in the background, in order, bounded."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from koordinator.kube import resources as res
-from koordinator.kube.events import CORRELATION_WINDOW_S, MESSAGE_LIMIT, WARNING, EventRecorder
+from koordinator.kube.events import (
+    CORRELATION_WINDOW_S,
+    MESSAGE_LIMIT,
+    NORMAL,
+    WARNING,
+    EventQueue,
+    EventRecorder,
+)
 from testsupport.fake import FakeApiServer
 
 POD: dict[str, Any] = {
@@ -62,3 +71,45 @@ async def test_events_past_the_correlation_window_are_forgotten_and_a_repeat_is_
             ("p1", "no fit", 1),
             ("p2", "no fit", 1),
         ]
+
+
+async def test_the_event_queue_writes_in_order_in_the_background_and_drops_past_its_limit():
+    async with FakeApiServer() as fake, fake.client() as client:
+        queue = EventQueue(EventRecorder(client, "koord-scheduler"), limit=3)
+        for i in range(5):  # nothing is written until the writer runs: two are dropped
+            queue.emit(POD, NORMAL, "Scheduled", f"m{i}")
+        assert queue.dropped == 2
+        writer = asyncio.create_task(queue.run())
+        try:
+            async with asyncio.timeout(5):
+                await queue.flush()
+            queue.emit(POD, NORMAL, "Scheduled", "m5")
+            async with asyncio.timeout(5):
+                await queue.flush()
+        finally:
+            writer.cancel()
+        listed = (await client.list(res.EVENTS, "default"))["items"]
+        ordered = sorted(listed, key=lambda e: e["metadata"]["name"])  # named by the time written
+        assert [e["message"] for e in ordered] == ["m0", "m1", "m2", "m5"]
+
+
+async def test_the_event_queue_outlives_an_event_that_fails():
+    class Failing(EventRecorder):
+        async def record(
+            self, obj: Any, event_type: str, reason: str, message: str, *, kind: str = "Pod"
+        ) -> Any:
+            if message == "bad":
+                raise RuntimeError("boom")
+            return await super().record(obj, event_type, reason, message, kind=kind)
+
+    async with FakeApiServer() as fake, fake.client() as client:
+        queue = EventQueue(Failing(client, "koord-scheduler"))
+        writer = asyncio.create_task(queue.run())
+        try:
+            queue.emit(POD, NORMAL, "Scheduled", "bad")
+            queue.emit(POD, NORMAL, "Scheduled", "good")
+            async with asyncio.timeout(5):
+                await queue.flush()
+        finally:
+            writer.cancel()
+        assert [e["message"] for e in (await client.list(res.EVENTS, "default"))["items"]] == ["good"]
