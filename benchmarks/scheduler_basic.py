@@ -101,9 +101,7 @@ SERVER = textwrap.dedent(
 WORKLOADS = ("basic", "unschedulable", "preemption")
 
 
-async def schedule(
-    url: str, pods: int, config: SchedulerConfig | None = None
-) -> tuple[float, float, float]:
+async def schedule(url: str, pods: int, config: SchedulerConfig | None = None) -> tuple[float, float, float]:
     """Run a scheduler (``config``; default: kube-scheduler's default profile) against the
     fake at ``url`` until ``pods`` bindings were answered: (wall seconds, CPU seconds), and
     the wall seconds after the last binding until every Scheduled Event was written (the
