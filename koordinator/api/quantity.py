@@ -278,12 +278,19 @@ class Quantity:
     def __add__(self, other: Quantity) -> Quantity:
         if not isinstance(other, Quantity):
             return NotImplemented
-        return self.add(other)
+        # add() inlined: quota and resource sums run this in the scheduler's hot path
+        quantity = object.__new__(Quantity)
+        quantity._nanos = self._nanos + other._nanos
+        quantity._format = other._format if self._nanos == 0 else self._format
+        return quantity
 
     def __sub__(self, other: Quantity) -> Quantity:
         if not isinstance(other, Quantity):
             return NotImplemented
-        return self.sub(other)
+        quantity = object.__new__(Quantity)
+        quantity._nanos = self._nanos - other._nanos
+        quantity._format = other._format if self._nanos == 0 else self._format
+        return quantity
 
     def __mul__(self, factor: int) -> Quantity:
         if isinstance(factor, bool) or not isinstance(factor, int):
