@@ -15,7 +15,7 @@ collector has produced data) and a short settle period has passed; the run then 
 ``duration_s`` (120 s; 3 s in quick mode).
 
 * ``cpu_cores_ratio``: the child's CPU seconds (user + system, every thread) over the
-  wall seconds of the sustained run, the K2 target (<= 0.02);
+  wall seconds of the sustained run, the K2 target (<= 0.015);
 * ``rss_mib``: the child's peak resident set size (``VmHWM``), start-up included, the
   K2 target (<= 80);
 * ``steady_rss_mib``: ``VmRSS`` at the end; ``rss_growth_per_min_mib``: its slope over
@@ -43,10 +43,11 @@ The metric cache keeps 30 minutes of samples (about 1500 a second here), so the 
 memory grows until its retention window is full, long after a two-minute run. That
 growth is measured separately: a child process runs the same collectors over the same
 fake node into a real MetricCache on a simulated clock, one tick per simulated second,
-for a full retention window and a minute more (60 s in quick mode), and reports its own
-RSS. ``retention_growth_mib`` is how much that RSS grows from the agent's age at the
-end of the live run to the window's end (the cache's size then: ``cache_samples_count``),
-and ``projected_rss_mib`` = ``steady_rss_mib`` + ``retention_growth_mib`` (+
+for a full retention window and a minute more (in quick mode, until 10 s past the
+first training after the agent's age), and reports its own RSS.
+``retention_growth_mib`` is how much that RSS grows from the agent's age at the end of
+the live run to the window's end (the cache's size then: ``cache_samples_count``), and
+``projected_rss_mib`` = ``steady_rss_mib`` + ``retention_growth_mib`` (+
 ``prediction_mib`` where the live agent ran no predictor): the agent's resident memory
 once it has run for its retention window, the predictor's models and the CPI collector
 included.
