@@ -21,11 +21,11 @@ collector has produced data) and a short settle period has passed; the run then 
 * ``steady_rss_mib``: ``VmRSS`` at the end; ``rss_growth_per_min_mib``: its slope over
   the second half of the run (least squares over per-second samples).
 
-Prediction: the agent runs its peak predictor only with the NodeMetric report (cluster
-mode; ``koordlet/agent.py``), so ``--standalone`` runs none, and there is no flag that
-starts it there. The benchmark checks that (``params.prediction_in_agent``: whether the
-agent wrote checkpoints under the fake node's var-run root) and, where the agent runs
-none, measures the predictor in the simulation below, as the agent would run it: a
+Prediction: the agent trains its peak predictor in every mode, ``--standalone`` included
+(``koordlet/agent.py``), so ``cpu_cores_ratio`` and ``steady_rss_mib`` include it. The
+benchmark checks that (``params.prediction_in_agent``: whether the agent wrote checkpoints
+under the fake node's var-run root) and, where an agent runs none, measures the
+predictor in the simulation below, as the agent would run it: a
 training every ``--prediction-training-interval`` (1 min, the first at start), expiry and
 up to 12 checkpoints every minute, checkpoints under the fake node's var-run root.
 

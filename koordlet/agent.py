@@ -362,18 +362,20 @@ class Agent:
         self.nrt = nrt
         self._tasks.append(asyncio.create_task(nrt.run(), name="nrt-reporter"))
         self._start_device_reporter(states)
+        # the peak predictor trains in every mode, as upstream's starts with the agent; its
+        # ProdReclaimable result goes out with the NodeMetric report (cluster mode)
+        prediction = config.prediction or PredictionConfig(
+            checkpoint_dir=checkpoint_dir_under(config.paths.var_run_root, DEFAULT_CHECKPOINT_FILEPATH)
+        )
+        self.predict_server = PeakPredictServer(
+            prediction, self.cache.query, lambda: [meta.pod for meta in states.get_all_pods()]
+        )
+        self._tasks.append(asyncio.create_task(self.predict_server.run(), name="predict-server"))
         if self.client is not None and config.enable_node_metric_report and not config.standalone:
             mirror = self.metrics if config.gates.enabled("NodeMetricPromMetrics") else None
             # the GPUs whose usage is reported: those the GPU collector (Accelerators) has seen
             collectors = self.runner.collectors if self.runner is not None else []
             gpu = next((c for c in collectors if isinstance(c, GPUDeviceCollector)), None)
-            prediction = config.prediction or PredictionConfig(
-                checkpoint_dir=checkpoint_dir_under(config.paths.var_run_root, DEFAULT_CHECKPOINT_FILEPATH)
-            )
-            self.predict_server = PeakPredictServer(
-                prediction, self.cache.query, lambda: [meta.pod for meta in states.get_all_pods()]
-            )
-            self._tasks.append(asyncio.create_task(self.predict_server.run(), name="predict-server"))
             predictor = prod_reclaimable_factory(
                 self.predict_server,
                 states.get_node,
