@@ -37,6 +37,5 @@ def test_enabled_gates_that_are_not_built_are_reported(caplog):
         FeatureGates(KOORDLET_FEATURES, {"Libpfm4": True, "CPUBurst": False}), logging.getLogger("t")
     )
     assert [r.getMessage() for r in caplog.records] == [
-        "feature gate Libpfm4 is not implemented in this release: "
-        "there is no libpfm4 path for perf events"
+        "feature gate Libpfm4 is not implemented in this release: there is no libpfm4 path for perf events"
     ]

@@ -25,7 +25,7 @@ Deliberate differences from upstream, each covered by a test:
   ``metadata.labels``/``metadata.annotations``): a profile ``patch`` that changes the pod
   spec is applied on admission only, because sending spec changes of a created pod makes
   the apiserver refuse the whole patch, labels included;
-* upstream ignores ``namespaceSelector`` here (a TODO), which applies a profile to pending
+* upstream ignores ``namespaceSelector`` here (left for later there), which applies a profile to pending
   pods of namespaces it does not select; here a profile matches an existing pod exactly as
   it matches a new one in the webhook.
 """
