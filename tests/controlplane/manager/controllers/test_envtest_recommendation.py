@@ -23,10 +23,7 @@ recommends and checkpoints with those grants alone, and nothing it asks for is f
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,19 +34,19 @@ import yaml
 
 from koordinator.kube import resources as res
 from koordinator.kube.client import ApiClient
-from koordinator.kube.errors import AlreadyExistsError, NotFoundError
+from koordinator.kube.errors import NotFoundError
 from koordinator.kube.timeutil import format_time, parse_time
 from tests.charts.test_chart import by_kind, container_args, objects
 from tests.controlplane.manager.controllers.objects import node, node_metric, pod, pod_metric
 from tests.controlplane.manager.controllers.test_envtest_slo_controller import (
-    ROOT,
+    Replica,
+    create_webhook_configurations,
     create_with_status,
     prepared,
     wait_for,
 )
 from tests.envtest import Envtest, own_envtest
 from testsupport.envtest.certs import client_certificate
-from testsupport.envtest.controlplane import free_port
 
 NAMESPACE = "recommend"
 NODE = "node-r"
@@ -66,55 +63,9 @@ def envtest_recommendation(envtest_bin: Path) -> Iterator[Envtest]:
         yield plane
 
 
-class Manager:
+def manager(envtest: Envtest, workdir: Path, name: str, kubeconfig: Path | None = None) -> Replica:
     """``koord-manager --controllers=*,recommendation`` in a process of its own."""
-
-    def __init__(self, envtest: Envtest, workdir: Path, name: str, kubeconfig: Path | None = None) -> None:
-        self.log = workdir / f"{name}.log"
-        workdir.mkdir(parents=True, exist_ok=True)
-        argv = [
-            sys.executable,
-            "-m",
-            "controlplane.manager",
-            "--kubeconfig",
-            str(kubeconfig or envtest.kubeconfig),
-            "--controllers=*,recommendation",
-            "--webhook-port",
-            str(free_port()),
-            "--webhook-bind-address",
-            "127.0.0.1",
-            "--webhook-host",
-            "127.0.0.1",
-            "--webhook-cert-dir",
-            str(workdir / f"{name}-certs"),
-            "--metrics-addr",
-            f"127.0.0.1:{free_port()}",
-            "--health-probe-addr",
-            f"127.0.0.1:{free_port()}",
-            "--leader-elect-lease-duration",
-            "4s",
-            "--leader-elect-renew-deadline",
-            "3s",
-            "--leader-elect-retry-period",
-            "500ms",
-        ]
-        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-        self.process = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=self.log.open("wb"), stderr=subprocess.STDOUT
-        )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def output(self, *, everything: bool = False) -> str:
-        text = self.log.read_text(errors="replace")
-        return text if everything else text[-4000:]
+    return Replica(envtest, workdir, name, kubeconfig, ("--controllers=*,recommendation",))
 
 
 def owner(obj: Obj) -> list[Obj]:
@@ -179,18 +130,7 @@ async def create_workload(client: ApiClient) -> None:
 
 async def create_cluster(client: ApiClient) -> Obj:
     """The webhook configurations, NODE, the workload and the Recommendation (returned)."""
-    # the manager publishes its CA into these (with no webhooks, the apiserver calls none)
-    for kind, name in (
-        (res.MUTATING_WEBHOOK_CONFIGURATIONS, "koordinator-mutating-webhook-configuration"),
-        (res.VALIDATING_WEBHOOK_CONFIGURATIONS, "koordinator-validating-webhook-configuration"),
-    ):
-        body = {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": kind.kind,
-            "metadata": {"name": name},
-        }
-        with contextlib.suppress(AlreadyExistsError):
-            await client.create(kind, body)
+    await create_webhook_configurations(client)
     await client.ensure_namespace(NAMESPACE)
     await create_with_status(client, res.NODES, node(NODE))
     await create_workload(client)
@@ -297,13 +237,13 @@ HIGH_CPU_DECAYED = app("249m", "489Mi")
 
 async def test_a_deployments_recommendation_tracks_its_pods_usage(envtest_recommendation, tmp_path):
     client = await prepared(envtest_recommendation)
-    managers: list[Manager] = []
+    managers: list[Replica] = []
     try:
         created = await create_cluster(client)
 
         # a sample's weight doubles every 24 h of sample time: w(h) = 2^(h/24), two samples per report
         first = await report(client, 0, "200m", "100Mi")
-        managers.append(Manager(envtest_recommendation, tmp_path, "first"))
+        managers.append(manager(envtest_recommendation, tmp_path, "first"))
         await sampled(client, first)
 
         async def not_enough() -> bool:
@@ -341,7 +281,7 @@ async def test_a_deployments_recommendation_tracks_its_pods_usage(envtest_recomm
 
         # a new manager process continues from the checkpoint
         managers.pop().stop()
-        managers.append(Manager(envtest_recommendation, tmp_path, "second"))
+        managers.append(manager(envtest_recommendation, tmp_path, "second"))
 
         # 5 days later each new sample weighs 2^5 = 32: the high ones are 2.12 of 72.4 (2.9 %),
         # under the 5 % above p95 but over the 1 % above p99 -- CPU comes down, memory not yet
@@ -374,12 +314,12 @@ async def test_a_deployments_recommendation_tracks_its_pods_usage(envtest_recomm
         assert data is not None
         assert data["containers"]["app"]["cpu"]["samples"] == 12
     except BaseException:
-        for manager in managers:
-            sys.stderr.write(f"--- {manager.log.name} ---\n{manager.output()}\n")
+        for replica in managers:
+            sys.stderr.write(f"--- {replica.log.name} ---\n{replica.output()}\n")
         raise
     finally:
-        for manager in managers:
-            manager.stop()
+        for replica in managers:
+            replica.stop()
         await client.close()
 
 
@@ -424,7 +364,7 @@ async def test_the_charts_grants_are_all_the_recommendation_controller_needs(env
     docs = objects(helm, "manager.recommendation.enabled=true")
     assert "--controllers=*,recommendation" in container_args(docs)["koord-manager"]
     client = await prepared(envtest_faults)
-    manager: Manager | None = None
+    running: Replica | None = None
     try:
         for kind, resource in _RBAC.items():
             for name, doc in by_kind(docs, kind).items():
@@ -432,7 +372,7 @@ async def test_the_charts_grants_are_all_the_recommendation_controller_needs(env
                     await client.apply(resource, doc, field_manager="chart", force=True)
         await create_cluster(client)
         first = await report(client, 0, "200m", "100Mi")
-        manager = Manager(
+        running = manager(
             envtest_faults, tmp_path, "chart", service_account_kubeconfig(envtest_faults, tmp_path)
         )
         await sampled(client, first)
@@ -445,12 +385,12 @@ async def test_the_charts_grants_are_all_the_recommendation_controller_needs(env
             return ready(await status(client)).get("reason") == "TargetNotFound"
 
         await wait_for(target_gone)
-        assert "forbidden" not in manager.output(everything=True).lower(), manager.output()
+        assert "forbidden" not in running.output(everything=True).lower(), running.output()
     except BaseException:
-        if manager is not None:
-            sys.stderr.write(f"--- {manager.log.name} ---\n{manager.output()}\n")
+        if running is not None:
+            sys.stderr.write(f"--- {running.log.name} ---\n{running.output()}\n")
         raise
     finally:
-        if manager is not None:
-            manager.stop()
+        if running is not None:
+            running.stop()
         await client.close()

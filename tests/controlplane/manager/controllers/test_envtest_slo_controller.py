@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -215,10 +215,34 @@ async def copied(client: ApiClient, threshold: str) -> bool:
 # ---- two manager processes ---------------------------------------------------------------------
 
 
-class Replica:
-    """``koord-manager`` in a process of its own."""
+async def create_webhook_configurations(client: ApiClient) -> None:
+    """The webhook configurations koord-manager publishes its CA into (with no webhooks in
+    them, the apiserver calls none)."""
+    for kind, name in (
+        (res.MUTATING_WEBHOOK_CONFIGURATIONS, "koordinator-mutating-webhook-configuration"),
+        (res.VALIDATING_WEBHOOK_CONFIGURATIONS, "koordinator-validating-webhook-configuration"),
+    ):
+        body = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind.kind,
+            "metadata": {"name": name},
+        }
+        with contextlib.suppress(AlreadyExistsError):
+            await client.create(kind, body)
 
-    def __init__(self, envtest: Envtest, workdir: Path, name: str) -> None:
+
+class Replica:
+    """``koord-manager`` in a process of its own (``args`` after the test's own flags,
+    ``kubeconfig`` instead of the control plane's admin one)."""
+
+    def __init__(
+        self,
+        envtest: Envtest,
+        workdir: Path,
+        name: str,
+        kubeconfig: Path | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
         self.name = name
         self.metrics_port = free_port()
         self.health_port = free_port()
@@ -229,7 +253,7 @@ class Replica:
             "-m",
             "controlplane.manager",
             "--kubeconfig",
-            str(envtest.kubeconfig),
+            str(kubeconfig or envtest.kubeconfig),
             "--webhook-port",
             str(free_port()),
             "--webhook-bind-address",
@@ -248,6 +272,7 @@ class Replica:
             "3s",
             "--leader-elect-retry-period",
             "500ms",
+            *args,
         ]
         env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST",)}
         self.process = subprocess.Popen(
@@ -291,8 +316,9 @@ class Replica:
                 self.process.kill()
                 self.process.wait()
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+    def output(self, *, everything: bool = False) -> str:
+        text = self.log.read_text(errors="replace")
+        return text if everything else text[-4000:]
 
 
 async def versions(client: ApiClient) -> dict[str, str]:
@@ -307,18 +333,7 @@ async def test_leader_killed_the_other_replica_takes_over_without_rewriting(envt
     client = await prepared(envtest_slo)
     replicas: list[Replica] = []
     try:
-        # the replicas publish their CA into these (with no webhooks, the apiserver calls none)
-        for kind, name in (
-            (res.MUTATING_WEBHOOK_CONFIGURATIONS, "koordinator-mutating-webhook-configuration"),
-            (res.VALIDATING_WEBHOOK_CONFIGURATIONS, "koordinator-validating-webhook-configuration"),
-        ):
-            body = {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind.kind,
-                "metadata": {"name": name},
-            }
-            with contextlib.suppress(AlreadyExistsError):
-                await client.create(kind, body)
+        await create_webhook_configurations(client)
         with contextlib.suppress(AlreadyExistsError):
             await client.create(res.CONFIG_MAPS, config_map({"enable": True}))
         cm = await client.get(res.CONFIG_MAPS, "slo-controller-config", SYSTEM)
