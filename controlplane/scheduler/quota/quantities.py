@@ -59,6 +59,15 @@ def add_non_negative(base: Mapping[str, Quantity], delta: Mapping[str, Quantity]
     return result
 
 
+def add_non_negative_into(target: dict[str, Quantity], delta: Mapping[str, Quantity]) -> None:
+    """:func:`add_non_negative` in place, for a ``target`` whose values are not negative
+    (the running sums it keeps): only the resources of ``delta`` can change."""
+    for name, value in delta.items():
+        current = target.get(name)
+        result = value if current is None else current + value
+        target[name] = result if result.sign() >= 0 else make_quantity(name, 0)
+
+
 def limited(request: Mapping[str, Quantity], maximum: Mapping[str, Quantity]) -> ResourceList:
     """``getLimitRequestNoLock``: each requested resource capped at ``maximum`` where it has one."""
     return {

@@ -46,6 +46,7 @@ from controlplane.scheduler.quota.gates import QuotaGates
 from controlplane.scheduler.quota.pods import QuotaPod
 from controlplane.scheduler.quota.quantities import (
     add_non_negative,
+    add_non_negative_into,
     limited,
     make_quantity,
     max_with,
@@ -334,10 +335,11 @@ class QuotaTree:
             self._version += 1
         if self._used_dirty or self._structure_dirty:
             return
+        # in place: these sums are never handed out (used() returns copies)
         for node in self._chains.get(quota, (quota,)):
-            self._used[node] = add_non_negative(self._used.get(node, {}), delta)
+            add_non_negative_into(self._used.setdefault(node, {}), delta)
             if np_delta:
-                self._np_used[node] = add_non_negative(self._np_used.get(node, {}), np_delta)
+                add_non_negative_into(self._np_used.setdefault(node, {}), np_delta)
 
     # ---- answers --------------------------------------------------------------------------
     def used(self, name: str) -> ResourceList:

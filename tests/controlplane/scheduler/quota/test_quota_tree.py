@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from controlplane.scheduler.quota import ElasticQuotaArgs, QuotaForest, QuotaGates
+from controlplane.scheduler.quota.quantities import add_non_negative, add_non_negative_into
 from koordinator.api.quantity import Quantity
 from koordinator.api.resourcelist import is_zero, parse
 
@@ -317,3 +318,11 @@ def test_an_orphan_quota_has_no_runtime_until_its_parent_appears():
     assert not tree.is_orphan("child")
     assert tree.runtime("child") == {"cpu": q("4")}
     assert tree.path_to_root("child") == ["child", "later"]
+
+
+def test_running_sums_are_added_in_place_and_floored_at_zero_as_upstream_creates_it():
+    used = rl(cpu="1", memory="1Gi")
+    add_non_negative_into(used, rl(cpu="-3", **{"nvidia.com/gpu": "1"}))
+    assert used == rl(cpu="0", memory="1Gi", **{"nvidia.com/gpu": "1"})
+    assert used == add_non_negative(rl(cpu="1", memory="1Gi"), rl(cpu="-3", **{"nvidia.com/gpu": "1"}))
+    assert str(used["cpu"]) == "0"
