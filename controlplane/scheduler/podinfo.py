@@ -339,25 +339,10 @@ def _meta_fields(pod: Mapping[str, Any], meta: Mapping[str, Any], spec: Mapping[
     }
 
 
-#: the fields :func:`refresh_pod_info` takes from the stored record
+#: the fields :func:`refresh_pod_info` takes from the stored record: all but those
+#: :func:`_meta_fields` reads again
 _SPEC_FIELDS = tuple(
-    f.name
-    for f in dataclasses.fields(PodInfo)
-    if f.init
-    and f.name
-    not in (
-        "namespace",
-        "name",
-        "node_name",
-        "nominated_node",
-        "terminating",
-        "labels",
-        "controller",
-        "annotations",
-        "scheduled_at",
-        "initialized_at",
-        "gang",
-    )
+    f.name for f in dataclasses.fields(PodInfo) if f.init and f.name not in _meta_fields({}, {}, {})
 )
 
 

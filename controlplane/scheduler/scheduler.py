@@ -137,7 +137,7 @@ class Scheduler:
         for pods, and the cluster's for everything else the plug-ins read."""
         factory.informer(res.PODS, field_selector=POD_FIELD_SELECTOR).add_consumer(
             _pod_record,
-            refresh=_pod_refresh,
+            refresh=_pod_record,
             name="scheduler",
             on_add=self._pod_added,
             on_update=self._pod_updated,
@@ -531,20 +531,11 @@ def _ref(pod: PodInfo) -> Mapping[str, Any]:
     return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
 
 
-def _pod_record(obj: Mapping[str, Any]) -> PodInfo | None:
+def _pod_record(obj: Mapping[str, Any], previous: PodInfo | None = None) -> PodInfo | None:
+    """The record of a pod object; of a changed one from its stored ``previous`` record
+    (its spec-derived fields kept when the spec is the same)."""
     try:
-        return pod_info(obj)
-    except ValueError as err:
-        log.warning("pod %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
-        return None
-
-
-def _pod_refresh(obj: Mapping[str, Any], previous: PodInfo | None) -> PodInfo | None:
-    """The record of a changed pod, from its stored one when the spec is the same."""
-    if previous is None:
-        return _pod_record(obj)
-    try:
-        return refresh_pod_info(obj, previous)
+        return pod_info(obj) if previous is None else refresh_pod_info(obj, previous)
     except ValueError as err:
         log.warning("pod %s ignored: %s", (obj.get("metadata") or {}).get("name"), err)
         return None
