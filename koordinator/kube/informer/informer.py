@@ -102,8 +102,9 @@ class Consumer(Generic[T]):
 
     def upsert(self, key: str, obj: Obj) -> None:
         try:
-            previous = self.store.get(key) if self.refresh is not None else None
-            record = self.transform(obj) if previous is None else self.refresh(obj, previous)  # type: ignore[misc]
+            refresh = self.refresh
+            previous = self.store.get(key) if refresh is not None else None
+            record = self.transform(obj) if refresh is None or previous is None else refresh(obj, previous)
         except Exception:
             log.exception("informer consumer %s: transform failed for %s", self.name, key)
             return
