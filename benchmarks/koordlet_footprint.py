@@ -39,10 +39,13 @@ up to 12 checkpoints every minute, checkpoints under the fake node's var-run roo
 * ``prediction_mib``: what the predictor's steps up to the agent's age left allocated
   (``tracemalloc`` around each step: the models, mostly), which the live agent lacks.
 
-The metric cache keeps 30 minutes of samples (about 1500 a second here), so the agent's
-memory grows until its retention window is full, long after a two-minute run. That
-growth is measured separately: a child process runs the same collectors over the same
-fake node into a real MetricCache on a simulated clock, one tick per simulated second,
+The metric cache keeps 30 minutes of samples (about 1500 a second here): the last minute
+in memory, older blocks in segment files under ``--tsdb-path`` (the agent runs with one
+in the fake node's tree). Its index of those blocks, and anything else that grows with the
+window, grows until the window is full, long after a two-minute run. That growth is
+measured separately: a child process runs the same collectors over the same fake node
+into a real MetricCache with its blocks in a directory, as the agent's, on a simulated
+clock, one tick per simulated second,
 for a full retention window and a minute more (in quick mode, until 10 s past the
 first training after the agent's age), and reports its own RSS.
 ``retention_growth_mib`` is how much that RSS grows from the agent's age at the end of
@@ -143,7 +146,7 @@ def _slope_per_s(points: list[tuple[float, float]]) -> float:
 
 def _agent_argv(node: _fakehost.FakeNode, port: int) -> list[str]:
     argv = [sys.executable, "-m", "koordlet", "--standalone", "--addr", f"127.0.0.1:{port}"]
-    argv += host_root_argv(node.paths)
+    argv += [*host_root_argv(node.paths), "--tsdb-path", str(node.root / "metric-data")]
     return [*argv, "--feature-gates", FEATURE_GATES]
 
 
@@ -247,7 +250,7 @@ def _simulate(argv: list[str]) -> None:
         cgroups = node.cgroups
         pods = [m for m in (pod_meta(p, cgroups.layout) for p in CgroupPodsSource(cgroups).discover()) if m]
         node_slo = merge_node_slo_spec(NodeSLOSpec(host_applications=host_applications(cgroups)))
-        cache = MetricCache(RETENTION_S)
+        cache = MetricCache(RETENTION_S, directory=Path(tmp) / "metric-data")  # as the agent's --tsdb-path
         states = _States(pods, node_slo)
         ctx = CollectContext(
             node.paths,

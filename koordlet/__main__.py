@@ -231,7 +231,14 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         1800.0,
         "how long samples are kept (in memory; default 30m, the longest NodeMetric window)",
     ),
-    ("--tsdb-max-bytes", "tsdb_max_bytes", size_flag, 100 << 20, "memory budget of the metric cache"),
+    ("--tsdb-max-bytes", "tsdb_max_bytes", size_flag, 100 << 20, "byte budget of the metric cache"),
+    (
+        "--tsdb-path",
+        "tsdb_path",
+        str,
+        "/metric-data/",
+        "directory for the metric cache's sealed blocks (an emptyDir in the DaemonSet); empty: memory",
+    ),
     (
         "--cpu-suppress-interval-seconds",
         "cpu_suppress_interval_seconds",
@@ -496,6 +503,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         collectors=collectors,
         metric_retention_seconds=args.tsdb_retention_duration,
         metric_max_bytes=args.tsdb_max_bytes,
+        metric_data_dir=Path(args.tsdb_path) if args.tsdb_path else None,
         prediction=_prediction_config(args, paths),
         qos_interval=args.cpu_suppress_interval_seconds,
         memory_evict_cooldown=args.memory_evict_cool_time_seconds,

@@ -132,6 +132,8 @@ class AgentConfig:
     collectors: CollectorConfig = field(default_factory=CollectorConfig)
     metric_retention_seconds: float = 1800.0
     metric_max_bytes: int = 100 << 20
+    #: where sealed blocks of samples go (``--tsdb-path``); None: memory
+    metric_data_dir: Path | None = None
     collectors_start_timeout: float = 300.0
     qos_interval: float = 1.0
     memory_evict_cooldown: float = 4.0
@@ -208,7 +210,9 @@ class Agent:
         self.metrics = KoordletMetrics(self.registry, config.node_name)
         #: /metrics: one rendering shared by concurrent scrapes, bounded (koordlet.scrape)
         self.metrics_endpoint = MetricsEndpoint(lambda: render_async(self.registry), config.scrape_limits)
-        self.cache = MetricCache(config.metric_retention_seconds, config.metric_max_bytes)
+        self.cache = MetricCache(
+            config.metric_retention_seconds, config.metric_max_bytes, config.metric_data_dir
+        )
         self.kv = KVStore()
         self.cgroups = CgroupFS.detect(config.paths, config.cgroup_kube_dir)
         self.client = client
@@ -541,6 +545,7 @@ class Agent:
             await self.client.close()
         if self._web is not None:
             await self._web.cleanup()
+        self.cache.close()
 
 
 async def _until(awaitable: Any, stop: asyncio.Event) -> None:

@@ -1,19 +1,20 @@
 """In-memory time series for the koordlet's samples, and a key-value store for node facts.
 
-Upstream embeds a Prometheus TSDB on disk; the consumers only ever read recent windows
-(QoS loops the last two collect intervals, NodeMetric the aggregation durations, 30
-minutes by default), so this cache keeps raw samples in memory for a retention window and
-under a byte budget.
+Upstream embeds a Prometheus TSDB under ``--tsdb-path``; the consumers only ever read
+recent windows (QoS loops the last two collect intervals, the predictor the last training
+interval, NodeMetric the aggregation durations, 30 minutes by default), so this cache
+keeps raw samples for a retention window and under a byte budget: the last minute of each
+kind in memory, older samples in sealed blocks, in segment files under ``--tsdb-path``
+where one is given (:mod:`koordlet.metriccache.frames`, :mod:`koordlet.metriccache.blocks`).
 
 Samples are stored the way collectors produce them: a collector tick writes many series of
 one metric kind at one timestamp, so the unit of storage is a *frame*, one kind at one
-instant: a timestamp, the layout (the series keys, in order) and an ``array('d')`` of
-values. Ticks of an unchanged set of pods share one layout object, so a sample costs 8
-bytes, appending a tick is a comparison of key lists and one array build, and retention
-drops whole frames. A query finds the frames of its window by bisection and each key's
-position once per layout. A sample is a metric kind with a fixed label schema, as
-upstream's ``MetricResource`` (an unknown or missing label is refused when the sample is
-built, not when it is queried).
+instant: a timestamp, the layout (the series keys, in order) and the values. Ticks of an
+unchanged set of pods share one layout object, so a sample costs 8 bytes, appending a
+tick is a comparison of key lists and one array build, and retention drops whole frames
+and blocks. A sample is a metric kind with a fixed label schema, as upstream's
+``MetricResource`` (an unknown or missing label is refused when the sample is built, not
+when it is queried).
 
 Thread-safety: the collectors append from their worker thread while reporters query from
 the event loop, so every operation holds one lock; appends are batched per tick.
@@ -21,14 +22,18 @@ the event loop, so every operation holds one lock; appends are batched per tick.
 
 from __future__ import annotations
 
-import bisect
 import threading
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from koordlet.metriccache.blocks import BlockStore, open_store
+from koordlet.metriccache.frames import Frames, Key, Layout
+
+__all__ = ["KVStore", "Key", "MetricCache", "MetricKind", "Rows", "Sample"]
 from koordlet.metriccache.query import AggregateResult
 
 #: bytes of a value, and the bookkeeping of one frame (timestamp, slots, array header)
@@ -36,8 +41,6 @@ _SAMPLE_BYTES = 8
 _FRAME_BYTES = 96
 #: every this many appends, every kind is trimmed (kinds no longer written included)
 _TRIM_ALL_EVERY = 64
-
-Key = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -107,87 +110,29 @@ class Rows:
         return sum(len(values) for _, values in self.by_kind.values())
 
 
-class _Layout:
-    """The series keys of frames, in the order of their values; shared by the frames of
-    consecutive ticks that wrote the same keys."""
-
-    __slots__ = ("_index", "keys")
-
-    def __init__(self, keys: list[Key]) -> None:
-        self.keys = keys
-        self._index: dict[Key, list[int]] | None = None
-
-    def positions(self, key: Key) -> Sequence[int]:
-        """Where ``key``'s values are (usually one place; a key written twice in one
-        frame has two)."""
-        index = self._index
-        if index is None:
-            index = self._index = {}
-            for position, k in enumerate(self.keys):
-                held = index.get(k)
-                if held is None:
-                    index[k] = [position]
-                else:
-                    held.append(position)
-        return index.get(key, ())
-
-    def matching(self, wanted: list[tuple[int, str]]) -> list[int]:
-        """Positions of the keys with label ``i`` equal to ``v`` for each ``(i, v)``."""
-        return [p for p, key in enumerate(self.keys) if all(key[i] == v for i, v in wanted)]
-
-
-class _Frames:
-    """The frames of one metric kind in time order, as three parallel columns."""
-
-    __slots__ = ("layouts", "samples", "times", "values")
-
-    def __init__(self) -> None:
-        self.times = array("d")
-        self.layouts: list[_Layout] = []
-        self.values: list[array[float]] = []
-        self.samples = 0
-
-    def add(self, timestamp: float, keys: list[Key], values: array[float]) -> None:
-        at = len(self.times)
-        if at and timestamp < self.times[-1]:  # late: keep the columns in time order
-            at = bisect.bisect_right(self.times, timestamp)
-        neighbour = self.layouts[at - 1] if at else None
-        layout = neighbour if neighbour is not None and neighbour.keys == keys else _Layout(list(keys))
-        if at == len(self.times):
-            self.times.append(timestamp)
-            self.layouts.append(layout)
-            self.values.append(values)
-        else:
-            self.times.insert(at, timestamp)
-            self.layouts.insert(at, layout)
-            self.values.insert(at, values)
-        self.samples += len(values)
-
-    def drop_first(self, n: int) -> int:
-        """Drop the ``n`` oldest frames; returns how many samples went with them."""
-        dropped = sum(len(v) for v in self.values[:n])
-        del self.times[:n], self.layouts[:n], self.values[:n]
-        self.samples -= dropped
-        return dropped
-
-    def drop_before(self, cutoff: float) -> int:
-        n = bisect.bisect_left(self.times, cutoff)
-        return self.drop_first(n) if n else 0
-
-
 class MetricCache:
-    """Labelled series with a retention window and a byte budget."""
+    """Labelled series with a retention window and a byte budget, sealed blocks in
+    segment files under ``directory`` (in memory without one)."""
 
-    def __init__(self, retention_seconds: float = 1800.0, max_bytes: int = 100 << 20) -> None:
+    def __init__(
+        self, retention_seconds: float = 1800.0, max_bytes: int = 100 << 20, directory: Path | None = None
+    ) -> None:
         if retention_seconds <= 0:
             raise ValueError("retention must be positive")
         self.retention_seconds = retention_seconds
         self.max_bytes = max_bytes
-        self._kinds: dict[str, _Frames] = {}
+        self._store: BlockStore = open_store(directory)
+        self._kinds: dict[str, Frames] = {}
         self._samples = 0
         self._frames = 0
         self._appends = 0
+        self._refused = 0
         self._lock = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        """Where sealed blocks go: ``memory`` or the directory."""
+        return self._store.location
 
     def _bytes(self) -> int:
         return self._samples * _SAMPLE_BYTES + self._frames * _FRAME_BYTES
@@ -218,14 +163,16 @@ class MetricCache:
             self._appended(rows.timestamp, [kind.name for kind in rows.by_kind])
 
     def _add(self, rows: Rows) -> None:
-        timestamp = rows.timestamp
+        timestamp, seal = rows.timestamp, self._store.put
         for kind, (keys, values) in rows.by_kind.items():
             frames = self._kinds.get(kind.name)
             if frames is None:
-                frames = self._kinds[kind.name] = _Frames()
-            frames.add(timestamp, keys, array("d", values))
-            self._samples += len(values)
-            self._frames += 1
+                frames = self._kinds[kind.name] = Frames()
+            if frames.add(timestamp, keys, array("d", values), seal):
+                self._samples += len(values)
+                self._frames += 1
+            else:
+                self._refused += len(values)
 
     def _appended(self, newest: float | None, written: Iterable[str]) -> None:
         """Trim after an append: the kinds just written, and every kind now and then."""
@@ -240,25 +187,34 @@ class MetricCache:
     def _trim(self, cutoff: float, names: Iterable[str]) -> None:
         for name in list(names):
             frames = self._kinds[name]
-            before = len(frames.times)
+            before = frames.frames
             self._samples -= frames.drop_before(cutoff)
-            self._frames -= before - len(frames.times)
-            if not frames.times:
+            self._frames -= before - frames.frames
+            if not frames.frames:
                 del self._kinds[name]
         # over budget: drop the oldest half of the frames of the largest kind until under it
         while self._bytes() > self.max_bytes:
-            candidates = [frames for frames in self._kinds.values() if len(frames.times) > 1]
+            candidates = [frames for frames in self._kinds.values() if frames.frames > 1]
             if not candidates:  # the newest frame of each kind stays
                 break
-            largest = max(candidates, key=lambda frames: frames.samples + len(frames.times))
-            half = len(largest.times) // 2
-            self._samples -= largest.drop_first(half)
-            self._frames -= half
+            largest = max(candidates, key=lambda frames: frames.samples + frames.frames)
+            before = largest.frames
+            self._samples -= largest.drop_first(before // 2)
+            self._frames -= before - largest.frames
 
     def gc(self, now: float) -> None:
         """Drop samples past the retention window (also done while appending)."""
         with self._lock:
             self._trim(now - self.retention_seconds, self._kinds)
+
+    def close(self) -> None:
+        """Drop every sample and delete the segment files."""
+        with self._lock:
+            for frames in self._kinds.values():
+                frames.release()
+            self._kinds.clear()
+            self._samples = self._frames = 0
+            self._store.close()
 
     def query(self, kind: MetricKind, start: float, end: float, **labels: str) -> AggregateResult:
         """Samples of ``kind`` in ``[start, end]`` of every series matching ``labels``
@@ -266,26 +222,19 @@ class MetricCache:
         unknown = set(labels) - set(kind.labels)
         if unknown:
             raise ValueError(f"{kind.name}: unknown labels {sorted(unknown)}")
-        key = kind.key(**labels) if len(labels) == len(kind.labels) else None
-        wanted = [(kind.labels.index(k), v) for k, v in labels.items()]
+        positions_of: Callable[[Layout], Sequence[int]]
+        if len(labels) == len(kind.labels):
+            key = kind.key(**labels)
+            positions_of = lambda layout: layout.positions(key)  # noqa: E731
+        else:
+            wanted = [(kind.labels.index(k), v) for k, v in labels.items()]
+            positions_of = lambda layout: layout.matching(wanted)  # noqa: E731
         timestamps: list[float] = []
         values: list[float] = []
         with self._lock:
             frames = self._kinds.get(kind.name)
             if frames is not None:
-                lo = bisect.bisect_left(frames.times, start)
-                hi = bisect.bisect_right(frames.times, end)
-                layout: _Layout | None = None
-                positions: Sequence[int] = ()
-                for f in range(lo, hi):
-                    if frames.layouts[f] is not layout:
-                        layout = frames.layouts[f]
-                        positions = layout.positions(key) if key is not None else layout.matching(wanted)
-                    if positions:
-                        row, at = frames.values[f], frames.times[f]
-                        for p in positions:
-                            timestamps.append(at)
-                            values.append(row[p])
+                frames.collect(start, end, positions_of, timestamps, values)
         return AggregateResult(tuple(timestamps), tuple(values))
 
     def label_values(self, kind: MetricKind) -> list[Key]:
@@ -295,6 +244,8 @@ class MetricCache:
             return [] if frames is None else list(_distinct_keys(frames))
 
     def stats(self) -> dict[str, int]:
+        """Series, samples and frames held, the bytes they count against the budget,
+        and samples refused for being older than the sealed blocks."""
         with self._lock:
             series = sum(len(_distinct_keys(frames)) for frames in self._kinds.values())
             return {
@@ -302,17 +253,15 @@ class MetricCache:
                 "samples": self._samples,
                 "frames": self._frames,
                 "bytes": self._bytes(),
+                "refused": self._refused,
             }
 
 
-def _distinct_keys(frames: _Frames) -> dict[Key, None]:
+def _distinct_keys(frames: Frames) -> dict[Key, None]:
     """The keys of every layout of ``frames``, in first-seen order."""
     keys: dict[Key, None] = {}
-    last: _Layout | None = None
-    for layout in frames.layouts:
-        if layout is not last:
-            keys.update(dict.fromkeys(layout.keys))
-            last = layout
+    for layout in frames.layouts():
+        keys.update(dict.fromkeys(layout.keys))
     return keys
 
 

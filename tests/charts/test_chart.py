@@ -557,6 +557,16 @@ def test_the_koordlet_reads_what_the_device_daemon_writes(helm: Path, sock_dir: 
     assert bool(given) == (sock_dir.rstrip("/") != "/var/run/koordlet")
 
 
+def test_the_koordlets_metric_blocks_go_to_an_empty_dir(helm: Path) -> None:
+    [daemon_set] = by_kind(objects(helm), "DaemonSet").values()
+    pod = daemon_set["spec"]["template"]["spec"]
+    [koordlet] = pod["containers"]
+    tsdb_path = PurePosixPath(koordlet_parser().parse_args(koordlet["args"]).tsdb_path)
+    [mount] = [m for m in koordlet["volumeMounts"] if PurePosixPath(m["mountPath"]) == tsdb_path]
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume == {"name": mount["name"], "emptyDir": {}}  # the node's disk, gone with the pod
+
+
 @pytest.mark.envtest
 @pytest.mark.parametrize(
     "sets",

@@ -11,14 +11,16 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import aiohttp
 import pytest
 
 from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
-from koordlet.__main__ import main
+from koordlet.__main__ import agent_config, build_parser, host_root_argv, main
 from koordlet.agent import Agent, AgentConfig
 from koordlet.metricsadvisor.framework import CollectorConfig
+from koordlet.system.paths import HostPaths
 from tests.fakes.host import FakeHost
 from tests.fakes.kubeconfig import write_kubeconfig
 from tests.polling import eventually
@@ -49,8 +51,10 @@ async def test_standalone_agent_on_a_fake_host(tmp_path):
         port=0,
         standalone=True,
         collectors=CollectorConfig(collect_res_used_interval=1.0),
+        metric_data_dir=tmp_path / "metric-data",
     )
     agent = Agent(config)
+    assert agent.cache.location == str(tmp_path / "metric-data")
     stop = asyncio.Event()
     run = asyncio.create_task(agent.run(stop))
     await eventually(lambda: agent.ready, within=20)
@@ -76,6 +80,17 @@ async def test_standalone_agent_on_a_fake_host(tmp_path):
     stop.set()
     await asyncio.wait_for(run, 10)
     assert not agent.ready
+    assert list((tmp_path / "metric-data").iterdir()) == []  # a stopped agent leaves no segments
+
+
+def test_tsdb_path_defaults_to_upstreams_and_empty_means_memory(tmp_path):
+    roots = host_root_argv(HostPaths.rooted(tmp_path))
+    default = agent_config(build_parser().parse_args(roots), {"NODE_NAME": "n"})
+    assert default.metric_data_dir == Path("/metric-data/")
+    given = agent_config(build_parser().parse_args([*roots, "--tsdb-path", "/var/lib/x"]), {"NODE_NAME": "n"})
+    assert given.metric_data_dir == Path("/var/lib/x")
+    empty = agent_config(build_parser().parse_args([*roots, "--tsdb-path="]), {"NODE_NAME": "n"})
+    assert empty.metric_data_dir is None
 
 
 def _free_port() -> int:
@@ -85,11 +100,12 @@ def _free_port() -> int:
 
 
 @pytest.mark.host
-def test_standalone_agent_on_this_machine_serves_real_usage():
+def test_standalone_agent_on_this_machine_serves_real_usage(tmp_path):
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
+    argv = [sys.executable, "-m", "koordlet", "--standalone", "--addr", f"127.0.0.1:{port}"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "koordlet", "--standalone", "--addr", f"127.0.0.1:{port}"],
+        [*argv, "--tsdb-path", str(tmp_path / "metric-data")],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -148,6 +164,7 @@ def _roots(host: FakeHost) -> list[str]:
         f"--cgroup-root-dir={host.paths.cgroup_root}",
         f"--proc-root-dir={host.paths.proc_root}",
         f"--sys-root-dir={host.paths.sys_root}",
+        f"--tsdb-path={host.root / 'metric-data'}",
     ]
 
 

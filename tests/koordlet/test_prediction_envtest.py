@@ -79,6 +79,7 @@ async def test_prod_reclaimable_reaches_the_node_as_mid_resources(envtest_predic
     )
     argv = [
         *host_root_argv(host.paths),
+        f"--tsdb-path={host.root / 'metric-data'}",
         "--addr=127.0.0.1:0",
         "--kubelet-insecure-tls=true",
         f"--kubelet-read-only-port={kubelet.port}",

@@ -56,7 +56,7 @@ def agent(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     port = free_port()
     command = [sys.executable, "-m", "koordlet", "--standalone", "--addr", f"127.0.0.1:{port}"]
     command += ["--feature-gates", "PSICollector=true", "--psi-collector-interval", "1s"]
-    command += host_root_argv(paths)
+    command += [*host_root_argv(paths), "--tsdb-path", str(tmp_path / "metric-data")]
     log = (tmp_path / "koordlet.log").open("wb")
     proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:

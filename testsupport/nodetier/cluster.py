@@ -259,6 +259,7 @@ class Node:
             "--addr", "127.0.0.1:9316",
             "--kubelet-sync-interval", "1s",
             "--var-run-root-dir", str(self.spec.dir),
+            "--tsdb-path", str(self.spec.dir / "metric-data"),
             *extra,
         ]  # fmt: skip
 

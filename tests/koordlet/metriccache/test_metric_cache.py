@@ -114,7 +114,7 @@ def test_timestamps_keep_their_precision():
     cache.append([POD_CPU.sample(1.0, 100.0015, pod_uid="a"), POD_CPU.sample(2.0, 100.25, pod_uid="a")])
     result = cache.query(POD_CPU, 100.25, 100.25, pod_uid="a")
     assert result.values == (2.0,)
-    assert cache.stats() == {"series": 1, "samples": 2, "frames": 2, "bytes": 2 * (8 + 96)}
+    assert cache.stats() == {"series": 1, "samples": 2, "frames": 2, "bytes": 2 * (8 + 96), "refused": 0}
 
 
 def test_rows_are_stored_as_the_samples_they_stand_for():
