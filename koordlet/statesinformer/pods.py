@@ -7,6 +7,10 @@ make every pod look deleted). The first successful sync marks the informer synce
 sync that changes the pod set or a pod's resourceVersion notifies the consumers. Each
 successful sync records the containers' batch and mid resources
 (:mod:`koordlet.statesinformer.resourcesummary`).
+
+A pod whose object is equal to the one of the previous sync keeps its PodMeta (the same
+object): a resync of an unchanged node resolves no cgroup directory and computes no QoS
+class again, and consumers see the same PodMeta until its pod changes.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, Protocol
 
 from koordinator.kube.ratelimit import TokenBucket
 from koordlet.metrics import KoordletMetrics
-from koordlet.statesinformer.podmeta import PodMeta, pod_meta
+from koordlet.statesinformer.podmeta import PodMeta, meta_with_uid
 from koordlet.statesinformer.resourcesummary import record_container_resources
 from koordlet.system.cgroup.layout import KubepodsLayout
 
@@ -94,10 +98,15 @@ class PodsInformer:
             log.info("pods sync: empty list, keeping %d pods", len(self._pods))
             return False
         pods: dict[str, PodMeta] = {}
+        previous = self._pods
         for item in items:
-            meta = pod_meta(item, self.layout)
-            if meta is not None:
-                pods[meta.uid] = meta
+            uid = str((item.get("metadata") or {}).get("uid") or "")
+            if not uid:
+                continue  # malformed: no UID, no cgroup
+            known = previous.get(uid)
+            # an equal object (compared in C, cheaper than resolving it again) keeps its meta
+            meta = known if known is not None and known.pod == item else meta_with_uid(item, self.layout, uid)
+            pods[uid] = meta
         changed = pods.keys() != self._pods.keys() or any(
             _version(pods[uid]) != _version(self._pods[uid]) for uid in pods
         )

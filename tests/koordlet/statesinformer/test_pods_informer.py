@@ -4,6 +4,7 @@ garbage and empty answers; PLEG-triggered resyncs are rate-limited."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import ssl
 from typing import Any
 
@@ -65,6 +66,41 @@ async def test_pods_without_uid_are_ignored():
     informer = PodsInformer(ScriptedSource([broken, good]), LAYOUT)
     await informer.sync()
     assert [p.name for p in informer.get_all_pods()] == ["ok"]
+
+
+async def test_an_unchanged_pod_keeps_its_podmeta():
+    """An equal pod object keeps the same PodMeta across syncs (collectors compare them by
+    identity); a pod whose object changed, even without a new resourceVersion, is resolved
+    again, and a pod that came back after leaving gets a fresh one."""
+    cid = "containerd://" + "b" * 64
+    web = make_pod("web").kube_qos("Burstable").container("c", cid=cid).build()
+    db = make_pod("db").kube_qos("BestEffort").build()
+    relabelled = copy.deepcopy(web)
+    relabelled["metadata"]["labels"] = {"tier": "front"}
+    informer = PodsInformer(
+        ScriptedSource([web, db], [copy.deepcopy(web), db], [relabelled, db], [db], [relabelled, db]),
+        LAYOUT,
+        keep_on_empty=False,
+    )
+    await informer.sync()
+    first = {meta.name: meta for meta in informer.get_all_pods()}
+    await informer.sync()  # equal objects (one a copy): the same metas
+    second = {meta.name: meta for meta in informer.get_all_pods()}
+    assert second["web"] is first["web"]
+    assert second["db"] is first["db"]
+    await informer.sync()  # web relabelled
+    third = {meta.name: meta for meta in informer.get_all_pods()}
+    assert third["web"] is not first["web"]
+    assert third["web"].labels == {"tier": "front"}
+    assert third["web"].containers[0].cgroup_dir == first["web"].containers[0].cgroup_dir
+    assert third["db"] is first["db"]
+    await informer.sync()  # web gone
+    assert [meta.name for meta in informer.get_all_pods()] == ["db"]
+    await informer.sync()  # web back: resolved again, not the meta of two syncs ago
+    back = informer.get_pod(third["web"].uid)
+    assert back is not None
+    assert back is not third["web"]
+    assert back.pod == relabelled
 
 
 def test_token_bucket():
