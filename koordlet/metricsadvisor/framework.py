@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
@@ -140,25 +141,39 @@ class RateCache:
         return len(self._last)
 
 
-class PodCgroups(NamedTuple):
+class PodCgroups:
     """The cgroups of a pod list as the per-tick collectors read them: every container
     (in pod order), then every pod, so that each series kind's values are one slice."""
 
-    ids: list[str]
-    dirs: list[str]
-    #: how many of them are containers (the first ones)
-    containers: int
+    __slots__ = ("containers", "dirs", "ids", "pods")
+
+    def __init__(
+        self, ids: list[str], dirs: list[str], containers: int, pods: Sequence[PodMeta] = ()
+    ) -> None:
+        self.ids = ids
+        self.dirs = dirs
+        #: how many of them are containers (the first ones)
+        self.containers = containers
+        #: the pods they were derived from (PodMeta is frozen: the same objects, the same cgroups)
+        self.pods = tuple(pods)
 
     @classmethod
     def of(cls, pods: Sequence[PodMeta], previous: PodCgroups | None = None) -> PodCgroups:
         """The cgroups of ``pods``; ``previous`` itself when they are the same (so that
         what a collector derived from it, and CounterDeltas' matching, carry over)."""
+        if previous is not None:
+            kept = previous.pods
+            # the states informer hands out the same PodMeta objects while pods are
+            # unchanged: compare them by identity before building any list
+            if len(pods) == len(kept) and all(map(operator.is_, pods, kept)):
+                return previous
         containers = [c for pod in pods for c in pod.containers]
         ids = [c.container_id for c in containers] + [pod.uid for pod in pods]
         if previous is not None and ids == previous.ids:
+            previous.pods = tuple(pods)  # new objects, same cgroups
             return previous
         dirs = [c.cgroup_dir for c in containers] + [pod.cgroup_dir for pod in pods]
-        return cls(ids, dirs, len(containers))
+        return cls(ids, dirs, len(containers), pods)
 
     def split(self) -> tuple[list[str], list[str]]:
         """The container ids and the pod ids."""
@@ -178,24 +193,37 @@ class CounterDeltas:
     """
 
     def __init__(self) -> None:
-        self._ids: list[str] = []
+        self._ids: Sequence[Hashable] = []
         self._then: float | None = None
-        self._last: Sequence[float | None] = []
+        self._last: Sequence[Any] = []
 
-    def deltas(
-        self, ids: list[str], now: float, counters: Sequence[float | None]
-    ) -> tuple[float, list[float | None]]:
-        if len(ids) != len(counters):
-            raise ValueError(f"{len(ids)} objects for {len(counters)} counters")
+    def shift(
+        self, ids: Sequence[Hashable], now: float, values: Sequence[Any]
+    ) -> tuple[float | None, Sequence[Any]]:
+        """Keep ``values`` (one per object of ``ids``: a counter or a tuple of counters)
+        and return the seconds since the previous call (None on the first call and when
+        no time passed) with the previous values, aligned with ``ids`` (None for an object
+        not seen then). For a collector that computes its own growth over several
+        counters in one pass; :meth:`deltas` is the single-counter case."""
+        if len(ids) != len(values):
+            raise ValueError(f"{len(ids)} objects for {len(values)} counters")
         last = self._last
         if ids is not self._ids:
             by_id = dict(zip(self._ids, last, strict=True))
             last = [by_id.get(ident) for ident in ids]
         then = self._then
-        self._ids, self._then, self._last = ids, now, counters
+        self._ids, self._then, self._last = ids, now, values
         if then is None or now <= then:
+            return None, last
+        return now - then, last
+
+    def deltas(
+        self, ids: Sequence[Hashable], now: float, counters: Sequence[float | None]
+    ) -> tuple[float, list[float | None]]:
+        elapsed, last = self.shift(ids, now, counters)
+        if elapsed is None:
             return 0.0, [None] * len(ids)
-        return now - then, [
+        return elapsed, [
             None if c is None or p is None or c < p else c - p for c, p in zip(counters, last, strict=True)
         ]
 

@@ -8,6 +8,7 @@ MalformedContentError naming the file; a missing file is the domain error of its
 from __future__ import annotations
 
 import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -59,22 +60,28 @@ class ProcStat:
     per_cpu: dict[int, CPUTicks]
 
 
+_new_ticks = tuple.__new__
+_WIDTH = len(_CPU_FIELDS)
+
+
 def parse_proc_stat(text: str, path: Path = Path("/proc/stat")) -> ProcStat:
     total: CPUTicks | None = None
     per_cpu: dict[int, CPUTicks] = {}
     for line in text.splitlines():
         if not line.startswith("cpu"):
             continue
-        name, *fields = line.split()
+        fields = line.split()
+        name = fields[0]
         try:
-            numbers = [int(f) for f in fields[: len(_CPU_FIELDS)]]
+            numbers = list(map(int, fields[1 : _WIDTH + 1]))
         except ValueError:
             raise _malformed(path, f"non-numeric {name} line") from None
         if len(numbers) < 7:
             raise _malformed(path, f"{name} line has {len(numbers)} fields, want at least 7")
-        if len(numbers) < len(_CPU_FIELDS):  # older kernels print fewer fields
-            numbers += [0] * (len(_CPU_FIELDS) - len(numbers))
-        ticks = CPUTicks._make(numbers)
+        if len(numbers) < _WIDTH:  # older kernels print fewer fields
+            numbers += [0] * (_WIDTH - len(numbers))
+        # built as CPUTicks._make does, without its per-call length check (always _WIDTH)
+        ticks: CPUTicks = _new_ticks(CPUTicks, numbers)
         if name == "cpu":
             total = ticks
         elif name[3:].isdigit():
@@ -152,9 +159,8 @@ def read_meminfo(paths: HostPaths) -> MemInfo:
 
 def numa_nodes(paths: HostPaths) -> list[int]:
     """NUMA node ids with memory or CPUs (sysfs ``node<N>`` directories)."""
-    base = paths.sys("bus", "node", "devices")
     try:
-        names = [p.name for p in base.iterdir()]
+        names = os.listdir(paths.sys("bus", "node", "devices"))
     except OSError:
         return []
     return sorted(int(n[4:]) for n in names if n.startswith("node") and n[4:].isdigit())

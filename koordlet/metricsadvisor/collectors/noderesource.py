@@ -10,7 +10,13 @@ reclaimable. The first tick only primes the tick counters.
 from __future__ import annotations
 
 from koordlet.metriccache import Sample, kinds
-from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache, UsagePoint
+from koordlet.metricsadvisor.framework import (
+    CollectContext,
+    CollectorBase,
+    CounterDeltas,
+    RateCache,
+    UsagePoint,
+)
 from koordlet.system import kernel, proc
 from koordlet.system.topology import read_cpu_topology
 
@@ -22,6 +28,9 @@ class NodeResourceCollector(CollectorBase):
         super().__init__(ctx)
         self._ticks = RateCache(ttl=20 * self.interval)
         self._cpu_node: dict[int, int] = {}
+        #: busy ticks of each CPU, a column per tick
+        self._per_cpu = CounterDeltas()
+        self._cpu_ids: list[int] = []
 
     def _numa_of_cpus(self) -> dict[int, int]:
         if not self._cpu_node:
@@ -47,10 +56,16 @@ class NodeResourceCollector(CollectorBase):
         rate = self._ticks.rate("node", now, stat.total.busy)
         numa_cpu: dict[int, float] = {}
         cpu_node = self._numa_of_cpus()
-        for cpu_id, ticks in stat.per_cpu.items():
-            cpu_rate = self._ticks.rate(("cpu", cpu_id), now, ticks.busy)
-            if cpu_rate is not None and cpu_id in cpu_node:
-                numa_cpu[cpu_node[cpu_id]] = numa_cpu.get(cpu_node[cpu_id], 0.0) + cpu_rate / hz
+        cpu_ids = list(stat.per_cpu)
+        if cpu_ids != self._cpu_ids:  # the same list while the CPUs are: CounterDeltas' fast path
+            self._cpu_ids = cpu_ids
+        # CPUTicks' order: user, nice, system, idle, iowait, irq, softirq, ... (busy: 0-2, 5, 6)
+        busy = [t[0] + t[1] + t[2] + t[5] + t[6] for t in stat.per_cpu.values()]
+        elapsed, grown = self._per_cpu.deltas(self._cpu_ids, now, busy)
+        for cpu_id, ticks in zip(self._cpu_ids, grown, strict=True):
+            if ticks is not None and cpu_id in cpu_node:
+                node_id = cpu_node[cpu_id]
+                numa_cpu[node_id] = numa_cpu.get(node_id, 0.0) + ticks / elapsed / hz
         numa_memory: dict[int, float] = {}
         try:
             for node, info in proc.read_numa_meminfo(paths).items():

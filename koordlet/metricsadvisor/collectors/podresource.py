@@ -35,8 +35,8 @@ class PodResourceCollector(CollectorBase):
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__(ctx)
         self._cpu = CounterDeltas()
-        self._periods = CounterDeltas()
-        self._throttled = CounterDeltas()
+        #: the (nr_periods, nr_throttled, throttled_ns) tuples of the last tick
+        self._throttling = CounterDeltas()
         self._targets: PodCgroups | None = None
         self._numa_supported: bool | None = None
         #: the series keys (id,) of the containers and of the pods
@@ -57,8 +57,16 @@ class PodResourceCollector(CollectorBase):
             rows.extend(container_kind, container_keys, values[:n])
             rows.extend(pod_kind, pod_keys, values[n:])
 
-        elapsed, used = self._cpu.deltas(targets.ids, now, columns[Stat.CPU_USAGE])
-        cores = [None if d is None else d / elapsed / _NS for d in used]
+        # each statistic in one pass over the column: growth since the last tick, then the value
+        usage_ns = columns[Stat.CPU_USAGE]
+        elapsed, last_ns = self._cpu.shift(targets.ids, now, usage_ns)
+        if elapsed is None:
+            cores: list[float | None] = [None] * len(usage_ns)
+        else:
+            cores = [
+                None if c is None or p is None or c < p else (c - p) / elapsed / _NS
+                for c, p in zip(usage_ns, last_ns, strict=True)
+            ]
         put(kinds.CONTAINER_CPU_USAGE, kinds.POD_CPU_USAGE, cores)
 
         memory = columns[Stat.MEMORY]  # MemoryStat's order: inactive_anon, active_anon, unevictable, ...
@@ -71,15 +79,19 @@ class PodResourceCollector(CollectorBase):
                 [None if m is None else float(sum(m)) for m in memory],
             )
 
-        throttling = columns[Stat.THROTTLING]  # Throttling's order: nr_periods, nr_throttled, ...
-        nr_periods = [None if t is None else t[0] for t in throttling]
-        nr_throttled = [None if t is None else t[1] for t in throttling]
-        _, periods = self._periods.deltas(targets.ids, now, nr_periods)
-        _, throttled = self._throttled.deltas(targets.ids, now, nr_throttled)
-        ratios = [
-            None if p is None or t is None else (t / p if p > 0 else 0.0)
-            for p, t in zip(periods, throttled, strict=True)
-        ]
+        # Throttling's order: nr_periods, nr_throttled, ...; Δnr_throttled / Δnr_periods,
+        # None where either counter went back (a restarted cgroup), 0 when no period passed
+        throttling = columns[Stat.THROTTLING]
+        elapsed, last_throttling = self._throttling.shift(targets.ids, now, throttling)
+        if elapsed is None:
+            ratios: list[float | None] = [None] * len(throttling)
+        else:
+            ratios = [
+                None
+                if t is None or p is None or t[0] < p[0] or t[1] < p[1]
+                else ((t[1] - p[1]) / (t[0] - p[0]) if t[0] > p[0] else 0.0)
+                for t, p in zip(throttling, last_throttling, strict=True)
+            ]
         put(kinds.CONTAINER_CPU_THROTTLED, kinds.POD_CPU_THROTTLED, ratios)
 
         self.ctx.cache.append_rows(rows)

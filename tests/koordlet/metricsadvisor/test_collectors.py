@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -66,6 +67,16 @@ def test_counter_deltas_prime_then_give_growth_per_object():
     assert deltas.deltas(["a", "b"], 15.0, [172, 500]) == (1.0, [1, None])  # b forgotten
     with pytest.raises(ValueError, match="2 objects for 1 counters"):
         deltas.deltas(["a", "b"], 16.0, [1])
+
+
+def test_counter_deltas_shift_hands_back_the_previous_values_matched_by_id():
+    deltas = CounterDeltas()
+    assert deltas.shift(["a", "b"], 10.0, [(1, 2), (3, 4)]) == (None, [None, None])
+    ids = ["b", "c"]
+    assert deltas.shift(ids, 12.0, [(5, 6), (7, 8)]) == (2.0, [(3, 4), None])
+    assert deltas.shift(ids, 12.0, [(9, 9), (9, 9)])[0] is None  # no time passed
+    with pytest.raises(ValueError, match="1 objects for 2 counters"):
+        deltas.shift(["a"], 13.0, [1, 2])
 
 
 def test_node_cpu_and_memory(fake_host, states):
@@ -182,6 +193,10 @@ def test_pod_cgroups_list_containers_then_pods_and_stay_the_same_object(states, 
     assert cgroups.dirs[-1] == b.cgroup_dir
     assert cgroups.split() == (cgroups.ids[:3], [a.uid, b.uid])
     assert PodCgroups.of(states.get_all_pods(), cgroups) is cgroups
+    # new PodMeta objects of the same pods: still the same cgroups, the same object
+    renewed = [dataclasses.replace(pod) for pod in states.get_all_pods()]
+    assert PodCgroups.of(renewed, cgroups) is cgroups
+    assert cgroups.pods == tuple(renewed)
     states.pods.remove(a)
     assert PodCgroups.of(states.get_all_pods(), cgroups).ids == [b.containers[0].container_id, b.uid]
 
