@@ -153,9 +153,7 @@ class Frames:
                 end += 1
             if end == len(times) or times[end - 1] > times[-1] - RECENT_S:
                 return  # the run is still open, or too recent
-            rows = self.head_values[:end]
-            data = array("d", chain.from_iterable(zip(*rows, strict=True))).tobytes()
-            self.blocks.append(Block(times[:end], layout, seal(data)))
+            self.blocks.append(Block(times[:end], layout, seal(_series_major(self.head_values[:end]))))
             self.block_last.append(times[end - 1])
             del times[:end], layouts[:end], self.head_values[:end]
 
@@ -249,3 +247,13 @@ class Frames:
             if not seen or seen[-1] is not layout:
                 seen.append(layout)
         return seen
+
+
+def _series_major(frames: list[array[float]]) -> bytes:
+    """The values of ``frames`` (one layout) as bytes, key by key: every frame's first
+    value, then every frame's second ... (strided slices of the frames laid end to end)."""
+    flat = array("d")
+    for values in frames:
+        flat += values
+    width = len(frames[0])
+    return b"".join(flat[p::width].tobytes() for p in range(width))
