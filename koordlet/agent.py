@@ -86,6 +86,8 @@ from koordlet.system.paths import HostPaths
 
 log = logging.getLogger(__name__)
 
+#: the collectors whose fresh usage wakes the QoS strategies (once all have delivered)
+_USAGE_COLLECTORS = ("NodeResourceCollector", "PodResourceCollector")
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 EXIT_START_FAILED = 1
 
@@ -463,6 +465,9 @@ class Agent:
             self.executor,
             evictor,
             self.metrics,
+            wake_on=[c.NAME for c in self.runner.collectors if c.NAME in _USAGE_COLLECTORS]
+            if self.runner is not None
+            else (),
         )
         self.qos.start()
         if self.runner is not None:
@@ -522,9 +527,10 @@ class Agent:
             await server.stop()
 
     def _on_collected(self, collector: str) -> None:
-        """New node or pod usage: let the QoS strategies look at it right away."""
-        if self.qos is not None and collector in ("NodeResourceCollector", "PodResourceCollector"):
-            self.qos.wake()
+        """New node and pod usage: let the QoS strategies look at it right away (once both
+        collectors have delivered; see :meth:`QoSManager.collected`)."""
+        if self.qos is not None:
+            self.qos.collected(collector)
 
     async def shutdown(self) -> None:
         self.ready = False

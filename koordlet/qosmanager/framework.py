@@ -16,8 +16,11 @@ strategy on that same worker thread. Some strategies keep state between rounds (
 buckets of cpu_burst); a strategy's rounds never overlap.
 
 Each strategy runs on its own interval, and again as soon as the collectors bring new
-usage (the agent calls :meth:`QoSManager.wake`); a strategy that raises is logged and
-counted, and the others go on.
+usage: the agent reports each finished collection (:meth:`QoSManager.collected`), and once
+every collector of ``wake_on`` (the node and pod usage collectors) has finished one since
+the last wake, the strategies are woken, once. Waking on each of them would run every
+strategy twice per collection interval, the first time with the pods' usage of the
+previous one. A strategy that raises is logged and counted, and the others go on.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -269,6 +272,8 @@ class QoSManager:
         executor: ResourceUpdateExecutor,
         evictor: Evicting | None,
         metrics: KoordletMetrics,
+        *,
+        wake_on: Iterable[str] = (),
     ) -> None:
         names = [s.NAME for s in strategies]
         if len(set(names)) != len(names):
@@ -284,12 +289,25 @@ class QoSManager:
         self._last_eviction: dict[str, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._wake: dict[str, asyncio.Event] = {name: asyncio.Event() for name in names}
+        #: the collectors whose fresh data a wake waits for, each at least once
+        self.wake_on = frozenset(wake_on)
+        self._collected: set[str] = set()
 
     def wake(self) -> None:
         """Fresh metrics arrived: run every strategy now instead of at its next interval
         (a change is acted on one collection after it happens, not one interval later)."""
         for event in self._wake.values():
             event.set()
+
+    def collected(self, collector: str) -> None:
+        """``collector`` finished a collection: wake the strategies once every collector of
+        :attr:`wake_on` has finished one since the last wake (others are ignored)."""
+        if collector not in self.wake_on:
+            return
+        self._collected.add(collector)
+        if self._collected >= self.wake_on:
+            self._collected.clear()
+            self.wake()
 
     def plan(self, strategy: Strategy, snapshot: Snapshot) -> Plan | None:
         """The strategy's plan, or None when it is disabled or cooling down."""

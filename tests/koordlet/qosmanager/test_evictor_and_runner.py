@@ -333,3 +333,42 @@ def test_the_node_is_decoded_once_with_malformed_quantities_left_out():
     assert view.allocatable == {"memory": 3 << 30}
     assert NodeView.decode(None) == NodeView()
     assert NodeView.decode({"status": "garbage"}) == NodeView()
+
+
+def test_strategies_wake_once_per_collection_of_node_and_pod_usage(fake_host_v1):
+    """The node and pod collectors each report their collection; the strategies are woken
+    once both have delivered since the last wake (not once per collector, which ran every
+    strategy twice a second, the first time on the previous second's pod usage)."""
+    pod = _meta(make_pod("x").qos("BE").build())
+    manager = QoSManager(
+        [Scripted(pod)],
+        lambda: snapshot(fake_host_v1, topology=False),
+        ResourceUpdateExecutor(CgroupFS.detect(fake_host_v1.paths)),
+        None,
+        KoordletMetrics(CollectorRegistry(), "n"),
+        wake_on=("NodeResourceCollector", "PodResourceCollector"),
+    )
+    wakes: list[int] = []
+    manager.wake = lambda: wakes.append(1)  # type: ignore[method-assign]
+    manager.collected("NodeResourceCollector")
+    manager.collected("PSICollector")  # not a usage collector: ignored
+    assert wakes == []
+    manager.collected("PodResourceCollector")
+    assert wakes == [1]
+    manager.collected("PodResourceCollector")  # the node's usage of this round not in yet
+    manager.collected("PodResourceCollector")
+    assert wakes == [1]
+    manager.collected("NodeResourceCollector")
+    assert wakes == [1, 1]
+    alone = QoSManager(
+        [],
+        lambda: snapshot(fake_host_v1, topology=False),
+        ResourceUpdateExecutor(CgroupFS.detect(fake_host_v1.paths)),
+        None,
+        KoordletMetrics(CollectorRegistry(), "n"),
+        wake_on=("NodeResourceCollector",),  # the only usage collector running
+    )
+    alone.wake = lambda: wakes.append(2)  # type: ignore[method-assign]
+    alone.collected("NodeResourceCollector")
+    alone.collected("NodeResourceCollector")
+    assert wakes == [1, 1, 2, 2]
