@@ -11,10 +11,10 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from koordlet.system.cgroup import io
-from koordlet.system.errors import MalformedContentError
+from koordlet.system.errors import MalformedContentError, from_oserror
 from koordlet.system.paths import HostPaths
 
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
@@ -172,6 +172,81 @@ def read_numa_meminfo(paths: HostPaths) -> dict[int, MemInfo]:
         path = paths.sys("bus", "node", "devices", f"node{node}", "meminfo")
         out[node] = parse_meminfo(_read(path).decode(errors="replace"), path)
     return out
+
+
+#: the /proc/meminfo fields MemInfo's usage properties read (parsed in C by the FileCache)
+_MEMINFO_FIELDS = ("MemTotal", "MemFree", "MemAvailable", "Active(file)", "Inactive(file)", "SReclaimable")
+_MEMINFO_KEYS = tuple(f"{name}:".encode() for name in _MEMINFO_FIELDS)
+
+
+class NodeStats(NamedTuple):
+    """One read of the node's CPU and memory files."""
+
+    stat: ProcStat
+    #: only the fields of ``_MEMINFO_FIELDS`` (MemInfo.kib is 0 for the others)
+    meminfo: MemInfo
+    #: each NUMA node's meminfo; None when one of them could not be read
+    numa: dict[int, MemInfo] | None
+
+
+class NodeStatsReader:
+    """``/proc/stat``, ``/proc/meminfo`` and every NUMA node's meminfo, read every tick
+    as one FileCache batch: the descriptors are kept (procfs and sysfs regenerate the
+    content on each read from offset 0) and ``/proc/meminfo``'s fields are parsed with
+    the batch, in C where the extension is built. The NUMA directory is listed on each
+    read; the batch is rebuilt when its nodes change. The same values as
+    :func:`read_proc_stat`, :func:`read_meminfo` and :func:`read_numa_meminfo`, and the
+    same domain errors for ``/proc/stat`` and ``/proc/meminfo``.
+    """
+
+    def __init__(self, paths: HostPaths, cache: io.FileCache | None = None) -> None:
+        self.paths = paths
+        self.cache = cache if cache is not None else io.new_file_cache()
+        self._stat = paths.proc("stat")
+        self._meminfo = paths.proc("meminfo")
+        self._nodes: list[int] | None = None
+        self._numa_paths: list[Path] = []
+        self._batch: io.Batch | None = None
+
+    def _compile(self, nodes: list[int]) -> io.Batch:
+        self._nodes = nodes
+        self._numa_paths = [self.paths.sys("bus", "node", "devices", f"node{n}", "meminfo") for n in nodes]
+        requests: list[io.Request] = [
+            (os.fsencode(self._stat), io.KIND_RAW, None),
+            (os.fsencode(self._meminfo), io.KIND_KEYS, _MEMINFO_KEYS),
+            *((os.fsencode(path), io.KIND_RAW, None) for path in self._numa_paths),
+        ]
+        self.cache.retain([request[0] for request in requests])  # nodes gone: close theirs
+        self._batch = self.cache.batch(requests)
+        return self._batch
+
+    def read(self) -> NodeStats:
+        nodes = numa_nodes(self.paths)
+        batch = self._batch if nodes == self._nodes and self._batch is not None else self._compile(nodes)
+        failed: list[int] = []
+        cells = batch.read(failed)
+        if failed and failed[0] < 2:  # /proc/stat or /proc/meminfo: the tick has nothing to report
+            path = self._stat if failed[0] == 0 else self._meminfo
+            raise from_oserror(cast(OSError, cells[failed[0]]), directory=path.parent)
+        stat = parse_proc_stat(cast(bytes, cells[0]).decode(errors="replace"), self._stat)
+        values = cast(tuple[int | None, ...], cells[1])
+        fields = {name: v for name, v in zip(_MEMINFO_FIELDS, values, strict=True) if v is not None}
+        if "MemTotal" not in fields:
+            raise _malformed(self._meminfo, "no MemTotal")
+        numa: dict[int, MemInfo] | None = None
+        if not failed:  # a NUMA node's file that failed (a node gone): no NUMA figures this tick
+            try:
+                numa = {
+                    node: parse_meminfo(cast(bytes, data).decode(errors="replace"), path)
+                    for node, path, data in zip(nodes, self._numa_paths, cells[2:], strict=True)
+                }
+            except MalformedContentError:
+                numa = None
+        return NodeStats(stat, MemInfo(fields), numa)
+
+    def close(self) -> None:
+        self.cache.close()
+        self._batch, self._nodes = None, None
 
 
 @dataclass(frozen=True, slots=True)

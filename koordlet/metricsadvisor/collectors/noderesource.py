@@ -4,7 +4,8 @@ CPU is the busy ticks of /proc/stat (user + nice + system + irq + softirq) over 
 time elapsed, in cores: ``Δticks / (Δseconds * CLK_TCK)``. Memory is ``MemTotal -
 MemAvailable`` (and ``MemTotal - MemFree`` with page cache). A NUMA node's CPU is the sum of
 its CPUs' busy-tick rates; its memory is what its meminfo does not count as free or
-reclaimable. The first tick only primes the tick counters.
+reclaimable. The first tick only primes the tick counters. The files are read through a
+:class:`~koordlet.system.proc.NodeStatsReader` (kept descriptors, one batch a tick).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class NodeResourceCollector(CollectorBase):
         #: busy ticks of each CPU, a column per tick
         self._per_cpu = CounterDeltas()
         self._cpu_ids: list[int] = []
+        #: /proc/stat and the meminfo files, on kept descriptors
+        self._reader = proc.NodeStatsReader(ctx.paths)
 
     def _numa_of_cpus(self) -> dict[int, int]:
         if not self._cpu_node:
@@ -41,11 +44,12 @@ class NodeResourceCollector(CollectorBase):
             self._cpu_node = {p.cpu: p.node for p in topology.processors}
         return self._cpu_node
 
+    def close(self) -> None:
+        self._reader.close()
+
     def collect(self, now: float) -> None:
-        paths = self.ctx.paths
         hz = kernel.clock_ticks()
-        stat = proc.read_proc_stat(paths)
-        meminfo = proc.read_meminfo(paths)
+        stat, meminfo, numa = self._reader.read()
         samples: list[Sample] = []
         memory = float(meminfo.used_bytes)
         samples.append(kinds.NODE_MEMORY_USAGE.sample(memory, now))
@@ -66,12 +70,7 @@ class NodeResourceCollector(CollectorBase):
             if ticks is not None and cpu_id in cpu_node:
                 node_id = cpu_node[cpu_id]
                 numa_cpu[node_id] = numa_cpu.get(node_id, 0.0) + ticks / elapsed / hz
-        numa_memory: dict[int, float] = {}
-        try:
-            for node, info in proc.read_numa_meminfo(paths).items():
-                numa_memory[node] = float(info.numa_used_bytes)
-        except OSError:
-            numa_memory = {}
+        numa_memory = {} if numa is None else {n: float(info.numa_used_bytes) for n, info in numa.items()}
         for node, used in numa_memory.items():
             samples.append(kinds.NODE_NUMA_MEMORY_USAGE.sample(used, now, numa_node_id=str(node)))
         numa_points = {}

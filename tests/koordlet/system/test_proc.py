@@ -6,6 +6,7 @@ import pytest
 
 from koordlet.system import proc, psi
 from koordlet.system.errors import CgroupVanishedError, MalformedContentError
+from tests.fakes.host import FakeHost
 
 
 def test_proc_stat_busy_ticks_exclude_idle_iowait_and_steal(fake_host_v1):
@@ -92,3 +93,60 @@ def test_process_cgroup_membership(fake_host_v1):
 
 def test_id_lists():
     assert proc.parse_id_list("1\n22\n\n333\n") == [1, 22, 333]
+
+
+def _node_files(host: FakeHost) -> None:
+    host.set_proc_stat([100, 10, 50, 1000, 20, 5, 7, 3, 0, 0], {0: [60, 5, 25, 500, 10, 3, 4, 2, 0, 0]})
+    host.set_meminfo(MemTotal=16000, MemFree=4000, MemAvailable=10000, Active_file_=1000, Cached=77)
+    host.set_numa_meminfo(
+        0, MemTotal=8000, MemFree=1000, Active_file_=500, Inactive_file_=500, SReclaimable=1
+    )
+
+
+def test_node_stats_reader_gives_what_the_one_shot_readers_give(backend, fake_host_v1):
+    _node_files(fake_host_v1)
+    paths = fake_host_v1.paths
+    reader = proc.NodeStatsReader(paths)
+    stat, meminfo, numa = reader.read()
+    assert stat == proc.read_proc_stat(paths)
+    one_shot = proc.read_meminfo(paths)
+    assert (meminfo.used_bytes, meminfo.used_with_page_cache_bytes, meminfo.total_bytes) == (
+        one_shot.used_bytes,
+        one_shot.used_with_page_cache_bytes,
+        one_shot.total_bytes,
+    )
+    assert meminfo.kib("Cached") == 0  # only the fields the usage properties read
+    assert numa is not None
+    assert {n: m.numa_used_bytes for n, m in numa.items()} == {
+        n: m.numa_used_bytes for n, m in proc.read_numa_meminfo(paths).items()
+    }
+    # kept descriptors see new content; a NUMA node that appears is read from then on
+    fake_host_v1.set_meminfo(MemTotal=16000, MemFree=3000, MemAvailable=9000)
+    fake_host_v1.set_numa_meminfo(1, MemTotal=8000, MemFree=7000)
+    _, meminfo, numa = reader.read()
+    assert meminfo.used_bytes == 7000 * 1024
+    assert numa is not None
+    assert numa[1].numa_used_bytes == 1000 * 1024
+    reader.close()
+
+
+def test_node_stats_reader_errors(backend, fake_host_v1):
+    _node_files(fake_host_v1)
+    reader = proc.NodeStatsReader(fake_host_v1.paths)
+    fake_host_v1.write("sys/bus/node/devices/node0/meminfo", "Node 0 MemTotal: x kB\n")
+    assert reader.read().numa is None  # NUMA figures skipped, the node's still read
+    fake_host_v1.write("proc/meminfo", "MemFree: 1 kB\n")
+    with pytest.raises(MalformedContentError, match="no MemTotal"):
+        reader.read()
+    reader.close()
+    fake_host_v1.paths.proc("stat").unlink()
+    with pytest.raises(type(_one_shot_error(fake_host_v1))):
+        proc.NodeStatsReader(fake_host_v1.paths).read()
+
+
+def _one_shot_error(host: FakeHost) -> Exception:
+    try:
+        proc.read_proc_stat(host.paths)
+    except Exception as err:
+        return err
+    raise AssertionError("read_proc_stat read a removed file")
