@@ -159,6 +159,20 @@ def test_pod_and_container_usage_and_throttling(fake_host, states):
     assert collector.started
 
 
+def test_throttling_counters_going_back_prime_the_ratio_again(fake_host, states):
+    a = _pod_with_containers(fake_host, states, "a", containers=1)
+    ctx = make_context(fake_host, states)
+    collector = PodResourceCollector(ctx)
+    fake_host.set_throttling(a.cgroup_dir, 100, 10, 0)
+    collector.collect(T0)
+    fake_host.set_throttling(a.cgroup_dir, 50, 20, 0)  # a restarted cgroup: periods went back
+    collector.collect(T0 + 1)
+    assert _last(ctx, kinds.POD_CPU_THROTTLED, pod_uid=a.uid) is None
+    fake_host.set_throttling(a.cgroup_dir, 150, 45, 0)
+    collector.collect(T0 + 2)
+    assert _last(ctx, kinds.POD_CPU_THROTTLED, pod_uid=a.uid) == pytest.approx(0.25)
+
+
 def test_pods_coming_and_going_keep_the_others_rates(fake_host, states):
     a = _pod_with_containers(fake_host, states, "a", containers=1)
     b = _pod_with_containers(fake_host, states, "b", containers=1)
