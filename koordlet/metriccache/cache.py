@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from koordlet.metriccache.blocks import BlockStore, open_store
 from koordlet.metriccache.frames import Frames, Key, Layout
@@ -79,32 +79,35 @@ class Rows:
     """The samples of one collector tick, all at one timestamp, grouped by kind.
 
     The collectors' hot path: per kind, a list of series keys (label values built once
-    with :meth:`MetricKind.key` and reused tick after tick) and the list of their values.
-    A collector that writes the same keys every tick should pass the same key list:
-    the cache then recognises the layout at once.
+    with :meth:`MetricKind.key` and reused tick after tick) and the list of their values,
+    held as the ``array('d')`` the cache stores. A collector that writes the same keys
+    every tick should pass the same key list: the cache then recognises the layout at once.
     """
 
     __slots__ = ("by_kind", "timestamp")
 
     def __init__(self, timestamp: float) -> None:
         self.timestamp = timestamp
-        self.by_kind: dict[MetricKind, tuple[list[Key], list[Any]]] = {}
+        self.by_kind: dict[MetricKind, tuple[list[Key], array[float]]] = {}
 
     def extend(self, kind: MetricKind, keys: list[Key], values: list[float | None]) -> None:
         """Samples of ``kind``: ``values[i]`` for ``keys[i]``, where it is not None. The
-        lists are not copied; the caller must not change them before the rows are appended."""
+        key list is not copied; the caller must not change it before the rows are appended."""
         if len(keys) != len(values):
             raise ValueError(f"{kind.name}: {len(keys)} keys for {len(values)} values")
-        if None in values:
+        column: array[float]
+        try:
+            column = array("d", cast("list[float]", values))  # a None fails the build
+        except TypeError:
             kept = [(key, value) for key, value in zip(keys, values, strict=True) if value is not None]
-            keys, values = [key for key, _ in kept], [value for _, value in kept]
+            keys, column = [key for key, _ in kept], array("d", [value for _, value in kept])
         if not keys:
             return
         held = self.by_kind.get(kind)
         if held is None:
-            self.by_kind[kind] = (keys, values)
-        else:  # a second batch of the kind: concatenate into lists of our own
-            self.by_kind[kind] = (held[0] + keys, held[1] + values)
+            self.by_kind[kind] = (keys, column)
+        else:  # a second batch of the kind: concatenate into a key list of our own
+            self.by_kind[kind] = (held[0] + keys, held[1] + column)
 
     def __len__(self) -> int:
         return sum(len(values) for _, values in self.by_kind.values())
@@ -146,7 +149,7 @@ class MetricCache:
                 rows = batches[timestamp] = Rows(timestamp)
             held = rows.by_kind.get(kind)
             if held is None:
-                rows.by_kind[kind] = ([label_values], [value])
+                rows.by_kind[kind] = ([label_values], array("d", (value,)))
             else:
                 held[0].append(label_values)
                 held[1].append(value)
@@ -168,7 +171,7 @@ class MetricCache:
             frames = self._kinds.get(kind.name)
             if frames is None:
                 frames = self._kinds[kind.name] = Frames()
-            if frames.add(timestamp, keys, array("d", values), seal):
+            if frames.add(timestamp, keys, values, seal):
                 self._samples += len(values)
                 self._frames += 1
             else:
