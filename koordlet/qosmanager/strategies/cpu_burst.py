@@ -173,7 +173,8 @@ def pod_config(pod: PodMeta, node: CPUBurstStrategy, plan: Plan) -> CPUBurstConf
     except AnnotationError as err:
         plan.note(f"{pod.key}: cpuBurst annotation ignored ({err})")
         override = None
-    return merge(node, override)
+    # without an override the node's config as it is (only read here): no copy per pod a round
+    return node if override is None else merge(node, override)
 
 
 def static_burst(limit_milli: int, config: CPUBurstConfig) -> int:
@@ -302,21 +303,14 @@ class CPUBurst(GatedStrategy):
             spec = podspec.container_spec(pod.pod, meta.name)
             if spec is None:
                 continue
-            quota = snapshot.cgroups.read(CPU_CFS_QUOTA, meta.cgroup_dir)
-            containers.append(
-                _Container(
-                    meta,
-                    spec,
-                    podspec.limit(spec, "cpu") or 0,
-                    quota if isinstance(quota, int) else None,
-                )
-            )
+            limit = podspec.limit(spec, "cpu") or 0
+            # without a CPU limit there is no base quota to scale and no static burst, so
+            # the quota would never be looked at: not read (a file read per container a round)
+            quota = snapshot.cgroups.read(CPU_CFS_QUOTA, meta.cgroup_dir) if limit > 0 else None
+            containers.append(_Container(meta, spec, limit, quota if isinstance(quota, int) else None))
         delta = 0
         for container in containers:
             delta += self._scale(snapshot, plan, pod, config, state, container)
-        pod_quota_now = snapshot.cgroups.read(CPU_CFS_QUOTA, pod.cgroup_dir)
-        pod_quota = pod_quota_now if isinstance(pod_quota_now, int) else None
-        pod_target = pod_quota + delta if pod_quota is not None and pod_quota > 0 and delta else None
 
         container_level: list[CgroupUpdate] = []
         pod_level: list[CgroupUpdate] = []
@@ -331,6 +325,11 @@ class CPUBurst(GatedStrategy):
                 container_level.append(
                     CgroupUpdate(CPU_CFS_QUOTA, container.meta.cgroup_dir, container.target, NAME)
                 )
+        pod_quota: int | None = None
+        if delta or pod_burst:  # else the pod's quota changes nothing (no target, a burst of 0)
+            pod_quota_now = snapshot.cgroups.read(CPU_CFS_QUOTA, pod.cgroup_dir)
+            pod_quota = pod_quota_now if isinstance(pod_quota_now, int) else None
+        pod_target = pod_quota + delta if pod_quota is not None and pod_quota > 0 and delta else None
         if burst_supported:
             final_pod_quota = pod_target if pod_target is not None else pod_quota
             pod_burst = _cap(pod_burst, final_pod_quota)

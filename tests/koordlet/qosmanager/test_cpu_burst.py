@@ -356,6 +356,30 @@ def test_unlimited_pod_quota_is_left_alone(tmp_path, version):
     assert leveled_writes(plan) == [[[], [(CPU_CFS_QUOTA, node.container_dir, 240_000)]]]
 
 
+def test_containers_without_a_cpu_limit_burst_nothing_and_their_quota_is_not_read(tmp_path, version):
+    """Idle and throttled (a limited container would be scaled x1.2): a pod whose
+    containers have no CPU limit gets a burst of 0 and no quota change; neither its
+    containers' quotas nor the pod's is read, since none of them could change the plan."""
+    host = FakeHost(tmp_path, version, features=("cfs_burst",))
+    host.set_cpu_topology(1, 2, 2)
+    builder = make_pod("free").container("main", cid=CID, requests={"cpu": "1"})
+    pod_dir = host.add_pod("Burstable", builder.uid, [CID])
+    container_dir = f"{pod_dir}/{host.layout.container_dir_name(CID)}"
+    host.set(CPU_CFS_QUOTA, pod_dir, 200_000)
+    host.set(CPU_CFS_QUOTA, container_dir, 200_000)
+    snapshot = build_snapshot(
+        host,
+        pods=[running(builder.build())],
+        slo=policy("auto", cpuBurstPercent=50),
+        samples=quota_samples(1.0, 0.3),
+    )
+    plan = CPUBurst().plan(snapshot)
+    assert plan.leveled == []
+    assert cgroup_writes(plan.updates) == [(CPU_CFS_BURST, container_dir, 0), (CPU_CFS_BURST, pod_dir, 0)]
+    # what the round read, as its view captured it
+    assert [key for key, _ in snapshot.cgroups._values if key == CPU_CFS_QUOTA] == []
+
+
 def test_kubelet_static_policy_plans_the_same(tmp_path, version):
     node = Node(tmp_path, version)
     samples = quota_samples(1.0, 0.3)
