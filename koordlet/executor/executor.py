@@ -9,7 +9,9 @@
 * **Leveled updates** (``leveled``): parents before children with a merged value first —
   a cpuset becomes the union of old and new, a quota or memory protection the larger of
   the two — then every level again, children first, with the real value. This is the order
-  in which the kernel accepts a cpuset or limit that shrinks.
+  in which the kernel accepts a cpuset or limit that shrinks. As upstream, an update the
+  cache already holds (same value, written within the force-update period) is not merged:
+  its file is not read, and the second pass skips it too.
 * **Errors**: a vanished cgroup or a knob this kernel lacks is expected and skipped
   quietly; anything else is logged, counted in
   ``koordlet_resource_update_duration_milliseconds{status="failed"}`` and returned.
@@ -78,14 +80,17 @@ class ResourceUpdateExecutor:
 
     def update(self, update: Update, *, cacheable: bool = True) -> Outcome:
         """Apply one update (validated; skipped when the cache or the file already agree)."""
+        return self._update(update, cacheable, None)
+
+    def _update(self, update: Update, cacheable: bool, target: tuple[str, str] | None) -> Outcome:
+        """:meth:`update`, with the update's :meth:`~Update.target` when already rendered."""
         started = self.clock()
         try:
-            key, text = update.target(self.host)
+            key, text = target if target is not None else update.target(self.host)
             now = self.clock()
             with self._lock:
                 cached = self._cache.get(key)
-            fresh = cached is not None and cached[0] == text and now - cached[1] < self.force_update_seconds
-            if cacheable and update.cached and fresh:
+            if cacheable and update.cached and self._fresh(cached, text, now):
                 return Outcome(update, False)
             old = self._current(update)
             if old == text and not (cached is not None and now - cached[1] >= self.force_update_seconds):
@@ -113,6 +118,27 @@ class ResourceUpdateExecutor:
             self._observe(update.kind, "failed", started)
             return Outcome(update, False, wrapped)
 
+    def _fresh(self, cached: tuple[str, float] | None, text: str, now: float) -> bool:
+        """Whether a cache entry says ``text`` was written within the force-update period."""
+        return cached is not None and cached[0] == text and now - cached[1] < self.force_update_seconds
+
+    def _rendered(self, update: Update) -> tuple[str, str] | None:
+        """The update's target, or None when it cannot be rendered (:meth:`update` reports why)."""
+        try:
+            return update.target(self.host)
+        except HostError:
+            return None
+
+    def _held(self, update: Update, target: tuple[str, str] | None) -> bool:
+        """Whether the cache says the update's target already holds its value (upstream's
+        ``needUpdate`` false)."""
+        if target is None or not update.cached:
+            return False
+        key, text = target
+        with self._lock:
+            cached = self._cache.get(key)
+        return self._fresh(cached, text, self.clock())
+
     def _current(self, update: Update) -> str | None:
         """The target's current value; None when there is none to read or it cannot be read."""
         try:
@@ -131,15 +157,19 @@ class ResourceUpdateExecutor:
     # --- leveled updates ------------------------------------------------------------------
 
     def leveled(self, levels: Sequence[Sequence[CgroupUpdate]]) -> list[Outcome]:
-        """Parents to children with merged values, then children to parents with the real ones."""
-        for level in levels:
-            for update in level:
+        """Parents to children with merged values, then children to parents with the real ones.
+        Each update is rendered once, for both passes (its target depends on nothing else)."""
+        rendered = [[self._rendered(u) for u in level] for level in levels]
+        for level, targets in zip(levels, rendered, strict=True):
+            for update, target in zip(level, targets, strict=True):
+                if self._held(update, target):
+                    continue  # nothing will be written: no merged value needed (no read)
                 merged = update.merged(self.host)
                 if merged != update:
                     self.update(merged, cacheable=False)
         outcomes: list[Outcome] = []
-        for level in reversed(levels):
-            outcomes += [self.update(u) for u in level]
+        for level, targets in zip(reversed(levels), reversed(rendered), strict=True):
+            outcomes += [self._update(u, True, t) for u, t in zip(level, targets, strict=True)]
         return outcomes
 
     def forget(self, paths: Iterable[Path | str]) -> None:

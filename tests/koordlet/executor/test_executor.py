@@ -90,6 +90,29 @@ def test_leveled_cpuset_shrink_goes_through_the_union(executor):
     ]
 
 
+def test_leveled_updates_the_cache_holds_are_neither_merged_nor_written(executor):
+    """As upstream's needUpdate: a leveled update whose value was written within the
+    force-update period is skipped in both passes, its file not even read for a merge (a
+    value changed behind the koordlet's back is restored once the period is over)."""
+    ex, host, clock = executor
+    parent = host.make_cgroup("kubepods.slice/kubepods-besteffort.slice")
+    child = host.make_cgroup(f"{parent}/pod1")
+    host.set("cpuset.cpus", parent, "0-3")
+    host.set("cpuset.cpus", child, "0-3")
+    levels = [[CgroupUpdate("cpuset.cpus", parent, "0-1")], [CgroupUpdate("cpuset.cpus", child, "0-1")]]
+    ex.leveled(levels)
+    written = len(ex.audit)
+    host.set("cpuset.cpus", child, "2-3")  # behind our back
+    clock.now = 30
+    ex.leveled(levels)
+    assert len(ex.audit) == written  # no union "0-3" merged into the child
+    assert host.get("cpuset.cpus", child) == "2-3"
+    clock.now = 61  # past --resource-force-update-seconds: through the union, then restored
+    ex.leveled(levels)
+    child_writes = [e.new for e in list(ex.audit)[written:] if e.target.rsplit("/", 2)[-2] == "pod1"]
+    assert child_writes == ["0-3", "0-1"]
+
+
 def test_leveled_quota_takes_the_looser_value_first(executor):
     ex, host, _ = executor
     parent = host.make_cgroup("kubepods.slice/kubepods-besteffort.slice")
