@@ -20,7 +20,10 @@ usage: the agent reports each finished collection (:meth:`QoSManager.collected`)
 every collector of ``wake_on`` (the node and pod usage collectors) has finished one since
 the last wake, the strategies are woken, once. Waking on each of them would run every
 strategy twice per collection interval, the first time with the pods' usage of the
-previous one. A strategy that raises is logged and counted, and the others go on.
+previous one. After a woken round, a strategy's own tick comes :data:`WOKEN_GRACE`
+intervals later, so that while collections arrive every interval they alone drive the
+strategy (once per collection); when they stop, the interval takes over. A strategy
+that raises is logged and counted, and the others go on.
 """
 
 from __future__ import annotations
@@ -262,6 +265,10 @@ class Evicting(Protocol):
     async def evict(self, evictions: Sequence[Eviction]) -> int: ...
 
 
+#: after a round woken by a collection, the strategy's own tick waits this many intervals
+WOKEN_GRACE = 1.2
+
+
 class QoSManager:
     """Runs every strategy on its interval: snapshot, plan, execute."""
 
@@ -362,13 +369,20 @@ class QoSManager:
 
     async def _loop(self, strategy: Strategy) -> None:
         wake = self._wake[strategy.NAME]
+        woken = False
         while True:
             started = time.monotonic()
             wake.clear()
             await self.run_once(strategy)
+            # after a round the collectors woke, the interval's own tick comes a fifth of an
+            # interval late: with collections as frequent as the interval, the next one wakes
+            # the strategy first instead of both running it a moment apart
+            period = strategy.interval * (WOKEN_GRACE if woken else 1.0)
+            woken = False
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(strategy.interval - (time.monotonic() - started), 0.0)):
+                async with asyncio.timeout(max(period - (time.monotonic() - started), 0.0)):
                     await wake.wait()
+                    woken = True
             # never more often than five times an interval, however often metrics arrive
             await asyncio.sleep(max(strategy.interval / 5 - (time.monotonic() - started), 0.0))
 

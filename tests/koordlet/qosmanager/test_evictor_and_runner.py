@@ -372,3 +372,50 @@ def test_strategies_wake_once_per_collection_of_node_and_pod_usage(fake_host_v1)
     alone.collected("NodeResourceCollector")
     alone.collected("NodeResourceCollector")
     assert wakes == [1, 1, 2, 2]
+
+
+class Counting(Scripted):
+    """A strategy that counts its rounds and plans nothing."""
+
+    NAME = "Counting"
+
+    def __init__(self, interval: float) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+        self.interval = interval
+        self.rounds = 0
+
+    def plan(self, snapshot: Snapshot) -> Plan:
+        self.rounds += 1
+        return Plan(self.NAME)
+
+
+async def test_collections_every_interval_drive_a_strategy_once_each(fake_host_v1):
+    """Collections about as frequent as the strategy's interval (here a tenth longer, as a
+    collection's own run time makes them) run it once each: its own tick waits a fifth of
+    an interval longer after a woken round, instead of running it a moment before each
+    collection does again; when they stop, the interval takes over."""
+    strategy = Counting(interval=0.5)
+    manager = QoSManager(
+        [strategy],
+        lambda: snapshot(fake_host_v1, topology=False),
+        ResourceUpdateExecutor(CgroupFS.detect(fake_host_v1.paths)),
+        None,
+        KoordletMetrics(CollectorRegistry(), "n"),
+        wake_on=("NodeResourceCollector", "PodResourceCollector"),
+    )
+    manager.start()
+    try:
+        for _ in range(6):
+            await asyncio.sleep(0.545)
+            manager.collected("NodeResourceCollector")
+            await asyncio.sleep(0.005)
+            manager.collected("PodResourceCollector")
+        await asyncio.sleep(0.05)
+        driven = strategy.rounds
+        # the first round at the start, then one per collection; the tick beside each
+        # collection ran it twice as often
+        assert driven <= 1 + 6 + 1
+        await asyncio.sleep(1.3)
+        assert strategy.rounds >= driven + 2  # no collections: still run on the interval
+    finally:
+        await manager.stop()
