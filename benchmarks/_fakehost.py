@@ -214,12 +214,22 @@ def _proc_stat(cpus: int, tick: int) -> str:
 
 
 def _write_proc(paths: HostPaths, cpus: int, tick: int) -> None:
-    """Replace /proc/stat atomically (the koordlet reopens it every tick)."""
-    target = paths.proc("stat")
-    staging = target.with_name("stat.new")
-    staging.parent.mkdir(parents=True, exist_ok=True)
-    staging.write_text(_proc_stat(cpus, tick))
-    staging.replace(target)
+    """Rewrite /proc/stat in place, as the kernel's stays one file whose content changes
+    (the koordlet keeps its descriptor and reads from offset 0 every tick)."""
+    write_in_place(paths.proc("stat"), _proc_stat(cpus, tick))
+
+
+def write_in_place(path: Path, text: str) -> None:
+    """``text`` as the content of ``path``, keeping the file (a reader holding it open sees
+    the new content); never empty in between: written over the old, then cut to length."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def _cpu_list(cpus: list[int]) -> str:

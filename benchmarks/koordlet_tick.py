@@ -20,8 +20,8 @@ Three ways of doing the same work, in the same run:
 * ``python_cpu_ms``: the same koordlet code with ``KOORDLET_NO_EXTENSIONS=1`` (every
   read and parse in the pure-Python twins);
 * ``c_floor_cpu_ms``: the plain C program of ``cfloor/cgroup_read.c`` making the same
-  syscalls on the same files (kept descriptors for the cgroup files, a fresh open of the
-  procfs and sysfs files, the NUMA directory listed) and parsing them, with no Python.
+  syscalls on the same files (kept descriptors for the cgroup, procfs and meminfo files, the
+  NUMA directory listed) and parsing them, with no Python.
 
 The koordlet figures are measured in child processes (one per backend, identical code),
 each the median CPU time of one tick after warm-up ticks (the first tick only primes the

@@ -26,6 +26,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from benchmarks._fakehost import write_in_place
 from benchmarks.harness import Result
 from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordinator.api.kubeqos import KubeQOSClass
@@ -62,10 +63,8 @@ LS_UID, BE_UID = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-222
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)  # readers never see a half-written file
+    # in place, as the kernel's files: the koordlet keeps descriptors of the ones it reads every tick
+    write_in_place(path, text)
 
 
 class Node:

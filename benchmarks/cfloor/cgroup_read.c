@@ -3,15 +3,13 @@
  * same work as the koordlet's readers with no Python in between. Reads a list of
  * "<kind> <path>" lines on stdin and prints the CPU milliseconds of each run.
  *
- * Kept files (kind i = integer, m = memory.stat keys, t = cpu.stat throttling keys,
- * p = PSI, u = memory.numa_stat's total lines) are opened once, then preaded
- * from offset 0 on every run and parsed with the project's own parsers
- * (native/cgroupfs/src/parse.c), as the native FileCache does.
- *
- * Files the koordlet reopens every tick (kind s = /proc/stat, n = a meminfo) are opened
- * the way its one-shot reader does (the directory with O_DIRECTORY, the file with
- * openat), read to the end, closed and parsed: every "cpu" line's ten counters, every
- * "Name: value" line's value. Kind d lists a directory (NUMA nodes in sysfs).
+ * Every file (kind i = integer, m = memory.stat keys, t = cpu.stat throttling keys,
+ * p = PSI, u = memory.numa_stat's total lines, s = /proc/stat, n = a meminfo) is opened
+ * once, then preaded from offset 0 on every run, as the native FileCache does (procfs and
+ * sysfs regenerate their content on such a read), and parsed: with the project's own
+ * parsers (native/cgroupfs/src/parse.c), /proc/stat's every "cpu" line's ten counters, a
+ * meminfo's every "Name: value" line's value. Kind d lists a directory (NUMA nodes in
+ * sysfs).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -39,32 +37,6 @@ static double cpu_ms(void)
 
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* One-shot read of path into buf (as the koordlet's read_dirs); -1 on failure. */
-static ssize_t read_once(const char *path, char *buf, size_t size)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path) : 0;
-    ssize_t total = 0, got;
-    int dfd, fd;
-
-    if (slash == NULL || dirlen >= sizeof(dir))
-        return -1;
-    memcpy(dir, path, dirlen);
-    dir[dirlen] = '\0';
-    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return -1;
-    fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC);
-    close(dfd);
-    if (fd < 0)
-        return -1;
-    while ((got = read(fd, buf + total, size - (size_t)total)) > 0)
-        total += got;
-    close(fd);
-    return got < 0 ? -1 : total;
 }
 
 /* Sum of the counters of every "cpu" line of /proc/stat. */
@@ -141,7 +113,7 @@ int main(int argc, char **argv)
             continue;
         kinds[n] = line[0];
         fds[n] = -1;
-        if (strchr("snd", line[0]) != NULL) {
+        if (line[0] == 'd') {
             paths[n] = strdup(line + 2);
         } else if ((fds[n] = open(line + 2, O_RDONLY | O_CLOEXEC)) < 0) {
             perror(line + 2);
@@ -160,9 +132,9 @@ int main(int argc, char **argv)
                 sink += list_dir(paths[i]);
                 continue;
             }
-            len = fds[i] < 0 ? read_once(paths[i], buf, sizeof(buf)) : pread(fds[i], buf, sizeof(buf), 0);
+            len = pread(fds[i], buf, sizeof(buf), 0);
             if (len < 0) {
-                perror(fds[i] < 0 ? paths[i] : "pread");
+                perror("pread");
                 return 1;
             }
             values[0] = 0;
