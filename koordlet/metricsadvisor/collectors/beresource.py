@@ -7,10 +7,15 @@
   ``koordinator.sh/qosClass=BE`` (containers and init containers; the quantity is already
   in milli-cores);
 * usage: the CPU rate of the BE QoS cgroup.
+
+The cpusets are read every tick as one FileCache batch on kept descriptors (compiled again
+when the BE cgroups found under the QoS cgroup change), and each distinct cpuset text is
+parsed once.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +26,7 @@ from koordinator.api.kubeqos import KubeQOSClass
 from koordinator.api.quantity import Quantity, QuantityError
 from koordlet.metriccache import Sample, kinds
 from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, RateCache
+from koordlet.system.cgroup import io
 from koordlet.system.cgroup.registry import CPU_CFS_PERIOD, CPU_CFS_QUOTA, CPUSET_CPUS, Subsystem
 from koordlet.system.cgroup.stats import Stat
 from koordlet.system.errors import HostError
@@ -48,21 +54,46 @@ class BEResourceCollector(CollectorBase):
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__(ctx)
         self._usage = RateCache(ttl=20 * self.interval)
+        self._files = io.new_file_cache()
+        #: the cgroups whose cpusets the batch reads, and the batch
+        self._cpuset_dirs: list[str] = []
+        self._cpusets: io.Batch | None = None
+        #: CPUs of each cpuset text seen (None: does not parse)
+        self._cpu_counts: dict[bytes, int | None] = {}
+
+    def _smallest_cpuset(self, be_dir: str) -> int | None:
+        """The fewest CPUs in a non-empty cpuset of the BE QoS cgroup and its containers."""
+        cgroups = self.ctx.cgroups
+        dirs = [be_dir, *cgroups.at_depth(Subsystem.CPUSET, be_dir, 2)]
+        if self._cpusets is None or dirs != self._cpuset_dirs:
+            paths = [os.fsencode(cgroups.path(CPUSET_CPUS, rel)) for rel in dirs]
+            self._files.retain(paths)  # containers gone: close theirs
+            self._cpusets = self._files.batch([(path, io.KIND_RAW, None) for path in paths])
+            self._cpuset_dirs = dirs
+        counts = self._cpu_counts
+        if len(counts) > 256:  # CPU sharing churned through many cpusets: start over
+            counts.clear()
+        smallest: int | None = None
+        for cell in self._cpusets.read():
+            if not isinstance(cell, bytes):
+                continue  # a container gone since the listing, or unreadable: skipped
+            count = counts.get(cell, -1)
+            if count == -1:
+                try:
+                    count = counts[cell] = len(parse_cpuset(cell.decode(errors="replace").strip()))
+                except CPUSetError:
+                    count = counts[cell] = None
+            if count and (smallest is None or count < smallest):
+                smallest = count
+        return smallest
 
     def real_limit_milli(self) -> float | None:
         cgroups = self.ctx.cgroups
         be_dir = cgroups.layout.qos_dir(KubeQOSClass.BEST_EFFORT)
         limits: list[float] = []
-        sizes = []
-        for rel in [be_dir, *cgroups.at_depth(Subsystem.CPUSET, be_dir, 2)]:
-            try:
-                cpus = parse_cpuset(str(cgroups.read(CPUSET_CPUS, rel)))
-            except (HostError, CPUSetError):
-                continue
-            if cpus:
-                sizes.append(len(cpus))
-        if sizes:
-            limits.append(min(sizes) * 1000.0)
+        smallest = self._smallest_cpuset(be_dir)
+        if smallest is not None:
+            limits.append(smallest * 1000.0)
         try:
             quota = int(cgroups.read(CPU_CFS_QUOTA, be_dir))
             period = int(cgroups.read(CPU_CFS_PERIOD, be_dir))
@@ -99,3 +130,7 @@ class BEResourceCollector(CollectorBase):
                 self.ctx.metrics.be_suppress_be_used_cpu_cores.labels(self.ctx.metrics.node).set(milli / 1000)
         self.ctx.cache.append(samples)
         self.started = True  # a node without a BE cgroup yet has nothing more to wait for
+
+    def close(self) -> None:
+        self._files.close()
+        self._cpusets, self._cpuset_dirs = None, []

@@ -320,6 +320,23 @@ def test_be_real_limit_request_and_usage(fake_host, states):
     fake_host.set("cpu.cfs_quota_us", be_dir, -1)
     collector.collect(T0 + 2)
     assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="real-limit") == 2000.0
+    # the cpusets are read on kept descriptors: a change, a new container, one gone and
+    # one emptied are all seen at the next tick
+    first, second = meta.containers
+    fake_host.set("cpuset.cpus", first.cgroup_dir, "0-2")
+    fake_host.set("cpuset.cpus", second.cgroup_dir, "0-2")
+    collector.collect(T0 + 3)
+    assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="real-limit") == 3000.0
+    newcomer = f"{meta.cgroup_dir}/cri-containerd-{'3' * 64}.scope"
+    fake_host.set("cpuset.cpus", newcomer, "5")
+    collector.collect(T0 + 4)
+    assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="real-limit") == 1000.0
+    fake_host.remove_cgroup(newcomer)
+    fake_host.remove_cgroup(first.cgroup_dir)
+    fake_host.set("cpuset.cpus", second.cgroup_dir, "")
+    collector.collect(T0 + 5)  # only the QoS cgroup's cpuset is left
+    assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="real-limit") == 4000.0
+    collector.close()
 
 
 @pytest.mark.parametrize(
