@@ -109,9 +109,7 @@ class _Segment:
             os.close(self.fd)
             self.fd = -1
             try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
+                self.path.unlink(missing_ok=True)
             except OSError as err:
                 log.warning("metric cache: cannot delete segment %s: %s", self.path, err)
 
@@ -119,12 +117,11 @@ class _Segment:
 class _OnDisk:
     """A block's place in a segment."""
 
-    __slots__ = ("length", "offset", "segment")
+    __slots__ = ("offset", "segment")
 
-    def __init__(self, segment: _Segment, offset: int, length: int) -> None:
+    def __init__(self, segment: _Segment, offset: int) -> None:
         self.segment = segment
         self.offset = offset
-        self.length = length
 
     def read(self, offset: int, length: int) -> bytes | None:
         segment = self.segment
@@ -152,13 +149,13 @@ class _OnDisk:
 class FileBlocks:
     """Blocks appended to segment files in ``directory`` (created if missing)."""
 
-    def __init__(self, directory: Path, segment_bytes: int | None = None) -> None:
+    def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}"):
             stale.unlink(missing_ok=True)
         self.directory = directory
         self.location = str(directory)
-        self.segment_bytes = SEGMENT_BYTES if segment_bytes is None else segment_bytes
+        self.segment_bytes = SEGMENT_BYTES
         self._current: _Segment | None = None
         self._sequence = 0
         self._failing = False
@@ -182,7 +179,7 @@ class FileBlocks:
             self._failing = False
             log.info("metric cache: writing blocks under %s again", self.directory)
         segment.live += 1
-        return _OnDisk(segment, offset, len(data))
+        return _OnDisk(segment, offset)
 
     def _segment_for(self, length: int) -> _Segment:
         current = self._current
@@ -201,10 +198,6 @@ class FileBlocks:
     def _retire(segment: _Segment) -> None:
         segment.retired = True
         segment.remove_if_done()
-
-    def segment_files(self) -> list[Path]:
-        """The segments still on disk, oldest first."""
-        return [s.path for s in self._segments if s.fd >= 0]
 
     def close(self) -> None:
         """Delete every segment: the blocks they hold are unreadable from now on."""

@@ -1,4 +1,4 @@
-"""In-memory time series for the koordlet's samples, and a key-value store for node facts.
+"""Time series of the koordlet's samples, and a key-value store for node facts.
 
 Upstream embeds a Prometheus TSDB under ``--tsdb-path``; the consumers only ever read
 recent windows (QoS loops the last two collect intervals, the predictor the last training
@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import methodcaller
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -227,11 +228,9 @@ class MetricCache:
             raise ValueError(f"{kind.name}: unknown labels {sorted(unknown)}")
         positions_of: Callable[[Layout], Sequence[int]]
         if len(labels) == len(kind.labels):
-            key = kind.key(**labels)
-            positions_of = lambda layout: layout.positions(key)  # noqa: E731
+            positions_of = methodcaller("positions", kind.key(**labels))
         else:
-            wanted = [(kind.labels.index(k), v) for k, v in labels.items()]
-            positions_of = lambda layout: layout.matching(wanted)  # noqa: E731
+            positions_of = methodcaller("matching", [(kind.labels.index(k), v) for k, v in labels.items()])
         timestamps: list[float] = []
         values: list[float] = []
         with self._lock:

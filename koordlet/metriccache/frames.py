@@ -215,14 +215,12 @@ class Frames:
                 positions = positions_of(layout)
             if lo >= hi or not positions:
                 continue
-            if len(positions) == 1:
-                column = block.column(positions[0], lo, hi)
-                if len(column) == hi - lo:  # else unreadable: its samples are missing
-                    timestamps.extend(times[lo:hi])
-                    values.extend(column)
-                continue
             columns = block.columns(positions, lo, hi)
             if any(len(column) != hi - lo for column in columns):
+                continue  # unreadable: its samples are missing
+            if len(columns) == 1:
+                timestamps.extend(times[lo:hi])
+                values.extend(columns[0])
                 continue
             for i, sample_values in enumerate(zip(*columns, strict=True)):
                 at = times[lo + i]

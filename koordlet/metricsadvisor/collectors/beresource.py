@@ -58,8 +58,8 @@ class BEResourceCollector(CollectorBase):
         #: the cgroups whose cpusets the batch reads, and the batch
         self._cpuset_dirs: list[str] = []
         self._cpusets: io.Batch | None = None
-        #: CPUs of each cpuset text seen (None: does not parse)
-        self._cpu_counts: dict[bytes, int | None] = {}
+        #: CPUs of each cpuset text seen (0: empty, or it does not parse)
+        self._cpu_counts: dict[bytes, int] = {}
 
     def _smallest_cpuset(self, be_dir: str) -> int | None:
         """The fewest CPUs in a non-empty cpuset of the BE QoS cgroup and its containers."""
@@ -77,12 +77,13 @@ class BEResourceCollector(CollectorBase):
         for cell in self._cpusets.read():
             if not isinstance(cell, bytes):
                 continue  # a container gone since the listing, or unreadable: skipped
-            count = counts.get(cell, -1)
-            if count == -1:
+            count = counts.get(cell)
+            if count is None:
                 try:
-                    count = counts[cell] = len(parse_cpuset(cell.decode(errors="replace").strip()))
+                    count = len(parse_cpuset(cell.decode(errors="replace").strip()))
                 except CPUSetError:
-                    count = counts[cell] = None
+                    count = 0  # skipped, as an empty one
+                counts[cell] = count
             if count and (smallest is None or count < smallest):
                 smallest = count
         return smallest
