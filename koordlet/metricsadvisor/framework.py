@@ -186,9 +186,9 @@ class CounterDeltas:
     """How much the cumulative counters of a list of objects grew, a column at a time.
 
     The collectors' hot path (every pod and container each tick) in list comprehensions
-    instead of a call per object. ``deltas(ids, now, counters)`` returns the seconds since
-    the previous call and, per object, the growth of its counter: None on its first
-    sample, where the counter could not be read (this time or the previous one: the
+    instead of a call per object. ``rates(ids, now, counters, unit)`` returns, per object,
+    how much its counter grew a second since the previous call, in ``unit``s: None on its
+    first sample, where the counter could not be read (this time or the previous one: the
     object is primed again), and after it went backwards (a restarted cgroup). Objects
     absent from ``ids`` are forgotten. A collector passes the same ``ids`` list object
     while its objects are unchanged, which skips matching them by id.
@@ -206,7 +206,7 @@ class CounterDeltas:
         and return the seconds since the previous call (None on the first call and when
         no time passed) with the previous values, aligned with ``ids`` (None for an object
         not seen then). For a collector that computes its own growth over several
-        counters in one pass; :meth:`deltas` is the single-counter case."""
+        counters in one pass; :meth:`rates` is the single-counter case."""
         if len(ids) != len(values):
             raise ValueError(f"{len(ids)} objects for {len(values)} counters")
         last = self._last
@@ -219,14 +219,15 @@ class CounterDeltas:
             return None, last
         return now - then, last
 
-    def deltas(
-        self, ids: Sequence[Hashable], now: float, counters: Sequence[float | None]
-    ) -> tuple[float, list[float | None]]:
+    def rates(
+        self, ids: Sequence[Hashable], now: float, counters: Sequence[float | None], unit: float = 1.0
+    ) -> list[float | None]:
         elapsed, last = self.shift(ids, now, counters)
         if elapsed is None:
-            return 0.0, [None] * len(ids)
-        return elapsed, [
-            None if c is None or p is None or c < p else c - p for c, p in zip(counters, last, strict=True)
+            return [None] * len(ids)
+        return [
+            None if c is None or p is None or c < p else (c - p) / elapsed / unit
+            for c, p in zip(counters, last, strict=True)
         ]
 
 

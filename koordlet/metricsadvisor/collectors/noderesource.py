@@ -63,13 +63,11 @@ class NodeResourceCollector(CollectorBase):
         cpu_ids = list(stat.per_cpu)
         if cpu_ids != self._cpu_ids:  # the same list while the CPUs are: CounterDeltas' fast path
             self._cpu_ids = cpu_ids
-        # CPUTicks' order: user, nice, system, idle, iowait, irq, softirq, ... (busy: 0-2, 5, 6)
-        busy = [t[0] + t[1] + t[2] + t[5] + t[6] for t in stat.per_cpu.values()]
-        elapsed, grown = self._per_cpu.deltas(self._cpu_ids, now, busy)
-        for cpu_id, ticks in zip(self._cpu_ids, grown, strict=True):
-            if ticks is not None and cpu_id in cpu_node:
+        per_cpu = self._per_cpu.rates(self._cpu_ids, now, [t.busy for t in stat.per_cpu.values()], hz)
+        for cpu_id, cores in zip(self._cpu_ids, per_cpu, strict=True):
+            if cores is not None and cpu_id in cpu_node:
                 node_id = cpu_node[cpu_id]
-                numa_cpu[node_id] = numa_cpu.get(node_id, 0.0) + ticks / elapsed / hz
+                numa_cpu[node_id] = numa_cpu.get(node_id, 0.0) + cores
         numa_memory = {} if numa is None else {n: float(info.numa_used_bytes) for n, info in numa.items()}
         for node, used in numa_memory.items():
             samples.append(kinds.NODE_NUMA_MEMORY_USAGE.sample(used, now, numa_node_id=str(node)))

@@ -57,16 +57,8 @@ class PodResourceCollector(CollectorBase):
             rows.extend(container_kind, container_keys, values[:n])
             rows.extend(pod_kind, pod_keys, values[n:])
 
-        # each statistic in one pass over the column: growth since the last tick, then the value
-        usage_ns = columns[Stat.CPU_USAGE]
-        elapsed, last_ns = self._cpu.shift(targets.ids, now, usage_ns)
-        if elapsed is None:
-            cores: list[float | None] = [None] * len(usage_ns)
-        else:
-            cores = [
-                None if c is None or p is None or c < p else (c - p) / elapsed / _NS
-                for c, p in zip(usage_ns, last_ns, strict=True)
-            ]
+        # each statistic in one pass over the column
+        cores = self._cpu.rates(targets.ids, now, columns[Stat.CPU_USAGE], _NS)
         put(kinds.CONTAINER_CPU_USAGE, kinds.POD_CPU_USAGE, cores)
 
         memory = columns[Stat.MEMORY]  # MemoryStat's order: inactive_anon, active_anon, unevictable, ...

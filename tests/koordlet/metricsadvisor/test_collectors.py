@@ -55,18 +55,19 @@ def test_rate_cache_primes_then_rates():
     assert len(rates) == 0
 
 
-def test_counter_deltas_prime_then_give_growth_per_object():
+def test_counter_deltas_prime_then_give_growth_per_second_per_object():
     deltas = CounterDeltas()
     ids = ["a", "b", "c"]
-    assert deltas.deltas(ids, 10.0, [100, 200, None]) == (0.0, [None, None, None])
+    assert deltas.rates(ids, 10.0, [100, 200, None]) == [None, None, None]
     # b went backwards (a restarted cgroup), c could not be read last time
-    assert deltas.deltas(ids, 12.0, [160, 150, 5]) == (2.0, [60, None, None])
-    assert deltas.deltas(ids, 13.0, [170, 160, None]) == (1.0, [10, 10, None])
+    assert deltas.rates(ids, 12.0, [160, 150, 5]) == [30.0, None, None]
+    assert deltas.rates(ids, 13.0, [170, 160, None], unit=2.0) == [5.0, 5.0, None]
     # d arrived and b left: the others keep their counters, matched by id
-    assert deltas.deltas(["d", "a", "c"], 14.0, [1, 171, 9]) == (1.0, [None, 1, None])
-    assert deltas.deltas(["a", "b"], 15.0, [172, 500]) == (1.0, [1, None])  # b forgotten
+    assert deltas.rates(["d", "a", "c"], 14.0, [1, 171, 9]) == [None, 1.0, None]
+    assert deltas.rates(["a", "b"], 15.0, [172, 500]) == [1.0, None]  # b forgotten
+    assert deltas.rates(["a"], 15.0, [180]) == [None]  # no time passed
     with pytest.raises(ValueError, match="2 objects for 1 counters"):
-        deltas.deltas(["a", "b"], 16.0, [1])
+        deltas.rates(["a", "b"], 16.0, [1])
 
 
 def test_counter_deltas_shift_hands_back_the_previous_values_matched_by_id():
