@@ -82,9 +82,14 @@ def _containers(
     return tuple(out)
 
 
+def pod_uid(pod: Mapping[str, Any]) -> str:
+    """The pod object's UID; empty when it has none (malformed)."""
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
 def pod_meta(pod: Mapping[str, Any], layout: KubepodsLayout) -> PodMeta | None:
     """The PodMeta of a pod object, or None when it has no UID (malformed)."""
-    uid = str((pod.get("metadata") or {}).get("uid") or "")
+    uid = pod_uid(pod)
     return meta_with_uid(pod, layout, uid) if uid else None
 
 

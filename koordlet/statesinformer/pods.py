@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from koordinator.kube.ratelimit import TokenBucket
 from koordlet.metrics import KoordletMetrics
-from koordlet.statesinformer.podmeta import PodMeta, meta_with_uid
+from koordlet.statesinformer.podmeta import PodMeta, meta_with_uid, pod_uid
 from koordlet.statesinformer.resourcesummary import record_container_resources
 from koordlet.system.cgroup.layout import KubepodsLayout
 
@@ -100,7 +100,7 @@ class PodsInformer:
         pods: dict[str, PodMeta] = {}
         previous = self._pods
         for item in items:
-            uid = str((item.get("metadata") or {}).get("uid") or "")
+            uid = pod_uid(item)
             if not uid:
                 continue  # malformed: no UID, no cgroup
             known = previous.get(uid)
