@@ -93,12 +93,17 @@ async def test_prod_reclaimable_reaches_the_node_as_mid_resources(envtest_predic
     assert config.prediction.checkpoint_dir == host.paths.var_run_root / "prediction-checkpoints"
     try:
         async with running_agent(config, envtest_prediction.client()) as agent:
-            reporter = agent.node_metric_reporter
+            reporter, predictor = agent.node_metric_reporter, agent.predict_server
             assert reporter is not None
+            assert predictor is not None
             status: dict[str, Any] = {}
+            trained = False
+            # a report made once the predictor has a model of the pod (before that, the pod
+            # counts as unpredicted: nothing of it is reclaimable yet)
             async with asyncio.timeout(60):
-                while "prodReclaimableMetric" not in status:
+                while not trained or "prodReclaimableMetric" not in status:
                     await asyncio.sleep(1)
+                    trained = predictor.get_prediction(pod["metadata"]["uid"]) is not None
                     await reporter.report(force=True)
                     status = (await client.get(res.NODE_METRICS, node_name)).get("status") or {}
             async with controller_set(client, ("noderesource",)):
