@@ -171,6 +171,13 @@ class PeakPredictServer:
             memory = self._last(kinds.POD_MEMORY_USAGE, now, pod_uid=uid)
             if cpu is None or memory is None:
                 log.debug("prediction: no usage of pod %s in the last training interval", uid)
+                # what is known of it still stays out of the system's sample: a pod's first
+                # collection has its memory but no CPU rate yet, and upstream, leaving the
+                # whole pod out, teaches the system model a spike of the pod's memory at
+                # every start (p98 keeps it while the model has few samples)
+                if memory is not None:
+                    all_pods.memory += memory
+                    pods_seen = True
                 continue
             self._update(uid, cpu, memory, now)
             item = items.setdefault(str(get_pod_priority_class_with_default(pod)), _ItemUsage())

@@ -116,6 +116,25 @@ def test_a_pod_without_usage_gets_no_model(tmp_path):
     assert server.get_prediction(SYSTEM_UID) == server.get_prediction(NODE_UID)
 
 
+def test_a_pods_memory_before_its_first_cpu_rate_stays_out_of_the_system(tmp_path):
+    """A pod's first collection has its memory but no CPU rate: it gets no model yet, and
+    its memory is not counted as the system's (upstream counts it, a spike at every start)."""
+    node = Node(tmp_path)
+    web, batch = prod_pod("web"), make_pod("job").priority(5500).build()
+    node.pods = [web, batch]
+    node.cache.append(
+        kinds.POD_MEMORY_USAGE.sample(1.5 * GI, node.clock.now - i, pod_uid=web["metadata"]["uid"])
+        for i in range(10)
+    )
+    node.usage(batch["metadata"]["uid"], 0.5, 512 * MI)
+    node.usage(None, 1.0, 2 * GI + 512 * MI)
+    server = node.server()
+    server.train()
+    assert web["metadata"]["uid"] not in server.models
+    # system = node - the batch pod - web's memory = (0.5 cores, 512 MiB), as the batch pod
+    assert server.get_prediction(SYSTEM_UID) == server.get_prediction(batch["metadata"]["uid"])
+
+
 def test_models_idle_past_the_expiration_are_dropped_with_their_checkpoint(tmp_path):
     node = Node(tmp_path)
     web = prod_pod("web")
