@@ -102,6 +102,21 @@ class Rows:
         except TypeError:
             kept = [(key, value) for key, value in zip(keys, values, strict=True) if value is not None]
             keys, column = [key for key, _ in kept], array("d", [value for _, value in kept])
+        self._put(kind, keys, column)
+
+    def extend_column(self, kind: MetricKind, keys: list[Key], values: array[float], missing: int) -> None:
+        """Samples of ``kind`` from a float column (:mod:`koordlet.system.cgroup.columns`):
+        ``values[i]`` for ``keys[i]``, none where it is NaN. ``missing`` is how many NaN the
+        column it was sliced from holds: with none, the array is stored as it is. The
+        key list and the array are not copied."""
+        if len(keys) != len(values):
+            raise ValueError(f"{kind.name}: {len(keys)} keys for {len(values)} values")
+        if missing:
+            kept = [(key, value) for key, value in zip(keys, values, strict=True) if value == value]
+            keys, values = [key for key, _ in kept], array("d", [value for _, value in kept])
+        self._put(kind, keys, values)
+
+    def _put(self, kind: MetricKind, keys: list[Key], column: array[float]) -> None:
         if not keys:
             return
         held = self.by_kind.get(kind)

@@ -29,7 +29,9 @@ from koordinator.kube.clock import SYSTEM_CLOCK, Now
 from koordlet.metriccache import KVStore, MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.statesinformer.podmeta import PodMeta
+from koordlet.system.cgroup import columns
 from koordlet.system.cgroup.cgroupfs import CgroupFS
+from koordlet.system.cgroup.columns import Column, unknown
 from koordlet.system.cgroup.stats import StatsReader
 from koordlet.system.paths import HostPaths
 
@@ -185,11 +187,12 @@ class PodCgroups:
 class CounterDeltas:
     """How much the cumulative counters of a list of objects grew, a column at a time.
 
-    The collectors' hot path (every pod and container each tick) in list comprehensions
+    The collectors' hot path (every pod and container each tick): a column at a time
     instead of a call per object. ``rates(ids, now, counters, unit)`` returns, per object,
-    how much its counter grew a second since the previous call, in ``unit``s: None on its
-    first sample, where the counter could not be read (this time or the previous one: the
-    object is primed again), and after it went backwards (a restarted cgroup). Objects
+    how much its counter grew a second since the previous call, in ``unit``s, as a float
+    column (:mod:`koordlet.system.cgroup.columns`): no value (NaN) on its first sample,
+    where the counter could not be read (this time or the previous one: the object is
+    primed again), and after it went backwards (a restarted cgroup). Objects
     absent from ``ids`` are forgotten. A collector passes the same ``ids`` list object
     while its objects are unchanged, which skips matching them by id.
     """
@@ -219,16 +222,11 @@ class CounterDeltas:
             return None, last
         return now - then, last
 
-    def rates(
-        self, ids: Sequence[Hashable], now: float, counters: Sequence[float | None], unit: float = 1.0
-    ) -> list[float | None]:
+    def rates(self, ids: Sequence[Hashable], now: float, counters: list[Any], unit: float = 1.0) -> Column:
         elapsed, last = self.shift(ids, now, counters)
         if elapsed is None:
-            return [None] * len(ids)
-        return [
-            None if c is None or p is None or c < p else (c - p) / elapsed / unit
-            for c, p in zip(counters, last, strict=True)
-        ]
+            return unknown(len(ids))
+        return columns.growth(counters, list(last), elapsed, unit)
 
 
 class Collector(Protocol):

@@ -19,16 +19,20 @@ kernel's seq_file and kernfs readers fill the user buffer unless they reach the 
 Python decides what an errno means (koordlet.system.errors).
 """
 
+cimport cython
+from cpython cimport array
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.errno cimport errno, EINTR
 from libc.stdint cimport int64_t
+from libc.math cimport NAN
 from libc.stdlib cimport malloc, free, realloc, calloc
 from libc.string cimport memchr, memcpy
 from posix.fcntl cimport O_RDONLY, O_CLOEXEC, open as c_open
 from posix.unistd cimport close, read, pread
 
+import array as _array
 import os as _os
 
 cdef extern from "<fcntl.h>" nogil:
@@ -655,3 +659,189 @@ cdef class Batch:
                     free(raw[i])
             free(raw)
             free(fds); free(errs); free(raw_len); free(values); free(present); free(scratch)
+
+
+# Columns: the parsed values of a batch turned into the float columns the collectors store
+# (array('d'), NaN where there is no value, with the count of those). Each keeps the
+# arithmetic of its Python twin exactly: integers are combined exactly (int64 where they
+# fit, Python ints where not) and converted to a double once, as Python's int / float do.
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object value, int *overflow) except? -1
+    double PyLong_AsDouble(object value) except? -1.0
+
+cdef extern from *:
+    bint __builtin_add_overflow(int64_t a, int64_t b, int64_t *out) nogil
+
+cdef array.array _DOUBLES = _array.array("d")
+#: integers below this convert to a double exactly (53-bit significand)
+cdef int64_t _EXACT = (<int64_t>1) << 53
+
+
+cdef inline bint _fits(object value, int64_t *out) except -1:
+    """``value`` as an int64 when it is an int that fits (what the parsers build); False
+    sends the caller to Python arithmetic."""
+    cdef int overflow = 0
+    if type(value) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return overflow == 0
+
+
+cdef inline double _as_double(object value) except? -1.0:
+    return PyLong_AsDouble(value) if type(value) is int else float(value)
+
+
+cdef inline object _item(object cell, Py_ssize_t index):
+    if isinstance(cell, tuple):
+        if index >= PyTuple_GET_SIZE(cell):
+            raise IndexError(f"a cell of {PyTuple_GET_SIZE(cell)} values has no value {index}")
+        return <object>PyTuple_GET_ITEM(cell, index)
+    return cell[index]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def field_column(list cells, Py_ssize_t index, double divisor):
+    """(column, missing): ``cells[k][index] / divisor``; NaN where the cell or the value is None."""
+    cdef Py_ssize_t k, n = len(cells), missing = 0
+    if divisor == 0:
+        raise ZeroDivisionError("a column divided by zero")
+    cdef array.array out = array.clone(_DOUBLES, n, False)
+    cdef double *column = out.data.as_doubles
+    cdef object cell, value
+    for k in range(n):
+        cell = cells[k]
+        value = None if cell is None else _item(cell, index)
+        if value is None:
+            column[k] = NAN
+            missing += 1
+        else:
+            column[k] = _as_double(value) / divisor
+    return out, missing
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def present_column(list cells, Py_ssize_t index):
+    """(column, missing): 1.0 where ``cells[k][index]`` is a value, 0.0 where it is None,
+    NaN where the cell is None."""
+    cdef Py_ssize_t k, n = len(cells), missing = 0
+    cdef array.array out = array.clone(_DOUBLES, n, False)
+    cdef double *column = out.data.as_doubles
+    cdef object cell
+    for k in range(n):
+        cell = cells[k]
+        if cell is None:
+            column[k] = NAN
+            missing += 1
+        else:
+            column[k] = 0.0 if _item(cell, index) is None else 1.0
+    return out, missing
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def sum_column(list cells, Py_ssize_t count):
+    """(column, missing): the sum of the first ``count`` values of each cell as a float;
+    NaN where the cell or one of those values is None."""
+    cdef Py_ssize_t k, i, n = len(cells), missing = 0
+    cdef array.array out = array.clone(_DOUBLES, n, False)
+    cdef double *column = out.data.as_doubles
+    cdef object cell, value, exact
+    cdef int64_t part, total, added
+    cdef bint fast
+    for k in range(n):
+        cell = cells[k]
+        if cell is None:
+            column[k] = NAN
+            missing += 1
+            continue
+        total, fast, exact = 0, True, 0
+        for i in range(count):
+            value = _item(cell, i)
+            if value is None:
+                break
+            if fast and _fits(value, &part) and not __builtin_add_overflow(total, part, &added):
+                total = added
+                continue
+            if fast:  # from here on in Python ints
+                fast, exact = False, total
+            exact = exact + value
+        else:
+            column[k] = <double>total if fast else _as_double(exact)
+            continue
+        column[k] = NAN
+        missing += 1
+    return out, missing
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def growth_column(list current, list previous, double elapsed, double unit):
+    """(column, missing): ``(c - p) / elapsed / unit`` for each pair of counters; NaN where
+    either is None or the counter went back (``c < p``)."""
+    cdef Py_ssize_t k, n = len(current), missing = 0
+    if len(previous) != n:
+        raise ValueError(f"{n} counters for {len(previous)} previous ones")
+    if elapsed == 0 or unit == 0:
+        raise ZeroDivisionError("a rate over no time or in no unit")
+    cdef array.array out = array.clone(_DOUBLES, n, False)
+    cdef double *column = out.data.as_doubles
+    cdef object c, p
+    cdef int64_t ci, pi
+    for k in range(n):
+        c, p = current[k], previous[k]
+        if c is None or p is None:
+            column[k] = NAN
+            missing += 1
+        elif _fits(c, &ci) and _fits(p, &pi) and pi >= 0 and ci >= 0:
+            if ci < pi:
+                column[k] = NAN
+                missing += 1
+            else:
+                column[k] = <double>(ci - pi) / elapsed / unit
+        elif c < p:
+            column[k] = NAN
+            missing += 1
+        else:
+            column[k] = _as_double(c - p) / elapsed / unit
+    return out, missing
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def ratio_column(list current, list previous, Py_ssize_t base, Py_ssize_t part):
+    """(column, missing): of two counters per cell, how much ``part`` grew for each unit
+    ``base`` grew (``Δpart / Δbase``, 0.0 when ``base`` did not grow); NaN where either
+    cell or one of the four counters is None, or one of the two counters went back."""
+    cdef Py_ssize_t k, n = len(current), missing = 0
+    if len(previous) != n:
+        raise ValueError(f"{n} cells for {len(previous)} previous ones")
+    cdef array.array out = array.clone(_DOUBLES, n, False)
+    cdef double *column = out.data.as_doubles
+    cdef object c, p, cb, pb, cp, pp
+    cdef int64_t cbi, pbi, cpi, ppi
+    for k in range(n):
+        c, p = current[k], previous[k]
+        if c is None or p is None:
+            column[k] = NAN
+            missing += 1
+            continue
+        cb, pb, cp, pp = _item(c, base), _item(p, base), _item(c, part), _item(p, part)
+        if cb is None or pb is None or cp is None or pp is None:
+            column[k] = NAN
+            missing += 1
+        elif (_fits(cb, &cbi) and _fits(pb, &pbi) and _fits(cp, &cpi) and _fits(pp, &ppi)
+                and pbi >= 0 and ppi >= 0 and cbi < _EXACT and cpi < _EXACT):
+            if cbi < pbi or cpi < ppi:
+                column[k] = NAN
+                missing += 1
+            else:
+                column[k] = <double>(cpi - ppi) / <double>(cbi - pbi) if cbi > pbi else 0.0
+        elif cb < pb or cp < pp:
+            column[k] = NAN
+            missing += 1
+        else:
+            column[k] = (cp - pp) / (cb - pb) if cb > pb else 0.0
+    return out, missing

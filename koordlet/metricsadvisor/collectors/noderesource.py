@@ -63,9 +63,9 @@ class NodeResourceCollector(CollectorBase):
         cpu_ids = list(stat.per_cpu)
         if cpu_ids != self._cpu_ids:  # the same list while the CPUs are: CounterDeltas' fast path
             self._cpu_ids = cpu_ids
-        per_cpu = self._per_cpu.rates(self._cpu_ids, now, [t.busy for t in stat.per_cpu.values()], hz)
+        per_cpu, _ = self._per_cpu.rates(self._cpu_ids, now, [t.busy for t in stat.per_cpu.values()], hz)
         for cpu_id, cores in zip(self._cpu_ids, per_cpu, strict=True):
-            if cores is not None and cpu_id in cpu_node:
+            if cores == cores and cpu_id in cpu_node:  # NaN: no rate yet
                 node_id = cpu_node[cpu_id]
                 numa_cpu[node_id] = numa_cpu.get(node_id, 0.0) + cores
         numa_memory = {} if numa is None else {n: float(info.numa_used_bytes) for n, info in numa.items()}

@@ -25,6 +25,8 @@ from koordlet.metriccache import Key, MetricKind, Rows, kinds
 from koordlet.metrics import RENDER_SLICE, sync_gauge
 from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, PodCgroups
 from koordlet.statesinformer.podmeta import PodMeta
+from koordlet.system.cgroup import columns as cgroup_columns
+from koordlet.system.cgroup.columns import Column
 from koordlet.system.cgroup.stats import PRESSURES, StatColumns
 
 _RESOURCES = tuple(zip(PRESSURES, ("cpu", "mem", "io"), strict=True))
@@ -103,20 +105,19 @@ class PSICollector(CollectorBase):
         rows = Rows(now)
         n, keys = targets.containers, self._keys
 
-        def put(kind: tuple[MetricKind, MetricKind], key: tuple[str, str], values: list[Any]) -> None:
-            rows.extend(kind[0], keys[(False, *key)], values[:n])
-            rows.extend(kind[1], keys[(True, *key)], values[n:])
+        def put(kind: tuple[MetricKind, MetricKind], key: tuple[str, str], column: Column) -> None:
+            values, missing = column
+            rows.extend_column(kind[0], keys[(False, *key)], values[:n], missing)
+            rows.extend_column(kind[1], keys[(True, *key)], values[n:], missing)
 
         psi = (kinds.CONTAINER_PSI, kinds.POD_PSI)
         for stat, resource in _RESOURCES:  # avg10 only, as a percentage, as upstream
             cells = read.columns[stat]
-            put(psi, (resource, "some"), [None if c is None else c[_SOME10] / 100 for c in cells])
-            full = [None if c is None or c[_FULL10] is None else c[_FULL10] / 100 for c in cells]
-            put(psi, (resource, "full"), full)
-        cpu = read.columns[PRESSURES[0]]
-        supported = [None if c is None else (0.0 if c[_FULL10] is None else 1.0) for c in cpu]
-        rows.extend(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED, self._id_keys[0], supported[:n])
-        rows.extend(kinds.POD_PSI_CPU_FULL_SUPPORTED, self._id_keys[1], supported[n:])
+            put(psi, (resource, "some"), cgroup_columns.field(cells, _SOME10, 100.0))
+            put(psi, (resource, "full"), cgroup_columns.field(cells, _FULL10, 100.0))
+        supported, missing = cgroup_columns.present(read.columns[PRESSURES[0]], _FULL10)
+        rows.extend_column(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED, self._id_keys[0], supported[:n], missing)
+        rows.extend_column(kinds.POD_PSI_CPU_FULL_SUPPORTED, self._id_keys[1], supported[n:], missing)
         self.ctx.cache.append_rows(rows)
         self._published = (pods, read)
         self.started = True

@@ -13,8 +13,6 @@ node (``memory.numa_stat``, where the kernel has it).
 
 from __future__ import annotations
 
-from typing import Any
-
 from koordlet.metriccache import Key, MetricKind, Rows, kinds
 from koordlet.metricsadvisor.framework import (
     CollectContext,
@@ -23,10 +21,21 @@ from koordlet.metricsadvisor.framework import (
     PodCgroups,
     UsagePoint,
 )
-from koordlet.system.cgroup.stats import ALL_USAGE, Stat
+from koordlet.system.cgroup import columns as cgroup_columns
+from koordlet.system.cgroup.columns import Column, unknown
+from koordlet.system.cgroup.stats import ALL_USAGE, MemoryStat, Stat, Throttling
 
 _NS = 1e9
 _NUMA = frozenset({Stat.MEMORY_NUMA})
+#: usage without page cache: MemoryStat's first three (inactive_anon, active_anon, unevictable)
+_USAGE_FIELDS = 3
+_PERIODS, _THROTTLED = Throttling._fields.index("nr_periods"), Throttling._fields.index("nr_throttled")
+
+
+def _sum(column: Column, start: int) -> float:
+    """The sum of the values of ``column`` from ``start`` on (the pods')."""
+    values, missing = column
+    return sum(v for v in values[start:] if v == v) if missing else sum(values[start:])
 
 
 class PodResourceCollector(CollectorBase):
@@ -53,42 +62,38 @@ class PodResourceCollector(CollectorBase):
         rows = Rows(now)
         n, (container_keys, pod_keys) = targets.containers, self._keys
 
-        def put(container_kind: MetricKind, pod_kind: MetricKind, values: list[Any]) -> None:
-            rows.extend(container_kind, container_keys, values[:n])
-            rows.extend(pod_kind, pod_keys, values[n:])
+        def put(container_kind: MetricKind, pod_kind: MetricKind, column: Column) -> None:
+            values, missing = column
+            rows.extend_column(container_kind, container_keys, values[:n], missing)
+            rows.extend_column(pod_kind, pod_keys, values[n:], missing)
 
         # each statistic in one pass over the column
         cores = self._cpu.rates(targets.ids, now, columns[Stat.CPU_USAGE], _NS)
         put(kinds.CONTAINER_CPU_USAGE, kinds.POD_CPU_USAGE, cores)
 
         memory = columns[Stat.MEMORY]  # MemoryStat's order: inactive_anon, active_anon, unevictable, ...
-        usage = [None if m is None else float(m[0] + m[1] + m[2]) for m in memory]
+        usage = cgroup_columns.total(memory, _USAGE_FIELDS)
         put(kinds.CONTAINER_MEMORY_USAGE, kinds.POD_MEMORY_USAGE, usage)
         if self.ctx.config.enable_pagecache_collector:
             put(
                 kinds.CONTAINER_MEMORY_USAGE_WITH_PAGE_CACHE,
                 kinds.POD_MEMORY_USAGE_WITH_PAGE_CACHE,
-                [None if m is None else float(sum(m)) for m in memory],
+                cgroup_columns.total(memory, len(MemoryStat._fields)),
             )
 
         # Throttling's order: nr_periods, nr_throttled, ...; Δnr_throttled / Δnr_periods,
-        # None where either counter went back (a restarted cgroup), 0 when no period passed
+        # none where either counter went back (a restarted cgroup), 0 when no period passed
         throttling = columns[Stat.THROTTLING]
         elapsed, last_throttling = self._throttling.shift(targets.ids, now, throttling)
         if elapsed is None:
-            ratios: list[float | None] = [None] * len(throttling)
+            ratios = unknown(len(throttling))
         else:
-            ratios = [
-                None
-                if t is None or p is None or t[0] < p[0] or t[1] < p[1]
-                else ((t[1] - p[1]) / (t[0] - p[0]) if t[0] > p[0] else 0.0)
-                for t, p in zip(throttling, last_throttling, strict=True)
-            ]
+            ratios = cgroup_columns.ratio(throttling, list(last_throttling), _PERIODS, _THROTTLED)
         put(kinds.CONTAINER_CPU_THROTTLED, kinds.POD_CPU_THROTTLED, ratios)
 
         self.ctx.cache.append_rows(rows)
-        total_cpu = sum(c for c in cores[n:] if c is not None)
-        total_memory = sum(m for m in usage[n:] if m is not None)
+        total_cpu = _sum(cores, n)
+        total_memory = _sum(usage, n)
         self.ctx.shared.update(
             pods=UsagePoint(total_cpu, total_memory, now), pods_numa_memory=self._numa_memory(targets)
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+from array import array
 from collections.abc import Iterable
 from typing import Any
 
@@ -373,3 +374,57 @@ class FileCache:
                 if request[1] == KIND_KEYS and isinstance(cell, tuple) and None in cell:
                     lacking.append(i)
         return out
+
+
+# Columns: the twins of the native column builders (the same floats, NaN and counts).
+
+_NAN = float("nan")
+Column = tuple["array[float]", int]
+
+
+def _column(values: list[float | None]) -> Column:
+    return array("d", [_NAN if v is None else v for v in values]), values.count(None)
+
+
+def field_column(cells: list[Any], index: int, divisor: float) -> Column:
+    if divisor == 0:
+        raise ZeroDivisionError("a column divided by zero")
+    return _column([None if c is None or c[index] is None else c[index] / divisor for c in cells])
+
+
+def present_column(cells: list[Any], index: int) -> Column:
+    return _column([None if c is None else (0.0 if c[index] is None else 1.0) for c in cells])
+
+
+def sum_column(cells: list[Any], count: int) -> Column:
+    return _column([None if c is None or None in c[:count] else float(sum(c[:count])) for c in cells])
+
+
+def growth_column(current: list[Any], previous: list[Any], elapsed: float, unit: float) -> Column:
+    if len(previous) != len(current):
+        raise ValueError(f"{len(current)} counters for {len(previous)} previous ones")
+    if elapsed == 0 or unit == 0:
+        raise ZeroDivisionError("a rate over no time or in no unit")
+    return _column(
+        [
+            None if c is None or p is None or c < p else (c - p) / elapsed / unit
+            for c, p in zip(current, previous, strict=True)
+        ]
+    )
+
+
+def ratio_column(current: list[Any], previous: list[Any], base: int, part: int) -> Column:
+    if len(previous) != len(current):
+        raise ValueError(f"{len(current)} cells for {len(previous)} previous ones")
+    return _column(
+        [
+            None
+            if c is None
+            or p is None
+            or None in (c[base], p[base], c[part], p[part])
+            or c[base] < p[base]
+            or c[part] < p[part]
+            else ((c[part] - p[part]) / (c[base] - p[base]) if c[base] > p[base] else 0.0)
+            for c, p in zip(current, previous, strict=True)
+        ]
+    )

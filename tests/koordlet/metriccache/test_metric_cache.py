@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 
 from koordlet.metriccache import Aggregation, MetricCache, MetricKind, QueryError, Rows
@@ -191,6 +193,23 @@ def test_rows_leave_out_missing_values_and_refuse_uneven_columns():
     assert cache.label_values(PSI) == []
     with pytest.raises(ValueError, match="2 keys for 1 values"):
         rows.extend(POD_CPU, [("a",), ("b",)], [1.0])
+
+
+def test_rows_from_columns_leave_out_nan_only_when_the_column_has_some():
+    nan = float("nan")
+    rows = Rows(5.0)
+    whole = array("d", [1.0, 2.0])
+    rows.extend_column(POD_CPU, [("a",), ("b",)], whole, 0)
+    assert rows.by_kind[POD_CPU][1] is whole  # stored as it is, not copied
+    rows.extend_column(PSI, [("x", "cpu"), ("y", "cpu"), ("z", "cpu")], array("d", [nan, 0.5, nan]), 2)
+    rows.extend_column(PSI, [("w", "cpu")], array("d", [0.25]), 2)  # a slice of a column with NaN
+    assert len(rows) == 4
+    cache = MetricCache()
+    cache.append_rows(rows)
+    assert cache.label_values(PSI) == [("y", "cpu"), ("w", "cpu")]
+    assert cache.query(PSI, 0, 10, container_id="y", psi_resource="cpu").value("last") == 0.5
+    with pytest.raises(ValueError, match="2 keys for 1 values"):
+        rows.extend_column(POD_CPU, [("a",), ("b",)], array("d", [1.0]), 0)
 
 
 def test_late_samples_are_kept_in_time_order():

@@ -1,0 +1,67 @@
+"""Float columns of a batch's parsed values, in the form the metric cache stores them.
+
+The collectors read hundreds of cgroups a tick and store one float per cgroup and
+statistic. These builders turn a column of parsed cells (a value or a tuple of values
+per cgroup, None where it could not be read) into an ``array('d')`` in one call: NaN
+marks a cgroup without a value, and the count of those comes with the column, so a
+collector that has all of them stores the array as it is. Native in the ``_cgroupfs``
+accelerator, with the same arithmetic (and floats) in its Python twin.
+"""
+
+from __future__ import annotations
+
+from array import array
+from types import ModuleType
+from typing import Any
+
+from koordlet.system import native
+from koordlet.system.cgroup import pyio
+
+#: the values, and how many of them are NaN (no value)
+Column = tuple["array[float]", int]
+_NAN = float("nan")
+
+
+def _backend() -> ModuleType:
+    module = native.load("_cgroupfs")
+    return pyio if module is None else module
+
+
+def field(cells: list[Any], index: int, divisor: float = 1.0) -> Column:
+    """``cells[k][index] / divisor``; no value where the cell or that value is None."""
+    column: Column = _backend().field_column(cells, index, divisor)
+    return column
+
+
+def present(cells: list[Any], index: int) -> Column:
+    """1.0 where ``cells[k][index]`` is a value, 0.0 where it is None; no value where the
+    cell is None."""
+    column: Column = _backend().present_column(cells, index)
+    return column
+
+
+def total(cells: list[Any], count: int) -> Column:
+    """The sum of the first ``count`` values of each cell; no value where the cell or
+    one of them is None."""
+    column: Column = _backend().sum_column(cells, count)
+    return column
+
+
+def growth(current: list[Any], previous: list[Any], elapsed: float, unit: float = 1.0) -> Column:
+    """How much each counter grew a second, in ``unit``s: ``(c - p) / elapsed / unit``;
+    no value where either is None or the counter went back (a restarted cgroup)."""
+    column: Column = _backend().growth_column(current, previous, elapsed, unit)
+    return column
+
+
+def ratio(current: list[Any], previous: list[Any], base: int, part: int) -> Column:
+    """Per pair of cells, ``Δpart / Δbase`` of two of their counters (0.0 when ``base``
+    did not grow); no value where either cell or one of the four counters is None, or
+    one of the counters went back."""
+    column: Column = _backend().ratio_column(current, previous, base, part)
+    return column
+
+
+def unknown(n: int) -> Column:
+    """A column of ``n`` cgroups none of which has a value (a first tick, say)."""
+    return array("d", [_NAN]) * n, n
