@@ -25,9 +25,13 @@ Three ways of doing the same work, in the same run:
 
 The koordlet figures are measured in child processes (one per backend, identical code),
 each the median CPU time of one tick after warm-up ticks (the first tick only primes the
-rate counters). ``native_{node,pods,psi}_cpu_ms`` break the native tick down by
-collector. Counters are left as they are between ticks: a tick does the same work
-whatever the values.
+rate counters). The C floor runs beside the native child as a server, one run after each
+of its ticks (``cgroup_read serve``), and its figure is the median of those runs: the two
+are measured alternately, tick by tick, so that they see the same machine (on a shared VM
+the speed drifts by tens of percent within a minute, and a floor measured before or after
+the koordlet would carry that drift into the ratio). ``native_{node,pods,psi}_cpu_ms``
+break the native tick down by collector. Counters are left as they are between ticks: a
+tick does the same work whatever the values.
 
 ``native_cpu_ms`` is the K1 target's tick, node + pods + PSI, and nothing else. Measured
 beside it in the native child, on the same metric cache:
@@ -69,7 +73,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from benchmarks import _fakehost
-from benchmarks.cgroup_read import c_floor_ms
+from benchmarks.cgroup_read import build_floor
 from benchmarks.harness import Result, median
 from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordinator.api.types.slo import NodeSLOSpec
@@ -99,6 +103,36 @@ CPI_EVERY_N_TICKS = 60
 PREDICTION_EVERY_N_TICKS = 60
 ROOT = Path(__file__).resolve().parent.parent
 _COLLECTORS = {"NodeResourceCollector": "node", "PodResourceCollector": "pods", "PSICollector": "psi"}
+
+
+class _Floor:
+    """The C floor in ``serve`` mode: the file list once, then one run per :meth:`run`."""
+
+    def __init__(self, binary: str, listing: str) -> None:
+        self._proc = subprocess.Popen(
+            [binary, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self._send(listing + "\n")  # an empty line ends the list
+
+    def _send(self, text: str) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        stdin.write(text)
+        stdin.flush()
+
+    def run(self) -> float:
+        """The CPU milliseconds of one run over every file."""
+        self._send("run\n")
+        assert self._proc.stdout is not None
+        answer = self._proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"koordlet_tick: the C floor exited with {self._proc.wait()}")
+        return float(answer)
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=30)
 
 
 class _States:
@@ -165,7 +199,10 @@ def _child(argv: list[str]) -> None:
     parser.add_argument("--root", required=True)
     parser.add_argument("--runs", type=int, required=True)
     parser.add_argument("--predict", action="store_true")
+    parser.add_argument("--floor", help="the C floor's binary, run once after each tick")
+    parser.add_argument("--floor-input", help="the file listing the C floor reads")
     args = parser.parse_args(argv)
+    floor = _Floor(args.floor, Path(args.floor_input).read_text()) if args.floor else None
 
     paths = HostPaths.rooted(args.root)
     cgroups = CgroupFS.detect(paths)
@@ -186,6 +223,7 @@ def _child(argv: list[str]) -> None:
     now = time.time()
     per_collector: dict[str, list[float]] = {c.NAME: [] for c in collectors}
     ticks: list[float] = []
+    floor_runs: list[float] = []
     for run in range(WARMUP_TICKS + args.runs):
         now += 1.0
         tick_start = time.process_time()
@@ -194,8 +232,13 @@ def _child(argv: list[str]) -> None:
             collector.collect(now)
             per_collector[collector.NAME].append((time.process_time() - start) * 1000.0)
         elapsed = (time.process_time() - tick_start) * 1000.0
+        floor_ms = floor.run() if floor is not None else None  # the first runs warm it too
         if run >= WARMUP_TICKS:
             ticks.append(elapsed)
+            if floor_ms is not None:
+                floor_runs.append(floor_ms)
+    if floor is not None:
+        floor.close()
     stats = ctx.cache.stats()
     samples_per_tick = stats["samples"] // (WARMUP_TICKS + args.runs)
     extra: dict[str, Any] = {}
@@ -217,20 +260,21 @@ def _child(argv: list[str]) -> None:
         "series": stats["series"],
         "samples_per_tick": samples_per_tick,
         "tick_ms": ticks,
+        "floor_ms": floor_runs,
         "collector_ms": {name: median(v[WARMUP_TICKS:]) for name, v in per_collector.items()},
         **extra,
     }
     print(json.dumps(out))
 
 
-def _measure(root: Path, runs: int, python: bool) -> dict[str, Any]:
+def _measure(root: Path, runs: int, python: bool, floor: list[str]) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("KOORDLET_NO_EXTENSIONS", None)
     if python:
         env["KOORDLET_NO_EXTENSIONS"] = "1"
     argv = [sys.executable, "-m", "benchmarks.koordlet_tick", "--root", str(root), "--runs", str(runs)]
-    if not python:  # the CPI tick and the training are figures of the native agent only
-        argv.append("--predict")
+    if not python:  # the CPI tick, the training and the floor beside the native agent only
+        argv += ["--predict", *floor]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT, env=env, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"koordlet_tick child failed:\n{done.stderr[-4000:]}")
@@ -265,8 +309,12 @@ def run(quick: bool = False) -> Result:
     with _fakehost.scratch_dir() as tree, tempfile.TemporaryDirectory(prefix="koord-bench-") as tmp:
         node = _fakehost.build_node(Path(tree) / "host", PODS, CONTAINERS_PER_POD)
         floor_input = _floor_input(node)
-        floor = c_floor_ms(Path(tmp), floor_input, runs)
-        measured = {label: _measure(node.root, runs, label == "python") for label in ("native", "python")}
+        listing = Path(tmp) / "floor-input"
+        listing.write_text(floor_input)
+        floor_args = ["--floor", str(build_floor(Path(tmp))), "--floor-input", str(listing)]
+        measured = {
+            label: _measure(node.root, runs, label == "python", floor_args) for label in ("native", "python")
+        }
     native_run, python_run = measured["native"], measured["python"]
     if native_run["backend"] != "native" or not python_run["backend"].startswith("python"):
         raise RuntimeError(
@@ -277,6 +325,7 @@ def run(quick: bool = False) -> Result:
             f"koordlet_tick: discovered {native_run['pods']} pods, {native_run['containers']} containers"
         )
     figures = {label: median(m["tick_ms"]) for label, m in measured.items()}
+    floor = median(native_run["floor_ms"])
     results = {
         "native_cpu_ms": round(figures["native"], 3),
         "python_cpu_ms": round(figures["python"], 3),
@@ -310,6 +359,7 @@ def run(quick: bool = False) -> Result:
             "collectors": list(_COLLECTORS),
             "feature_gates": "PSICollector=true,CPICollector=true",
             "native_cpu_ms_includes": "node + pods + PSI collectors (one tick)",
+            "c_floor_measured": "one run after each native tick (the two alternate)",
             "cpi_supported": cpi["supported"],
             "cpi_note": (
                 f"{cpi['reason']}: the check runs once (native_cpi_check_cpu_ms), "

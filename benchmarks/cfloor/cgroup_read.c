@@ -1,7 +1,9 @@
 /*
  * The C floor for benchmarks/cgroup_read.py (K0) and benchmarks/koordlet_tick.py (K1): the
  * same work as the koordlet's readers with no Python in between. Reads a list of
- * "<kind> <path>" lines on stdin and prints the CPU milliseconds of each run.
+ * "<kind> <path>" lines on stdin and prints the CPU milliseconds of each of argv[1] runs.
+ * With argv[1] "serve", the list ends at an empty line, and each further line on stdin
+ * asks for one run, answered at once (a benchmark interleaves these with its own work).
  *
  * Every file (kind i = integer, m = memory.stat keys, t = cpu.stat throttling keys,
  * p = PSI, u = memory.numa_stat's total lines, s = /proc/stat, n = a meminfo) is opened
@@ -92,23 +94,73 @@ static int64_t list_dir(const char *path)
     return n;
 }
 
-int main(int argc, char **argv)
+/* One run over every file: its CPU milliseconds. */
+static double run(int n, const char *kinds, const int *fds, char *const *paths, int64_t *sink)
 {
-    static int fds[MAX_FILES];
-    static char kinds[MAX_FILES];
-    static char *paths[MAX_FILES];
     static char buf[BUF_SIZE];
     size_t memory_lens[5], throttle_lens[3];
-    char line[4096];
-    int n = 0, runs = argc > 1 ? atoi(argv[1]) : 10;
-    int64_t sink = 0;
+    double start = cpu_ms();
 
     for (int k = 0; k < 5; k++)
         memory_lens[k] = strlen(MEMORY_KEYS[k]);
     for (int k = 0; k < 3; k++)
         throttle_lens[k] = strlen(THROTTLE_KEYS[k]);
+    for (int i = 0; i < n; i++) {
+        int64_t values[8];
+        unsigned char present[8];
+        ssize_t len;
+
+        if (kinds[i] == 'd') {
+            *sink += list_dir(paths[i]);
+            continue;
+        }
+        len = pread(fds[i], buf, sizeof(buf), 0);
+        if (len < 0) {
+            perror("pread");
+            exit(1);
+        }
+        values[0] = 0;
+        if (kinds[i] == 'i')
+            koord_parse_int(buf, (size_t)len, values);
+        else if (kinds[i] == 'p')
+            koord_parse_psi(buf, (size_t)len, values, present);
+        else if (kinds[i] == 'm')
+            koord_parse_keys(buf, (size_t)len, MEMORY_KEYS, memory_lens, 5, values, present);
+        else if (kinds[i] == 't')
+            koord_parse_keys(buf, (size_t)len, THROTTLE_KEYS, throttle_lens, 3, values, present);
+        else if (kinds[i] == 'u') {
+            int64_t pairs[2 * KOORD_MAX_NODES];
+            int count;
+
+            for (int k = 0; k < 2; k++) { /* both lines, as the koordlet asks for both */
+                koord_parse_nodes(buf, (size_t)len, NUMA_KEYS[k], strlen(NUMA_KEYS[k]), KOORD_MAX_NODES, pairs,
+                                  &count);
+                values[0] += count > 0 ? pairs[1] : 0;
+            }
+        }
+        else if (kinds[i] == 's')
+            values[0] = parse_proc_stat(buf, (size_t)len);
+        else
+            values[0] = parse_meminfo(buf, (size_t)len);
+        *sink += values[0];
+    }
+    return cpu_ms() - start;
+}
+
+int main(int argc, char **argv)
+{
+    static int fds[MAX_FILES];
+    static char kinds[MAX_FILES];
+    static char *paths[MAX_FILES];
+    char line[4096];
+    int serve = argc > 1 && strcmp(argv[1], "serve") == 0;
+    int n = 0, runs = argc > 1 && !serve ? atoi(argv[1]) : 10;
+    int64_t sink = 0;
+
     while (n < MAX_FILES && fgets(line, sizeof(line), stdin)) {
         line[strcspn(line, "\n")] = '\0';
+        if (serve && line[0] == '\0')
+            break;
         if (strlen(line) < 3)
             continue;
         kinds[n] = line[0];
@@ -121,48 +173,14 @@ int main(int argc, char **argv)
         }
         n++;
     }
-    for (int r = 0; r < runs; r++) {
-        double start = cpu_ms();
-        for (int i = 0; i < n; i++) {
-            int64_t values[8];
-            unsigned char present[8];
-            ssize_t len;
-
-            if (kinds[i] == 'd') {
-                sink += list_dir(paths[i]);
-                continue;
-            }
-            len = pread(fds[i], buf, sizeof(buf), 0);
-            if (len < 0) {
-                perror("pread");
-                return 1;
-            }
-            values[0] = 0;
-            if (kinds[i] == 'i')
-                koord_parse_int(buf, (size_t)len, values);
-            else if (kinds[i] == 'p')
-                koord_parse_psi(buf, (size_t)len, values, present);
-            else if (kinds[i] == 'm')
-                koord_parse_keys(buf, (size_t)len, MEMORY_KEYS, memory_lens, 5, values, present);
-            else if (kinds[i] == 't')
-                koord_parse_keys(buf, (size_t)len, THROTTLE_KEYS, throttle_lens, 3, values, present);
-            else if (kinds[i] == 'u') {
-                int64_t pairs[2 * KOORD_MAX_NODES];
-                int count;
-
-                for (int k = 0; k < 2; k++) { /* both lines, as the koordlet asks for both */
-                    koord_parse_nodes(buf, (size_t)len, NUMA_KEYS[k], strlen(NUMA_KEYS[k]), KOORD_MAX_NODES, pairs,
-                                      &count);
-                    values[0] += count > 0 ? pairs[1] : 0;
-                }
-            }
-            else if (kinds[i] == 's')
-                values[0] = parse_proc_stat(buf, (size_t)len);
-            else
-                values[0] = parse_meminfo(buf, (size_t)len);
-            sink += values[0];
+    if (serve) {
+        while (fgets(line, sizeof(line), stdin)) {
+            printf("%.6f\n", run(n, kinds, fds, paths, &sink));
+            fflush(stdout);
         }
-        printf("%.6f\n", cpu_ms() - start);
+    } else {
+        for (int r = 0; r < runs; r++)
+            printf("%.6f\n", run(n, kinds, fds, paths, &sink));
     }
     return sink == -42; /* keep the work observable */
 }
