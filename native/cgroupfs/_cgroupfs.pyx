@@ -28,7 +28,7 @@ from libc.errno cimport errno, EINTR
 from libc.stdint cimport int64_t
 from libc.math cimport NAN
 from libc.stdlib cimport malloc, free, realloc, calloc
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcpy, memset
 from posix.fcntl cimport O_RDONLY, O_CLOEXEC, open as c_open
 from posix.unistd cimport close, read, pread
 
@@ -72,6 +72,10 @@ KIND_INT = K_INT
 KIND_KEYS = K_KEYS
 KIND_PSI = K_PSI
 KIND_NODES = K_NODES
+
+#: empty arrays of doubles and of int64, the templates of the arrays built here
+cdef array.array _DOUBLES = _array.array("d")
+cdef array.array _INT64S = _array.array("q")
 
 #: int64 slots of one key of a K_NODES request: the field count, then node, value pairs
 cdef Py_ssize_t NODE_STRIDE = 1 + 2 * KOORD_MAX_NODES
@@ -423,6 +427,7 @@ cdef class Batch:
     cdef Py_ssize_t _n
     cdef Py_ssize_t _total_values
     cdef bint _has_raw
+    cdef bint _has_nodes
     #: the cache's generation the descriptors below were looked up at (-1: never)
     cdef Py_ssize_t _generation
     #: the objects the C arrays point into: path bytes, key tuples; and each record or None
@@ -494,6 +499,8 @@ cdef class Batch:
             self._key_off[i] = total_keys
             if kind == K_RAW:
                 self._has_raw = True
+            elif kind == K_NODES:
+                self._has_nodes = True
             if kind == K_KEYS or kind == K_NODES:
                 keys = <tuple>request[2]
                 self._keys[i] = keys
@@ -518,6 +525,7 @@ cdef class Batch:
                     raise TypeError(f"{request[3].__name__} does not have the {width} fields of {request!r}")
                 self._records[i] = request[3]
         self._total_values = total_values
+        self._val_off[n] = total_values
         return 0
 
     cdef int _lookup(self) except -1:
@@ -532,6 +540,27 @@ cdef class Batch:
 
     def read(self, list failed=None, list lacking=None):
         """Read and parse every request, as ``FileCache.read`` does; see there."""
+        return self._run(failed, lacking, None, None)
+
+    def read_values(self, list failed=None, list lacking=None):
+        """Read and parse every request as :meth:`read` does, without building a value per
+        request: ``(values, present, errors)``, the parsed integers of every request one
+        after another (KIND_INT one, KIND_KEYS one per key, KIND_PSI eight) as an
+        ``array('q')``, ``present`` a byte per value (1 where it was read; 0 for an absent
+        key, a PSI file without a ``full`` line, and every value of a request that failed,
+        whose values are 0), and ``errors`` the ``OSError`` of each failed request (None
+        for the others). KIND_RAW and KIND_NODES requests are refused (TypeError)."""
+        if self._has_raw or self._has_nodes:
+            raise TypeError("read_values reads KIND_INT, KIND_KEYS and KIND_PSI requests only")
+        cdef array.array values = array.clone(_INT64S, self._total_values, False)
+        cdef bytearray present = bytearray(self._total_values)
+        errors = self._run(failed, lacking, values, present)
+        return values, bytes(present), errors
+
+    cdef list _run(self, list failed, list lacking, array.array into, bytearray flags):
+        """Read and parse every request: the value of each (or its OSError) in a list; with
+        ``into``, the values go there and their presence to ``flags``, and the list holds
+        only the errors."""
         cdef FileCache cache = self._cache
         cdef Py_ssize_t n = self._n
         cdef Py_ssize_t i
@@ -621,6 +650,9 @@ cdef class Batch:
                         out[i] = OSError(err, _os.strerror(err), _os.fsdecode(path))
                         if failed is not None:
                             failed.append(i)
+                        if into is not None:  # no value of a failed request counts
+                            memset(&values[val_off[i]], 0, (val_off[i + 1] - val_off[i]) * sizeof(int64_t))
+                            memset(&present[val_off[i]], 0, val_off[i + 1] - val_off[i])
                         if fd >= 0 and err != EBADMSG_:
                             # the file is gone or broken: drop it (once, if it is listed twice)
                             if not kept:
@@ -633,6 +665,11 @@ cdef class Batch:
                 kind = kinds[i]
                 if err != 0:
                     pass
+                elif into is not None:
+                    if kind == K_INT:
+                        present[val_off[i]] = 1
+                    elif kind == K_KEYS and lacking is not None and memchr(&present[val_off[i]], 0, nkeys[i]) != NULL:
+                        lacking.append(i)
                 elif kind == K_INT:
                     out[i] = values[val_off[i]]
                 elif kind == K_KEYS:
@@ -652,6 +689,12 @@ cdef class Batch:
                         cache._generation += 1
                     else:
                         close(fd)
+            if into is not None:
+                for i in range(self._total_values):
+                    if not present[i]:
+                        values[i] = 0  # what an absent key's or full line's slot holds
+                memcpy(into.data.as_voidptr, values, self._total_values * sizeof(int64_t))
+                memcpy(<char *>flags, present, self._total_values)
             return out
         finally:
             if raw != NULL:
@@ -673,7 +716,6 @@ cdef extern from "Python.h":
 cdef extern from *:
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t *out) nogil
 
-cdef array.array _DOUBLES = _array.array("d")
 #: integers below this convert to a double exactly (53-bit significand)
 cdef int64_t _EXACT = (<int64_t>1) << 53
 
@@ -844,4 +886,58 @@ def ratio_column(list current, list previous, Py_ssize_t base, Py_ssize_t part):
             missing += 1
         else:
             column[k] = (cp - pp) / (cb - pb) if cb > pb else 0.0
+    return out, missing
+
+
+cdef Py_ssize_t _rows(Py_ssize_t n, Py_ssize_t m, Py_ssize_t start, Py_ssize_t step) except -1:
+    """The rows of ``step`` values in ``n`` values (and ``m`` flags), checking that
+    ``start`` is one of a row's positions."""
+    if n != m:
+        raise ValueError(f"{n} values for {m} flags")
+    if step <= 0 or start < 0 or start >= step or n % step != 0:
+        raise ValueError(f"no column at {start} of rows of {step} in {n} values")
+    return n // step
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def strided_column(array.array values, bytes present, Py_ssize_t start, Py_ssize_t step, double divisor):
+    """(column, missing): of ``values`` (int64) in rows of ``step``, the one at ``start``
+    of each row divided by ``divisor``; NaN where its byte of ``present`` is 0."""
+    if values.typecode != "q":
+        raise TypeError(f"an array of int64 ('q'), not of {values.typecode!r}")
+    cdef Py_ssize_t k, pos, rows = _rows(len(values), len(present), start, step), missing = 0
+    if divisor == 0:
+        raise ZeroDivisionError("a column divided by zero")
+    cdef array.array out = array.clone(_DOUBLES, rows, False)
+    cdef double *column = out.data.as_doubles
+    cdef const int64_t *ints = <const int64_t *>values.data.as_voidptr
+    cdef const unsigned char *flags = <const unsigned char *>(<char *>present)
+    for k in range(rows):
+        pos = start + k * step
+        if flags[pos]:
+            column[k] = <double>ints[pos] / divisor
+        else:
+            column[k] = NAN
+            missing += 1
+    return out, missing
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def flag_column(bytes present, Py_ssize_t start, Py_ssize_t step, Py_ssize_t base):
+    """(column, missing): of ``present`` in rows of ``step``, 1.0 where the flag at
+    ``start`` of a row is set and 0.0 where not; NaN for the rows whose flag at ``base``
+    is not set (no value at all)."""
+    cdef Py_ssize_t n = len(present), k, rows = _rows(n, n, start, step), missing = 0
+    _rows(n, n, base, step)
+    cdef array.array out = array.clone(_DOUBLES, rows, False)
+    cdef double *column = out.data.as_doubles
+    cdef const unsigned char *flags = <const unsigned char *>(<char *>present)
+    for k in range(rows):
+        if not flags[base + k * step]:
+            column[k] = NAN
+            missing += 1
+        else:
+            column[k] = 1.0 if flags[start + k * step] else 0.0
     return out, missing

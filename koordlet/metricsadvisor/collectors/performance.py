@@ -6,7 +6,8 @@ cgroup; v1: under cpuacct, where only Anolis kernels provide them — the collec
 kubepods once and stays idle when they are absent). Only ``avg10`` is stored, for ``some``
 and ``full``, as upstream, with whether the cpu file has a ``full`` line.
 
-Each round is handled a statistic at a time over the whole column of cgroups.
+Each round is read with no value object per file (``StatsReader.read_values``) and
+handled a statistic at a time over the whole column of cgroups.
 The last round is also exported as ``koordlet_container_psi`` (regular containers) and
 ``koordlet_pod_psi``: ``avg10``, ``avg60`` and ``avg300`` of ``some``, and of ``full`` where
 the file has that line (``cpu_full_supported`` says whether it has, per resource, as
@@ -27,7 +28,7 @@ from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, Pod
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system.cgroup import columns as cgroup_columns
 from koordlet.system.cgroup.columns import Column
-from koordlet.system.cgroup.stats import PRESSURES, StatColumns
+from koordlet.system.cgroup.stats import PRESSURES, StatValues
 
 _RESOURCES = tuple(zip(PRESSURES, ("cpu", "mem", "io"), strict=True))
 _STATS = frozenset(PRESSURES)
@@ -72,8 +73,8 @@ class PSICollector(CollectorBase):
         self._id_keys: tuple[list[Key], list[Key]] = ([], [])
         #: the last round (pods, their cells: containers in pod order, then pods), and
         #: the round the gauges hold
-        self._published: tuple[list[PodMeta], StatColumns] | None = None
-        self._exported: tuple[list[PodMeta], StatColumns] | None = None
+        self._published: tuple[list[PodMeta], StatValues] | None = None
+        self._exported: tuple[list[PodMeta], StatValues] | None = None
         self._exporting = False
         ctx.metrics.on_scrape(self._export)
 
@@ -101,9 +102,10 @@ class PSICollector(CollectorBase):
                 for degree in ("some", "full")
             }
             self._id_keys = ([(ident,) for ident in split[0][1]], [(ident,) for ident in split[1][1]])
-        read = self.ctx.reader.read_columns(targets.dirs, _STATS)
+        read = self.ctx.reader.read_values(targets.dirs, _STATS)
         rows = Rows(now)
         n, keys = targets.containers, self._keys
+        values, present, width = read.values, read.present, read.width
 
         def put(kind: tuple[MetricKind, MetricKind], key: tuple[str, str], column: Column) -> None:
             values, missing = column
@@ -112,10 +114,11 @@ class PSICollector(CollectorBase):
 
         psi = (kinds.CONTAINER_PSI, kinds.POD_PSI)
         for stat, resource in _RESOURCES:  # avg10 only, as a percentage, as upstream
-            cells = read.columns[stat]
-            put(psi, (resource, "some"), cgroup_columns.field(cells, _SOME10, 100.0))
-            put(psi, (resource, "full"), cgroup_columns.field(cells, _FULL10, 100.0))
-        supported, missing = cgroup_columns.present(read.columns[PRESSURES[0]], _FULL10)
+            at = read.offsets[stat]
+            put(psi, (resource, "some"), cgroup_columns.strided(values, present, at + _SOME10, width, 100.0))
+            put(psi, (resource, "full"), cgroup_columns.strided(values, present, at + _FULL10, width, 100.0))
+        cpu = read.offsets[PRESSURES[0]]
+        supported, missing = cgroup_columns.flags(present, cpu + _FULL10, width, cpu + _SOME10)
         rows.extend_column(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED, self._id_keys[0], supported[:n], missing)
         rows.extend_column(kinds.POD_PSI_CPU_FULL_SUPPORTED, self._id_keys[1], supported[n:], missing)
         self.ctx.cache.append_rows(rows)
@@ -132,7 +135,7 @@ class PSICollector(CollectorBase):
             node = self.ctx.metrics.node
             containers: _SeriesList = []
             pods: _SeriesList = []
-            columns = [published[1].columns[stat] for stat, _ in _RESOURCES]
+            read = published[1]
             at = 0  # containers come first, in pod order; then the pods (PodCgroups' order)
             n = sum(len(pod.containers) for pod in published[0])
             next_slice = RENDER_SLICE
@@ -141,9 +144,9 @@ class PSICollector(CollectorBase):
                 for container in pod.containers:
                     if not container.init:
                         prefix = (node, container.container_id, container.name, *owner)
-                        _psi_series(containers, prefix, [column[at] for column in columns])
+                        _psi_series(containers, prefix, [read.pressure(at, stat) for stat, _ in _RESOURCES])
                     at += 1
-                _psi_series(pods, (node, *owner), [column[n + index] for column in columns])
+                _psi_series(pods, (node, *owner), [read.pressure(n + index, stat) for stat, _ in _RESOURCES])
                 if len(containers) + len(pods) >= next_slice:
                     next_slice += RENDER_SLICE
                     yield

@@ -65,3 +65,19 @@ def ratio(current: list[Any], previous: list[Any], base: int, part: int) -> Colu
 def unknown(n: int) -> Column:
     """A column of ``n`` cgroups none of which has a value (a first tick, say)."""
     return array("d", [_NAN]) * n, n
+
+
+def strided(values: array[int], present: bytes, start: int, step: int, divisor: float = 1.0) -> Column:
+    """Of ``values`` (int64, as :meth:`StatsReader.read_values
+    <koordlet.system.cgroup.stats.StatsReader.read_values>` gives them) in rows of ``step``
+    (one row per cgroup), the value at ``start`` of each row divided by ``divisor``; no
+    value where its byte of ``present`` is 0."""
+    column: Column = _backend().strided_column(values, present, start, step, divisor)
+    return column
+
+
+def flags(present: bytes, start: int, step: int, base: int) -> Column:
+    """Of ``present`` in rows of ``step``, 1.0 where the value at ``start`` of a row was
+    read and 0.0 where not; no value for the rows without the value at ``base``."""
+    column: Column = _backend().flag_column(present, start, step, base)
+    return column

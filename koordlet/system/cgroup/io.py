@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -38,6 +39,9 @@ class Batch(Protocol):
     def requests(self) -> tuple[Request, ...]: ...
     def __len__(self) -> int: ...
     def read(self, failed: list[int] | None = None, lacking: list[int] | None = None) -> list[Cell]: ...
+    def read_values(
+        self, failed: list[int] | None = None, lacking: list[int] | None = None
+    ) -> tuple[array[int], bytes, list[OSError | None]]: ...
 
 
 class FileCache(Protocol):

@@ -13,7 +13,7 @@ import errno
 import os
 from array import array
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 KIND_RAW = 0
 KIND_INT = 1
@@ -286,6 +286,27 @@ class Batch:
     def read(self, failed: list[int] | None = None, lacking: list[int] | None = None) -> list[Cell]:
         return self._cache._read(self._compiled, failed, lacking)
 
+    def read_values(
+        self, failed: list[int] | None = None, lacking: list[int] | None = None
+    ) -> tuple[array[int], bytes, list[OSError | None]]:
+        if any(kind in (KIND_RAW, KIND_NODES) for _, kind, _, _ in self._compiled):
+            raise TypeError("read_values reads KIND_INT, KIND_KEYS and KIND_PSI requests only")
+        values: array[int] = array("q")
+        present = bytearray()
+        errors: list[OSError | None] = []
+        for (_, kind, keys, _), cell in zip(self._compiled, self.read(failed, lacking), strict=True):
+            width = 1 if kind == KIND_INT else (len(keys or ()) if kind == KIND_KEYS else 8)
+            if isinstance(cell, OSError):
+                values.extend([0] * width)
+                present.extend(bytes(width))
+                errors.append(cell)
+                continue
+            parsed = cast(tuple[int | None, ...], (cell,) if kind == KIND_INT else cell)
+            values.extend([0 if v is None else v for v in parsed])
+            present.extend([v is not None for v in parsed])
+            errors.append(None)
+        return values, bytes(present), errors
+
 
 class FileCache:
     """Kept descriptors of files read every tick; see the native module for the contract."""
@@ -426,5 +447,35 @@ def ratio_column(current: list[Any], previous: list[Any], base: int, part: int) 
             or c[part] < p[part]
             else ((c[part] - p[part]) / (c[base] - p[base]) if c[base] > p[base] else 0.0)
             for c, p in zip(current, previous, strict=True)
+        ]
+    )
+
+
+def _rows(n: int, m: int, start: int, step: int) -> int:
+    if n != m:
+        raise ValueError(f"{n} values for {m} flags")
+    if step <= 0 or start < 0 or start >= step or n % step != 0:
+        raise ValueError(f"no column at {start} of rows of {step} in {n} values")
+    return n // step
+
+
+def strided_column(values: array[int], present: bytes, start: int, step: int, divisor: float) -> Column:
+    if values.typecode != "q":
+        raise TypeError(f"an array of int64 ('q'), not of {values.typecode!r}")
+    _rows(len(values), len(present), start, step)
+    if divisor == 0:
+        raise ZeroDivisionError("a column divided by zero")
+    return _column(
+        [v / divisor if p else None for v, p in zip(values[start::step], present[start::step], strict=True)]
+    )
+
+
+def flag_column(present: bytes, start: int, step: int, base: int) -> Column:
+    _rows(len(present), len(present), start, step)
+    _rows(len(present), len(present), base, step)
+    return _column(
+        [
+            (1.0 if f else 0.0) if b else None
+            for f, b in zip(present[start::step], present[base::step], strict=True)
         ]
     )

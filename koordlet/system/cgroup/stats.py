@@ -17,7 +17,8 @@ from __future__ import annotations
 import enum
 import errno
 import os
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -269,6 +270,17 @@ class _Plan:
     split: Split
     #: the NamedTuple its values are built as by StatsReader.read (None: plain values)
     record: type[tuple[Any, ...]] | None = None
+    #: its values are the statistic as parsed (StatsReader.read_values may read it)
+    as_parsed: bool = False
+
+
+def _vanished(errors: Errors) -> frozenset[int]:
+    """Positions of the cgroups that vanished (pods or containers that ended)."""
+    return frozenset(
+        k
+        for k, per_stat in errors.items()
+        if any(isinstance(e, CgroupVanishedError) for e in per_stat.values())
+    )
 
 
 class StatColumns:
@@ -289,11 +301,7 @@ class StatColumns:
         self.columns = columns
         self.errors = errors
         #: positions of the cgroups that vanished (pods or containers that ended)
-        self.vanished = frozenset(
-            k
-            for k, per_stat in errors.items()
-            if any(isinstance(e, CgroupVanishedError) for e in per_stat.values())
-        )
+        self.vanished = _vanished(errors)
         for column in columns.values():
             for k in self.vanished:
                 column[k] = None
@@ -343,12 +351,71 @@ def _as_records(cells: list[Any], record: type[tuple[Any, ...]]) -> list[Any]:
     return [None if cell is None else _tuple_new(record, cell) for cell in cells]
 
 
+class StatValues:
+    """One batched read of statistics kept as the parsers give them, with no value object
+    per file (:meth:`StatsReader.read_values`): the integers of every cgroup one after
+    another, ``width`` per cgroup, a statistic's starting ``offsets[stat]`` within a
+    cgroup's (CPU and memory usage one value; pressure :class:`PSI`'s eight, averages in
+    hundredths); ``present[i]`` is 1 where value ``i`` was read (0 where the cgroup's file
+    could not be read, ``errors[k]`` says why; PSI's ``full`` values are absent where the
+    file has no such line). A cgroup that vanished has no value present.
+    """
+
+    __slots__ = ("errors", "offsets", "present", "relatives", "values", "vanished", "width")
+
+    def __init__(
+        self,
+        relatives: list[str],
+        values: array[int],
+        present: bytes,
+        offsets: dict[Stat, int],
+        width: int,
+        errors: Errors,
+    ) -> None:
+        self.relatives = relatives
+        self.values = values
+        self.offsets = offsets
+        self.width = width
+        self.errors = errors
+        self.vanished = _vanished(errors)
+        if self.vanished:
+            flags = bytearray(present)
+            for k in self.vanished:
+                flags[k * width : (k + 1) * width] = bytes(width)
+            present = bytes(flags)
+        self.present = present
+
+    def pressure(self, k: int, stat: Stat) -> tuple[int | None, ...] | None:
+        """The ``k``-th cgroup's pressure ``stat`` as :meth:`StatsReader.read_columns`
+        gives it: PSI's eight fields, None where absent; None where the file could not be read."""
+        start = k * self.width + self.offsets[stat]
+        if not self.present[start]:
+            return None
+        end = start + len(PSI._fields)
+        values, present = self.values[start:end], self.present[start:end]
+        return tuple([v if p else None for v, p in zip(values, present, strict=True)])
+
+
 class _Kept(NamedTuple):
     """The last read of one set of statistics: its cgroups, plans and compiled requests."""
 
     relatives: list[str]
     plans: list[_Plan]
     batch: io.Batch
+
+
+def _errors(kept: _Kept, cells: Sequence[Any], failed: list[int]) -> Errors:
+    """The domain error of each failed request, under its cgroup and statistics."""
+    errors: Errors = {}
+    width, plans, requests = len(kept.plans), kept.plans, kept.batch.requests
+    for i in failed:
+        k, j = divmod(i, width)
+        path = os.fsdecode(requests[i][0])
+        error = from_oserror(cells[i], directory=os.path.dirname(path))
+        per_stat = errors.setdefault(k, {})
+        for stat in plans[j].stats:
+            per_stat[stat] = error
+    return errors
 
 
 class StatsReader:
@@ -389,6 +456,7 @@ class StatsReader:
                         io.KIND_INT,
                         None,
                         _as_read(Stat.CPU_USAGE),
+                        as_parsed=True,
                     )
                 )
             if Stat.THROTTLING in stats:
@@ -426,6 +494,7 @@ class StatsReader:
                     io.KIND_INT,
                     None,
                     _as_read(Stat.MEMORY_USAGE),
+                    as_parsed=True,
                 )
             )
         if Stat.MEMORY_NUMA in stats:
@@ -448,6 +517,7 @@ class StatsReader:
                         None,
                         _as_read(pressure),
                         PSI,
+                        as_parsed=True,
                     )
                 )
         return plans
@@ -482,23 +552,35 @@ class StatsReader:
         lacking: list[int] = []
         cells: list[Any] = batch.read(failed, lacking)
         width = len(plans)
-        errors: Errors = {}
+        errors = _errors(kept, cells, failed)
         lacking_by_plan: list[list[int]] = [[] for _ in plans]
         for i in lacking:
             k, j = divmod(i, width)
             lacking_by_plan[j].append(k)
-        for i in failed:  # the plan's cell becomes None, its statistics get the error
-            k, j = divmod(i, width)
-            path = os.fsdecode(batch.requests[i][0])
-            error = from_oserror(cells[i], directory=os.path.dirname(path))
+        for i in failed:  # the plan's cell becomes None, its statistics have the error
             cells[i] = None
-            per_stat = errors.setdefault(k, {})
-            for stat in plans[j].stats:
-                per_stat[stat] = error
         columns: dict[Stat, list[Any]] = {}
         for j, plan in enumerate(plans):  # one plan's cells are every width-th, from j
             plan.split(cells[j::width], relatives, columns, errors, lacking_by_plan[j])
         return StatColumns(relatives, columns, errors)
+
+    def read_values(self, relatives: list[str], stats: frozenset[Stat]) -> StatValues:
+        """``stats`` of each cgroup directory as the parsers give them, with no value object
+        per file (see :class:`StatValues`). Only statistics kept as parsed (pressure, v1
+        CPU usage, memory usage); ValueError for others."""
+        kept = self._batch(relatives, stats, False)
+        plans = kept.plans
+        others = [stat.name for plan in plans if not plan.as_parsed for stat in plan.stats]
+        if others:
+            raise ValueError(f"not read as parsed on this host: {', '.join(sorted(others))}")
+        failed: list[int] = []
+        values, present, cells = kept.batch.read_values(failed)
+        offsets: dict[Stat, int] = {}
+        width = 0
+        for plan in plans:
+            offsets[plan.stats[0]] = width
+            width += 1 if plan.kind == io.KIND_INT else len(PSI._fields)
+        return StatValues(list(relatives), values, present, offsets, width, _errors(kept, cells, failed))
 
     def read_columns(self, relatives: list[str], stats: frozenset[Stat] = ALL_USAGE) -> StatColumns:
         """``stats`` of each cgroup directory (relative to the controller roots), as columns."""

@@ -5,6 +5,7 @@ input."""
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
 
 import pytest
@@ -90,5 +91,41 @@ def test_native_and_twin_give_the_same_columns(pairs: list[tuple[Any, Any]], div
         ("sum_column", (current, 3)),
         ("growth_column", (counters, last, elapsed, divisor)),
         ("ratio_column", (current, previous, 0, 1)),
+    ]:
+        assert _same(getattr(compiled, name)(*args), getattr(pyio, name)(*args)), name
+
+
+def test_strided_takes_one_value_of_each_row(backend):
+    values = array("q", [150, 1, 2, 0, 7, 9])
+    present = bytes([1, 1, 1, 0, 1, 0])
+    assert _listed(columns.strided(values, present, 0, 3, 100.0)) == [1.5, None]
+    assert _listed(columns.strided(values, present, 2, 3)) == [2.0, None]
+    assert _listed(columns.flags(present, 2, 3, 0)) == [1.0, None]
+    assert _listed(columns.flags(present, 2, 3, 1)) == [1.0, 0.0]
+    with pytest.raises(ValueError, match="no column at 3 of rows of 3"):
+        columns.strided(values, present, 3, 3)
+    with pytest.raises(ValueError, match="6 values for 5 flags"):
+        columns.strided(values, present[:5], 0, 3)
+    with pytest.raises(TypeError, match="int64"):
+        columns.strided(array("d", [1.0]), b"\x01", 0, 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(native.load("_cgroupfs") is None, reason="the native extension is not built")
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.booleans()), min_size=3, max_size=3)
+    ),
+    start=st.integers(0, 2),
+    base=st.integers(0, 2),
+    divisor=st.sampled_from([1.0, 7.0, 100.0]),
+)
+def test_native_and_twin_give_the_same_strided_columns(rows, start, base, divisor):
+    compiled = native.load("_cgroupfs")
+    values = array("q", [v for row in rows for v, _ in row])
+    present = bytes([p for row in rows for _, p in row])
+    for name, args in [
+        ("strided_column", (values, present, start, 3, divisor)),
+        ("flag_column", (present, start, 3, base)),
     ]:
         assert _same(getattr(compiled, name)(*args), getattr(pyio, name)(*args)), name

@@ -259,3 +259,44 @@ def test_a_request_is_path_kind_keys_and_an_optional_record(backend, tmp_path):
         cache.batch([(os.fsencode(tmp_path / "a"), io.KIND_INT)])  # type: ignore[list-item]
     with pytest.raises(TypeError):
         cache.batch([(str(tmp_path / "a"), io.KIND_INT, None)])  # type: ignore[list-item]
+
+
+def test_a_batch_reads_its_values_into_one_array(backend, tmp_path):
+    (tmp_path / "usage").write_text("1234\n")
+    (tmp_path / "stat").write_text("nr_periods 3\nthrottled_time 99\n")
+    (tmp_path / "psi").write_text("some avg10=0.10 avg60=0.20 avg300=0.30 total=7\n")
+    (tmp_path / "bad").write_text("x\n")
+    batch = io.new_file_cache().batch(
+        [
+            _req(tmp_path / "usage", io.KIND_INT),
+            _req(tmp_path / "stat", io.KIND_KEYS, (b"nr_throttled", b"nr_periods")),
+            _req(tmp_path / "psi", io.KIND_PSI),
+            _req(tmp_path / "missing", io.KIND_INT),
+            _req(tmp_path / "bad", io.KIND_KEYS, (b"x",)),
+        ]
+    )
+    for _ in range(2):  # opened, then kept
+        failed: list[int] = []
+        lacking: list[int] = []
+        values, present, errors = batch.read_values(failed, lacking)
+        assert values.typecode == "q"
+        assert list(values) == [1234, 0, 3, 10, 20, 30, 7, 0, 0, 0, 0, 0, 0]
+        assert present == bytes([1, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+        assert (failed, lacking) == ([3, 4], [1])
+        assert errors[:3] == [None, None, None]
+        assert isinstance(errors[3], OSError)
+        assert errors[3].errno == errno.ENOENT
+        assert isinstance(errors[4], OSError)
+        assert errors[4].errno == errno.EBADMSG
+    # what read() gives, value for value
+    assert batch.read()[:3] == [1234, (None, 3), (10, 20, 30, 7, None, None, None, None)]
+
+
+@pytest.mark.parametrize("kind", [io.KIND_RAW, io.KIND_NODES])
+def test_values_are_not_read_into_an_array_for_raw_or_node_requests(backend, tmp_path, kind):
+    (tmp_path / "f").write_text("1\n")
+    batch = io.new_file_cache().batch(
+        [_req(tmp_path / "f", kind, (b"a",) if kind == io.KIND_NODES else None)]
+    )
+    with pytest.raises(TypeError, match="KIND_INT, KIND_KEYS and KIND_PSI"):
+        batch.read_values()

@@ -79,6 +79,17 @@ CASES = {
         "expect(IndexError, m.field_column, short, 3, 1.0);"
         " expect(ValueError, m.growth_column, [1], [], 1.0, 1.0)",
     ),
+    "batch_read_values": (
+        "cache = m.FileCache(); failed = []; batch = cache.batch([(d + b'/cpu.stat', m.KIND_KEYS,"
+        " (b'nr_periods', b'absent')), (d + b'/cpu.pressure', m.KIND_PSI, None),"
+        " (d + b'/gone', m.KIND_INT, None)])",
+        "batch.read_values(failed); failed.clear()",
+    ),
+    "strided_columns": (
+        "import array; values = array.array('q', range(300)); present = bytes([1, 0, 1]) * 100",
+        "m.strided_column(values, present, 1, 3, 100.0); m.flag_column(present, 1, 3, 0);"
+        " expect(ValueError, m.strided_column, values, present, 3, 3, 1.0)",
+    ),
     "perf_open_read_close": (
         PERF_SETUP,
         "fd = P.open_counter(P.TASK_CLOCK); P.enable(fd); P.read(fd); os.close(fd)",

@@ -200,3 +200,28 @@ def test_psi_values_keep_hundredths():
     psi = PSI(125, 50, 10, 7, None, None, None, None)
     assert (psi.some_avg10, psi.some_avg60, psi.some_avg300) == (1.25, 0.5, 0.1)
     assert psi.full_avg10 is None
+
+
+def test_values_as_parsed_match_the_columns(backend, host):
+    pods = _pods(host)
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    stats = frozenset({Stat.MEMORY_USAGE, *PRESSURES})
+    host.remove_cgroup(pods[1])
+    values = reader.read_values(pods, stats)
+    columns = reader.read_columns(pods, stats)
+    assert values.relatives == pods
+    assert values.vanished == columns.vanished == {1}
+    assert values.errors.keys() == columns.errors.keys()
+    assert values.width == 1 + 3 * 8
+    for stat in PRESSURES:
+        assert [values.pressure(k, stat) for k in range(3)] == columns.columns[stat]
+    assert values.pressure(2, Stat.CPU_PRESSURE) == (150, 50, 25, 1002, None, None, None, None)
+    usage = values.offsets[Stat.MEMORY_USAGE]
+    assert values.values[usage] == 64 << 20
+    assert values.present[values.width : 2 * values.width] == bytes(values.width)  # vanished: none
+
+
+def test_values_as_parsed_are_refused_for_statistics_that_are_not(backend, host):
+    reader = StatsReader(CgroupFS.detect(host.paths))
+    with pytest.raises(ValueError, match="MEMORY"):
+        reader.read_values(_pods(host), frozenset({Stat.MEMORY, Stat.CPU_PRESSURE}))
