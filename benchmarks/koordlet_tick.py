@@ -27,9 +27,11 @@ The koordlet figures are measured in child processes (one per backend, identical
 each the median CPU time of one tick after warm-up ticks (the first tick only primes the
 rate counters). The C floor runs beside the native child as a server, one run after each
 of its ticks (``cgroup_read serve``), and its figure is the median of those runs: the two
-are measured alternately, tick by tick, so that they see the same machine (on a shared VM
-the speed drifts by tens of percent within a minute, and a floor measured before or after
-the koordlet would carry that drift into the ratio). ``native_{node,pods,psi}_cpu_ms``
+are measured alternately, tick by tick, and on one CPU (each child keeps to the last CPU
+it may use), so that they see the same machine. On a shared 2-CPU VM the speed drifts
+by tens of percent within a minute and the two CPUs differ by as much: a floor measured
+before or after the koordlet, or on the other CPU, carried that into the ratio (1.1 to
+2.0 from one run to the next; measured this way, it moves by about a tenth). ``native_{node,pods,psi}_cpu_ms``
 break the native tick down by collector. Counters are left as they are between ticks: a
 tick does the same work whatever the values.
 
@@ -108,10 +110,11 @@ _COLLECTORS = {"NodeResourceCollector": "node", "PodResourceCollector": "pods", 
 class _Floor:
     """The C floor in ``serve`` mode: the file list once, then one run per :meth:`run`."""
 
-    def __init__(self, binary: str, listing: str) -> None:
+    def __init__(self, binary: str, listing: str, cpus: set[int]) -> None:
         self._proc = subprocess.Popen(
             [binary, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
+        os.sched_setaffinity(self._proc.pid, cpus)
         self._send(listing + "\n")  # an empty line ends the list
 
     def _send(self, text: str) -> None:
@@ -202,7 +205,10 @@ def _child(argv: list[str]) -> None:
     parser.add_argument("--floor", help="the C floor's binary, run once after each tick")
     parser.add_argument("--floor-input", help="the file listing the C floor reads")
     args = parser.parse_args(argv)
-    floor = _Floor(args.floor, Path(args.floor_input).read_text()) if args.floor else None
+    # one CPU for the koordlet and its floor: CPUs of a shared VM differ by tens of percent
+    cpu = {max(os.sched_getaffinity(0))}
+    os.sched_setaffinity(0, cpu)
+    floor = _Floor(args.floor, Path(args.floor_input).read_text(), cpu) if args.floor else None
 
     paths = HostPaths.rooted(args.root)
     cgroups = CgroupFS.detect(paths)
@@ -359,7 +365,7 @@ def run(quick: bool = False) -> Result:
             "collectors": list(_COLLECTORS),
             "feature_gates": "PSICollector=true,CPICollector=true",
             "native_cpu_ms_includes": "node + pods + PSI collectors (one tick)",
-            "c_floor_measured": "one run after each native tick (the two alternate)",
+            "c_floor_measured": "one run after each native tick (the two alternate, on one CPU)",
             "cpi_supported": cpi["supported"],
             "cpi_note": (
                 f"{cpi['reason']}: the check runs once (native_cpi_check_cpu_ms), "
