@@ -511,7 +511,13 @@ class Agent:
             self.metrics,
             interval=self.config.runtime_hooks_reconcile_interval,
         )
-        for kind in (CallbackType.ALL_PODS, CallbackType.NODE_SLO_SPEC, CallbackType.NODE_TOPOLOGY):
+        # node metadata: the CPU normalization ratio (CPUNormalization, BatchResource)
+        for kind in (
+            CallbackType.ALL_PODS,
+            CallbackType.NODE_SLO_SPEC,
+            CallbackType.NODE_TOPOLOGY,
+            CallbackType.NODE_METADATA,
+        ):
             states.register_callback(kind, "runtime-hooks", self.reconciler.trigger)
         self.reconciler.start()
 

@@ -25,7 +25,6 @@ NOT_BUILT: Mapping[str, str] = {
     "HamiCoreVGPUMonitor": "HAMi-core vGPU usage is not monitored",
     "PerCPUMetric": "per-CPU usage is not collected",
     "RDMADeviceInject": "RDMA devices are not injected into containers",
-    "CPUNormalization": "CPU limits are not scaled by the node's CPU normalization ratio",
     "CoreSched": "containers get no core-scheduling cookies",
     "TerwayQoS": "Terway's network QoS is not configured",
 }

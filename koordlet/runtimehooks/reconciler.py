@@ -5,7 +5,8 @@ init containers too, kata pods skipped), the three kube-QoS cgroups and the node
 level, and writes what they ask through the executor: for each pod one leveled batch (the
 pod cgroup, then its containers), so a quota or cpuset that grows reaches the parent first
 and one that shrinks the children first. It reconciles when the pods change (the states
-informer's AllPods callback, about every 10 s), when the NodeSLO or the topology changes,
+informer's AllPods callback, about every 10 s), when the NodeSLO, the topology or the
+node's labels and annotations change,
 and at least every ``--runtime-hooks-reconcile-interval`` (10 s). Writes are cached by the
 executor, so a reconcile that changes nothing writes nothing.
 """
