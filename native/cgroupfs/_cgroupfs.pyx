@@ -744,46 +744,6 @@ cdef inline object _item(object cell, Py_ssize_t index):
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def field_column(list cells, Py_ssize_t index, double divisor):
-    """(column, missing): ``cells[k][index] / divisor``; NaN where the cell or the value is None."""
-    cdef Py_ssize_t k, n = len(cells), missing = 0
-    if divisor == 0:
-        raise ZeroDivisionError("a column divided by zero")
-    cdef array.array out = array.clone(_DOUBLES, n, False)
-    cdef double *column = out.data.as_doubles
-    cdef object cell, value
-    for k in range(n):
-        cell = cells[k]
-        value = None if cell is None else _item(cell, index)
-        if value is None:
-            column[k] = NAN
-            missing += 1
-        else:
-            column[k] = _as_double(value) / divisor
-    return out, missing
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def present_column(list cells, Py_ssize_t index):
-    """(column, missing): 1.0 where ``cells[k][index]`` is a value, 0.0 where it is None,
-    NaN where the cell is None."""
-    cdef Py_ssize_t k, n = len(cells), missing = 0
-    cdef array.array out = array.clone(_DOUBLES, n, False)
-    cdef double *column = out.data.as_doubles
-    cdef object cell
-    for k in range(n):
-        cell = cells[k]
-        if cell is None:
-            column[k] = NAN
-            missing += 1
-        else:
-            column[k] = 0.0 if _item(cell, index) is None else 1.0
-    return out, missing
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def sum_column(list cells, Py_ssize_t count):
     """(column, missing): the sum of the first ``count`` values of each cell as a float;
     NaN where the cell or one of those values is None."""

@@ -1,9 +1,12 @@
 """Float columns of a batch's parsed values, in the form the metric cache stores them.
 
 The collectors read hundreds of cgroups a tick and store one float per cgroup and
-statistic. These builders turn a column of parsed cells (a value or a tuple of values
-per cgroup, None where it could not be read) into an ``array('d')`` in one call: NaN
-marks a cgroup without a value, and the count of those comes with the column, so a
+statistic. These builders turn the parsed values into an ``array('d')`` in one call,
+either from a column of cells (a value or a tuple of values per cgroup, None where it
+could not be read: :meth:`StatsReader.read_columns
+<koordlet.system.cgroup.stats.StatsReader.read_columns>`) or from the int64 rows of
+:meth:`StatsReader.read_values <koordlet.system.cgroup.stats.StatsReader.read_values>`.
+NaN marks a cgroup without a value, and the count of those comes with the column, so a
 collector that has all of them stores the array as it is. Native in the ``_cgroupfs``
 accelerator, with the same arithmetic (and floats) in its Python twin.
 """
@@ -25,19 +28,6 @@ _NAN = float("nan")
 def _backend() -> ModuleType:
     module = native.load("_cgroupfs")
     return pyio if module is None else module
-
-
-def field(cells: list[Any], index: int, divisor: float = 1.0) -> Column:
-    """``cells[k][index] / divisor``; no value where the cell or that value is None."""
-    column: Column = _backend().field_column(cells, index, divisor)
-    return column
-
-
-def present(cells: list[Any], index: int) -> Column:
-    """1.0 where ``cells[k][index]`` is a value, 0.0 where it is None; no value where the
-    cell is None."""
-    column: Column = _backend().present_column(cells, index)
-    return column
 
 
 def total(cells: list[Any], count: int) -> Column:

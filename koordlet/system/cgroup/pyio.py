@@ -407,18 +407,18 @@ def _column(values: list[float | None]) -> Column:
     return array("d", [_NAN if v is None else v for v in values]), values.count(None)
 
 
-def field_column(cells: list[Any], index: int, divisor: float) -> Column:
-    if divisor == 0:
-        raise ZeroDivisionError("a column divided by zero")
-    return _column([None if c is None or c[index] is None else c[index] / divisor for c in cells])
-
-
-def present_column(cells: list[Any], index: int) -> Column:
-    return _column([None if c is None else (0.0 if c[index] is None else 1.0) for c in cells])
+def _sum(cell: Any, count: int) -> float | None:
+    total = 0
+    for i in range(count):  # IndexError for a short cell, as the native loop
+        value = cell[i]
+        if value is None:
+            return None
+        total += value
+    return float(total)
 
 
 def sum_column(cells: list[Any], count: int) -> Column:
-    return _column([None if c is None or None in c[:count] else float(sum(c[:count])) for c in cells])
+    return _column([None if c is None else _sum(c, count) for c in cells])
 
 
 def growth_column(current: list[Any], previous: list[Any], elapsed: float, unit: float) -> Column:

@@ -24,22 +24,19 @@ def _listed(column: Column) -> list[float | None]:
     return out
 
 
-def test_field_divides_one_value_of_each_cell(backend):
-    cells = [(1234, None), None, (5, 250), (0, 0)]
-    assert _listed(columns.field(cells, 0, 100.0)) == [12.34, None, 0.05, 0.0]
-    assert _listed(columns.field(cells, 1, 100.0)) == [None, None, 2.5, 0.0]
-
-
-def test_present_tells_a_missing_value_from_a_missing_cell(backend):
-    assert _listed(columns.present([(1, None), None, (1, 7)], 1)) == [0.0, None, 1.0]
-
-
 def test_total_sums_the_first_values_exactly(backend):
     big = 1 << 62
     cells = [(1, 2, 3, 100), None, (1, None, 3, 4), (big, big, big, 0), (2**53, 1, 0, 0)]
     # int64 overflow and values past a double's exact range are summed as Python ints
     assert _listed(columns.total(cells, 3)) == [6.0, None, None, float(3 * big), float(2**53 + 1)]
     assert _listed(columns.total(cells, 0)) == [0.0, None, 0.0, 0.0, 0.0]
+
+
+def test_a_cell_shorter_than_asked_is_refused(backend):
+    with pytest.raises(IndexError):
+        columns.total([(1, 2)], 3)
+    with pytest.raises(IndexError):
+        columns.ratio([(1,)], [(1,)], 0, 1)
 
 
 def test_growth_is_the_rate_of_each_counter(backend):
@@ -51,7 +48,7 @@ def test_growth_is_the_rate_of_each_counter(backend):
     with pytest.raises(ZeroDivisionError):
         columns.growth([], [], 0.0)
     with pytest.raises(ZeroDivisionError):
-        columns.field([], 0, 0.0)
+        columns.strided(array("q"), b"", 0, 1, 0.0)
 
 
 def test_ratio_is_one_counters_growth_over_anothers(backend):
@@ -86,8 +83,6 @@ def test_native_and_twin_give_the_same_columns(pairs: list[tuple[Any, Any]], div
     counters = [None if c is None else c[0] for c in current]
     last = [None if p is None else p[0] for p in previous]
     for name, args in [
-        ("field_column", (current, 1, divisor)),
-        ("present_column", (current, 2)),
         ("sum_column", (current, 3)),
         ("growth_column", (counters, last, elapsed, divisor)),
         ("ratio_column", (current, previous, 0, 1)),

@@ -70,14 +70,13 @@ CASES = {
     ),
     "columns": (
         "cells = [(1, 2, None), None, (2**70, 1, 3)] * 50; last = [(0, 1, 1), (1, 1, 1), None] * 50",
-        "m.field_column(cells, 1, 100.0); m.present_column(cells, 2); m.sum_column(cells, 2);"
+        "m.sum_column(cells, 2);"
         " m.growth_column([c and c[0] for c in cells], [p and p[0] for p in last], 1.0, 1e9);"
         " m.ratio_column(cells, last, 0, 1)",
     ),
     "columns_refusing": (
         "short = [(1,)]",
-        "expect(IndexError, m.field_column, short, 3, 1.0);"
-        " expect(ValueError, m.growth_column, [1], [], 1.0, 1.0)",
+        "expect(IndexError, m.sum_column, short, 3); expect(ValueError, m.growth_column, [1], [], 1.0, 1.0)",
     ),
     "batch_read_values": (
         "cache = m.FileCache(); failed = []; batch = cache.batch([(d + b'/cpu.stat', m.KIND_KEYS,"
