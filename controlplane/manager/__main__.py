@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--node", metavar="FILE", help="the Node (with --from-files; required)")
     explain.add_argument("--node-metric", metavar="FILE", help="its NodeMetric (with --from-files)")
+    explain.add_argument(
+        "--nrt",
+        metavar="FILE",
+        help="its NodeResourceTopology (with --from-files; for the CPU normalization)",
+    )
     explain.add_argument("--pods", metavar="FILE", help="pods, a YAML stream or List (with --from-files)")
     explain.add_argument(
         "--config", metavar="FILE", help="the slo-controller-config ConfigMap (with --from-files)"
@@ -156,6 +161,7 @@ def _explain(args: argparse.Namespace) -> int:
             from_files=args.from_files,
             node_file=args.node,
             node_metric_file=args.node_metric,
+            nrt_file=args.nrt,
             pods_file=args.pods,
             config_file=args.config,
             now=args.now,

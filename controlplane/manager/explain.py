@@ -3,17 +3,25 @@
 Prints every step of the node's batch and mid calculation with its numbers -- capacity,
 safety margin, reserved, system usage, high-priority pods' usage and requests, policies,
 thresholds, the result, the degrade state -- then how the result compares with what the
-node's status holds and whether the controller writes it at once. It runs the
-controller's own code (:func:`~controlplane.manager.controllers.noderesource.calculator.calculate`)
+node's status holds and whether the controller writes it at once. Before them, the CPU
+normalization and resource amplification annotations: what the node carries, what the
+controller computes from the node's NodeResourceTopology (``cpu-basic-info``) and the
+config, and whether it changes them. It runs the controller's own code
+(:func:`~controlplane.manager.controllers.noderesource.calculator.calculate`,
+:func:`~controlplane.manager.controllers.noderesource.normalization.calculate_normalization`,
+:func:`~controlplane.manager.controllers.noderesource.amplification.calculate_amplification`)
 on the same inputs:
 
-* live (default): the Node, its NodeMetric, its pods (``spec.nodeName``) and the
-  slo-controller-config ConfigMap (``--config-namespace``/``--slo-config-name``) read from
-  the cluster of ``--kubeconfig``, at the current time;
+* live (default): the Node, its NodeMetric and NodeResourceTopology, its pods
+  (``spec.nodeName``) and the slo-controller-config ConfigMap
+  (``--config-namespace``/``--slo-config-name``) read from the cluster of ``--kubeconfig``,
+  at the current time;
 * ``--from-files``: ``--node FILE`` (required), ``--node-metric FILE`` (absent: the node
-  has no NodeMetric, so it is degraded), ``--pods FILE`` (YAML stream or a ``List``; pods
-  on other nodes are ignored), ``--config FILE`` (the ConfigMap; absent: defaults, under
-  which colocation is off), ``--now`` (RFC 3339; default: the current time).
+  has no NodeMetric, so it is degraded), ``--nrt FILE`` (its NodeResourceTopology; absent:
+  the normalization ratio is not computed, the node's is shown), ``--pods FILE`` (YAML
+  stream or a ``List``; pods on other nodes are ignored), ``--config FILE`` (the
+  ConfigMap; absent: defaults, under which colocation is off), ``--now`` (RFC 3339;
+  default: the current time).
 
 ``--output json`` prints ``{"batch": {"kubernetes.io/batch-cpu": ..., "kubernetes.io/batch-memory":
 ...} | null, "mid": {...} | null, "steps": [...]}``: quantities as the node status shows them,
@@ -42,7 +50,14 @@ from typing import Any, TextIO
 
 import yaml
 
+from controlplane.manager.controllers.noderesource.amplification import calculate_amplification
 from controlplane.manager.controllers.noderesource.calculator import Calculation, calculate
+from controlplane.manager.controllers.noderesource.controller import NodeStrategies
+from controlplane.manager.controllers.noderesource.normalization import (
+    calculate_normalization,
+    normalization_changed,
+)
+from controlplane.manager.controllers.noderesource.numalevel import nrt_view
 from controlplane.manager.controllers.noderesource.steps import Trace, format_cpu, format_memory
 from controlplane.manager.controllers.noderesource.sync import is_resource_diff
 from controlplane.manager.controllers.noderesource.views import (
@@ -61,6 +76,9 @@ from controlplane.manager.controllers.sloconfig import (
     parse_slo_config,
     restore_last_good,
 )
+from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.node import ANNOTATION_CPU_NORMALIZATION_RATIO, get_cpu_normalization_ratio
+from koordinator.api.sloconfig.config import SLOControllerConfig
 from koordinator.kube.timeutil import parse_time
 
 __all__ = [
@@ -93,6 +111,8 @@ class ExplainInputs:
     notes: list[str]
     #: the persisted last good values of this ConfigMap (live mode), if any
     last_good: LastGood | None = None
+    #: the node's NodeResourceTopology; None: not given (files) or not found (live)
+    nrt: Obj | None = None
 
 
 def _documents(path: str) -> list[Any]:
@@ -137,6 +157,7 @@ def inputs_from_files(
     pods_file: str | None,
     config_file: str | None,
     now: str | None,
+    nrt_file: str | None = None,
 ) -> ExplainInputs:
     if node_file is None:
         raise ExplainError("--from-files needs --node FILE")
@@ -150,6 +171,11 @@ def inputs_from_files(
         raise ExplainError(f"{node_metric_file}: the NodeMetric is not named {name!r}")
     if metric is None:
         notes.append("no --node-metric given: the node is treated as having no NodeMetric")
+    nrt = _one(nrt_file, "NodeResourceTopology") if nrt_file is not None else None
+    if nrt is not None and (nrt.get("metadata") or {}).get("name") != name:
+        raise ExplainError(f"{nrt_file}: the NodeResourceTopology is not named {name!r}")
+    if nrt is None:
+        notes.append("no --nrt given: the CPU normalization ratio is not computed, the node's is shown")
     pods: list[Obj] = []
     if pods_file is not None:
         for doc in _documents(pods_file):
@@ -166,7 +192,7 @@ def inputs_from_files(
         data = {str(k): str(v) for k, v in raw.items()}
     else:
         notes.append("no --config given: the slo-controller-config defaults apply (colocation disabled)")
-    return ExplainInputs(node, metric, pods, data, parse_now(now), notes)
+    return ExplainInputs(node, metric, pods, data, parse_now(now), notes, nrt=nrt)
 
 
 async def inputs_from_cluster(
@@ -193,6 +219,11 @@ async def inputs_from_cluster(
             except NotFoundError:
                 metric = None
                 notes.append(f"NodeMetric {name} not found")
+            try:
+                nrt: Obj | None = await client.get(res.NODE_RESOURCE_TOPOLOGIES, name)
+            except NotFoundError:
+                nrt = None
+                notes.append(f"NodeResourceTopology {name} not found")
             listed = await client.list_all(res.PODS, field_selector=f"spec.nodeName={name}")
             pods = [p for p in listed.get("items") or () if isinstance(p, dict)]
             last_good: LastGood | None = None
@@ -212,7 +243,7 @@ async def inputs_from_cluster(
                 notes.append(f"ConfigMap {config_namespace}/{config_name} not found: the defaults apply")
         except (ApiError, ApiConnectionError) as exc:
             raise ClusterReadError(f"cannot read the cluster: {exc}") from exc
-    return ExplainInputs(node, metric, pods, data, time.time(), notes, last_good)
+    return ExplainInputs(node, metric, pods, data, time.time(), notes, last_good, nrt)
 
 
 def explain(inputs: ExplainInputs) -> tuple[Calculation, NodeView]:
@@ -239,12 +270,65 @@ def explain(inputs: ExplainInputs) -> tuple[Calculation, NodeView]:
             )
         trace.note("config", f"{key} does not parse, {used}: " + "; ".join(str(e) for e in errors))
     node = node_view(inputs.node)
+    _annotations(trace, parsed.config, node, inputs.nrt)
     metric: NodeMetricView | None = node_metric_view(inputs.node_metric) if inputs.node_metric else None
     pods: list[PodView] = [pod_view(p) for p in inputs.pods]
     calc = calculate(parsed.config, node, metric, pods, inputs.now, trace=trace)
     _compare(trace, node, calc)
     calc.steps = trace.steps
     return calc, node
+
+
+def _shown(value: str | None) -> str:
+    return "absent" if value is None else value
+
+
+def _annotations(trace: Trace, config: SLOControllerConfig, node: NodeView, nrt: Obj | None) -> None:
+    """The CPU normalization and resource amplification annotations, as the controller
+    decides them for this node (its metadata sync)."""
+    normalization_strategy, amplification_strategy = NodeStrategies(config).for_node(node)
+    ratio_text = node.normalization_annotation
+    have = f"cpu-normalization-ratio: the node has {_shown(ratio_text)}"
+    if nrt is None:
+        trace.note("normalization", f"{have}; not computed without the NodeResourceTopology")
+    else:
+        view = nrt_view(nrt)
+        result = calculate_normalization(
+            normalization_strategy, node.labels, view.basic_info, view.basic_info_problem
+        )
+        info = view.basic_info
+        source = (
+            f" from CPU {info.cpu_model!r} (hyper-threading {'on' if info.hyper_thread_enabled else 'off'}, "
+            f"turbo {'on' if info.turbo_enabled else 'off'})"
+            if info is not None
+            else ""
+        )
+        if result.error:
+            trace.note("normalization", f"{have}; it cannot be computed ({result.error}): left as it is")
+        elif result.ratio is None:
+            removed = "removed" if ratio_text is not None else "none is written"
+            trace.note("normalization", f"{have}; normalization is disabled: {removed}")
+            ratio_text = None
+        elif normalization_changed(ratio_text, result.ratio):
+            trace.note("normalization", f"{have}; computed {result.ratio}{source}: written")
+            ratio_text = result.ratio
+        else:
+            trace.note("normalization", f"{have}; computed {result.ratio}{source}: unchanged")
+    try:
+        ratio = get_cpu_normalization_ratio(
+            {ANNOTATION_CPU_NORMALIZATION_RATIO: ratio_text} if ratio_text else None
+        )
+    except AnnotationError:
+        ratio = None
+    amplified = calculate_amplification(amplification_strategy, ratio)
+    have = f"resource-amplification-ratio: the node has {_shown(node.amplification_annotation)}"
+    if amplified.error:
+        trace.note("amplification", f"{have}; it cannot be computed ({amplified.error}): left as it is")
+    elif amplified.annotation == node.amplification_annotation:
+        trace.note("amplification", f"{have}; computed {_shown(amplified.annotation)}: unchanged")
+    else:
+        change = "removed" if amplified.annotation is None else f"computed {amplified.annotation}: written"
+        trace.note("amplification", f"{have}; {change}")
 
 
 def _compare(trace: Trace, node: NodeView, calc: Calculation) -> None:
@@ -305,6 +389,7 @@ def run(
     from_files: bool,
     node_file: str | None,
     node_metric_file: str | None,
+    nrt_file: str | None = None,
     pods_file: str | None,
     config_file: str | None,
     now: str | None,
@@ -319,12 +404,13 @@ def run(
     given = (
         ("--node", node_file),
         ("--node-metric", node_metric_file),
+        ("--nrt", nrt_file),
         ("--pods", pods_file),
         ("--config", config_file),
     )
     file_flags = [flag for flag, value in given if value is not None]
     if from_files:
-        inputs = inputs_from_files(name, node_file, node_metric_file, pods_file, config_file, now)
+        inputs = inputs_from_files(name, node_file, node_metric_file, pods_file, config_file, now, nrt_file)
     else:
         if file_flags:
             verb = "needs" if len(file_flags) == 1 else "need"

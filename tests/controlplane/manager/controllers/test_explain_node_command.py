@@ -237,3 +237,75 @@ def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
     finally:
         os.close(writer)
     assert (result.returncode, result.stderr) == (0, "")
+
+
+MODEL = "Intel(R) Xeon(R) Platinum 8269CY CPU @ 2.50GHz"
+
+
+def _normalization_inputs(tmp_path: Path, node_annotations: dict[str, str]) -> list[str]:
+    """The DEFAULTS case with CPU normalization and amplification configured, the node
+    carrying ``node_annotations``."""
+    case = copy.deepcopy(DEFAULTS)
+    case.node["metadata"].setdefault("annotations", {}).update(node_annotations)
+    argv = write_inputs(case, tmp_path)
+    config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    config["data"]["cpu-normalization-config"] = json.dumps(
+        {"enable": True, "ratioModel": {MODEL: {"baseRatio": 1.1, "hyperThreadEnabledRatio": 1.25}}}
+    )
+    config["data"]["resource-amplification-config"] = json.dumps(
+        {"enable": True, "resourceAmplificationRatio": {"memory": 1.5}}
+    )
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    basic = {"cpuModel": MODEL, "hyperThreadEnabled": True, "turboEnabled": False}
+    nrt = {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": NODE, "annotations": {"node.koordinator.sh/cpu-basic-info": json.dumps(basic)}},
+        "zones": [],
+    }
+    (tmp_path / "nrt.yaml").write_text(yaml.safe_dump(nrt))
+    return argv
+
+
+def _details(out: str) -> dict[str, str]:
+    return {step["name"]: step["detail"] for step in json.loads(out)["steps"] if step["name"] != "input"}
+
+
+def test_the_normalization_and_amplification_annotations_are_explained(tmp_path):
+    argv = _normalization_inputs(tmp_path, {})
+    code, out, _ = run([*argv, "--nrt", str(tmp_path / "nrt.yaml")])
+    assert code == 0
+    details = _details(out)
+    assert details["normalization"] == (
+        f"cpu-normalization-ratio: the node has absent; computed 1.25 from CPU {MODEL!r} "
+        "(hyper-threading on, turbo off): written"
+    )
+    assert details["amplification"] == (
+        'resource-amplification-ratio: the node has absent; computed {"cpu":1.25,"memory":1.50}: written'
+    )
+    # the node already carries them: nothing to change
+    argv = _normalization_inputs(
+        tmp_path,
+        {
+            "node.koordinator.sh/cpu-normalization-ratio": "1.25",
+            "node.koordinator.sh/resource-amplification-ratio": '{"cpu":1.25,"memory":1.50}',
+        },
+    )
+    details = _details(run([*argv, "--nrt", str(tmp_path / "nrt.yaml")])[1])
+    assert details["normalization"].endswith(": unchanged")
+    assert details["amplification"].endswith(": unchanged")
+
+
+def test_without_the_topology_the_nodes_ratio_is_shown(tmp_path):
+    argv = _normalization_inputs(tmp_path, {"node.koordinator.sh/cpu-normalization-ratio": "1.10"})
+    code, out, _ = run(argv)
+    assert code == 0
+    details = _details(out)
+    assert details["normalization"] == (
+        "cpu-normalization-ratio: the node has 1.10; not computed without the NodeResourceTopology"
+    )
+    assert 'computed {"cpu":1.10,"memory":1.50}' in details["amplification"]
+    assert "no --nrt given" in out
+    code, _, err = run([*argv[:2], "--nrt", str(tmp_path / "nrt.yaml")])
+    assert code == 2
+    assert "--nrt needs --from-files" in err
