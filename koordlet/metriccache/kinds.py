@@ -75,6 +75,12 @@ CONTAINER_MEMORY_COLD_PAGE_SIZE = MetricKind("container_memory_cold_page_size", 
 NODE_MEMORY_WITH_HOT_PAGE_USAGE = MetricKind("node_memory_with_hot_page_usage")
 POD_MEMORY_WITH_HOT_PAGE_USAGE = MetricKind("pod_memory_with_hot_page_usage", ("pod_uid",))
 CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE = MetricKind("container_memory_with_hot_page_usage", ("container_id",))
+HOST_APPLICATION_MEMORY_COLD_PAGE_SIZE = MetricKind(
+    "host_application_memory_cold_page_size", ("host_app_name",)
+)
+HOST_APPLICATION_MEMORY_WITH_HOT_PAGE_USAGE = MetricKind(
+    "host_application_memory_with_hot_page_usage", ("host_app_name",)
+)
 
 #: key-value: the node's disks, partitions, volume groups, logical volumes and mount points
 NODE_LOCAL_STORAGE_INFO = "node_local_storage_info"

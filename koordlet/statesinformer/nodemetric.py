@@ -85,11 +85,10 @@ _MEMORY_METRICS: dict[str, tuple[MetricKind, MetricKind, MetricKind]] = {
         kinds.POD_MEMORY_USAGE_WITH_PAGE_CACHE,
         kinds.HOST_APPLICATION_MEMORY_USAGE_WITH_PAGE_CACHE,
     ),
-    # host applications have no hot-page series: their usage without page cache is used
     "usageWithHotPageCache": (
         kinds.NODE_MEMORY_WITH_HOT_PAGE_USAGE,
         kinds.POD_MEMORY_WITH_HOT_PAGE_USAGE,
-        kinds.HOST_APPLICATION_MEMORY_USAGE,
+        kinds.HOST_APPLICATION_MEMORY_WITH_HOT_PAGE_USAGE,
     ),
 }
 

@@ -4,11 +4,11 @@ Enabled by the ColdPageCollector gate on a kernel with kidled (Anolis) and cgrou
 (``memory.idle_page_stats`` exists only there); elsewhere it says why and does not run.
 Its first round turns kidled on (``koordlet.system.kidled.enable``); every
 ``--coldpage-collector-interval`` (5 s) it then stores, for the node (the memory root),
-each pod and each container: the cold bytes (``*_memory_cold_page_size``) and the memory
-usage with only the hot page cache (``*_memory_with_hot_page_usage``): for the node
-``(MemTotal - MemFree) x 1024 - cold``, for a cgroup its usage with page cache minus its
-cold bytes. The NodeMetric reporter reads the latter under the ``usageWithHotPageCache``
-memory policy.
+each pod and container, and each host application of the NodeSLO: the cold bytes
+(``*_memory_cold_page_size``) and the memory usage with only the hot page cache
+(``*_memory_with_hot_page_usage``): for the node ``(MemTotal - MemFree) x 1024 - cold``,
+for a cgroup its usage with page cache minus its cold bytes. The NodeMetric reporter reads
+the latter under the ``usageWithHotPageCache`` memory policy.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from koordlet.metriccache import Key, Rows, kinds
+from koordlet.metricsadvisor.collectors.hostapplication import host_application_cgroup_dir
 from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, PodCgroups
 from koordlet.system import kidled, proc
 from koordlet.system.cgroup.stats import Stat
@@ -25,6 +26,17 @@ log = logging.getLogger(__name__)
 
 _IDLE_PAGE_STATS = "memory.idle_page_stats"
 _MEMORY = frozenset({Stat.MEMORY})
+#: container, pod and host application kinds
+_COLD_KINDS = (
+    kinds.CONTAINER_MEMORY_COLD_PAGE_SIZE,
+    kinds.POD_MEMORY_COLD_PAGE_SIZE,
+    kinds.HOST_APPLICATION_MEMORY_COLD_PAGE_SIZE,
+)
+_HOT_KINDS = (
+    kinds.CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE,
+    kinds.POD_MEMORY_WITH_HOT_PAGE_USAGE,
+    kinds.HOST_APPLICATION_MEMORY_WITH_HOT_PAGE_USAGE,
+)
 
 
 class ColdPageCollector(CollectorBase):
@@ -72,18 +84,23 @@ class ColdPageCollector(CollectorBase):
             except (OSError, KeyError) as err:
                 log.warning("cannot read the node's memory: %s", err)
         targets = PodCgroups.of(self.ctx.states.get_all_pods())
-        memory = self.ctx.reader.read_columns(targets.dirs, _MEMORY).columns[Stat.MEMORY]
-        cold_kinds = (kinds.CONTAINER_MEMORY_COLD_PAGE_SIZE, kinds.POD_MEMORY_COLD_PAGE_SIZE)
-        hot_kinds = (kinds.CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE, kinds.POD_MEMORY_WITH_HOT_PAGE_USAGE)
-        for index, (ident, relative) in enumerate(zip(targets.ids, targets.dirs, strict=True)):
+        slo = self.ctx.states.get_node_slo()
+        apps = list(slo.host_applications) if slo is not None else []
+        layout = self.ctx.cgroups.layout
+        # the containers, the pods, then the host applications
+        dirs = [*targets.dirs, *(host_application_cgroup_dir(app, layout) for app in apps)]
+        names = [*targets.ids, *(app.name for app in apps)]
+        memory = self.ctx.reader.read_columns(dirs, _MEMORY).columns[Stat.MEMORY] if dirs else []
+        pods, n = len(targets.dirs), targets.containers
+        for index, (name, relative) in enumerate(zip(names, dirs, strict=True)):
             cold = self._cold_bytes(relative)
             if cold is None:
                 continue
-            is_pod = int(index >= targets.containers)
-            key: list[Key] = [(ident,)]
-            rows.extend(cold_kinds[is_pod], key, [float(cold)])
+            which = 2 if index >= pods else int(index >= n)
+            key: list[Key] = [(name,)]
+            rows.extend(_COLD_KINDS[which], key, [float(cold)])
             stat = memory[index]
             if stat is not None:  # usage with page cache: every field of MemoryStat
-                rows.extend(hot_kinds[is_pod], key, [float(max(sum(stat) - cold, 0))])
+                rows.extend(_HOT_KINDS[which], key, [float(max(sum(stat) - cold, 0))])
         self.ctx.cache.append_rows(rows)
         self.started = True

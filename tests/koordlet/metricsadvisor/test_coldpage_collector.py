@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from koordinator.api.types.slo import HostApplicationSpec
 from koordlet.metriccache import MetricCache, MetricKind, kinds
 from koordlet.metricsadvisor.collectors.coldmemoryresource import ColdPageCollector
-from koordlet.statesinformer.nodemetric import CollectPolicy, node_metric_status
+from koordlet.statesinformer.nodemetric import CollectPolicy, HostApplication, node_metric_status
 from koordlet.system.errors import MalformedContentError
 from koordlet.system.kidled import parse_cold_page_bytes
 from tests.fakes.host import FakeHost
@@ -88,6 +89,16 @@ def test_node_pod_and_container_cold_and_hot_usage(fake_host, states):
     host.write_cgroup("memory", container_dir, "memory.idle_page_stats", idle_page_stats(cold))
     for relative in (meta.cgroup_dir, container_dir):
         host.set_memory_stat(relative, active_anon=100 << 20, inactive_file=50 << 20, active_file=10 << 20)
+    # a host application of the NodeSLO, and one whose cgroup has no idle page stats
+    states.slo.host_applications = [
+        HostApplicationSpec(name="nginx", qos="LS"),
+        HostApplicationSpec(name="gone"),
+    ]
+    app_dir = host.make_cgroup("host-latency-sensitive/nginx")
+    host.write_cgroup(
+        "memory", app_dir, "memory.idle_page_stats", idle_page_stats({"cfui": [0] * 5 + [2 << 20, 0, 0]})
+    )
+    host.set_memory_stat(app_dir, active_anon=30 << 20, active_file=5 << 20)
     ctx = make_context(host, states, {"ColdPageCollector": True})
     collector = ColdPageCollector(ctx)
     assert collector.enabled()
@@ -106,6 +117,9 @@ def test_node_pod_and_container_cold_and_hot_usage(fake_host, states):
     assert last(kinds.POD_MEMORY_WITH_HOT_PAGE_USAGE, pod_uid=meta.uid) == (160 << 20) - (1 << 20)
     assert last(kinds.CONTAINER_MEMORY_COLD_PAGE_SIZE, container_id=cid) == 1 << 20
     assert last(kinds.CONTAINER_MEMORY_WITH_HOT_PAGE_USAGE, container_id=cid) == (159 << 20)
+    assert last(kinds.HOST_APPLICATION_MEMORY_COLD_PAGE_SIZE, host_app_name="nginx") == 2 << 20
+    assert last(kinds.HOST_APPLICATION_MEMORY_WITH_HOT_PAGE_USAGE, host_app_name="nginx") == 33 << 20
+    assert last(kinds.HOST_APPLICATION_MEMORY_COLD_PAGE_SIZE, host_app_name="gone") is None
     assert collector.started
 
 
@@ -123,11 +137,28 @@ def test_nodemetric_hot_page_policy_reads_hot_page_series_once_they_exist():
             ]
         )
 
-    def node_memory() -> str:
-        status = node_metric_status(cache.query, policy, [], [], [], T0).to_dict()
-        return str(status["nodeMetric"]["nodeUsage"]["resources"]["memory"])
-
-    assert node_memory() == "4Gi"  # the ColdPageCollector has not run: usage without page cache
+    apps = [HostApplication("nginx", "koord-prod", "LS")]
     for t in range(0, 120, 10):
-        cache.append([kinds.NODE_MEMORY_WITH_HOT_PAGE_USAGE.sample(float(6 << 30), T0 - t)])
-    assert node_memory() == "6Gi"
+        cache.append(
+            [
+                kinds.HOST_APPLICATION_CPU_USAGE.sample(0.5, T0 - t, host_app_name="nginx"),
+                kinds.HOST_APPLICATION_MEMORY_USAGE.sample(float(1 << 30), T0 - t, host_app_name="nginx"),
+            ]
+        )
+
+    def memory() -> tuple[str, str]:
+        status = node_metric_status(cache.query, policy, [], apps, [], T0).to_dict()
+        app = status["hostApplicationMetric"][0]["usage"]["resources"]["memory"]
+        return str(status["nodeMetric"]["nodeUsage"]["resources"]["memory"]), str(app)
+
+    assert memory() == ("4Gi", "1Gi")  # the ColdPageCollector has not run: usage without page cache
+    for t in range(0, 120, 10):
+        cache.append(
+            [
+                kinds.NODE_MEMORY_WITH_HOT_PAGE_USAGE.sample(float(6 << 30), T0 - t),
+                kinds.HOST_APPLICATION_MEMORY_WITH_HOT_PAGE_USAGE.sample(
+                    float(2 << 30), T0 - t, host_app_name="nginx"
+                ),
+            ]
+        )
+    assert memory() == ("6Gi", "2Gi")
