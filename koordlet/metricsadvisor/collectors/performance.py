@@ -105,7 +105,7 @@ class PSICollector(CollectorBase):
         read = self.ctx.reader.read_values(targets.dirs, _STATS)
         rows = Rows(now)
         n, keys = targets.containers, self._keys
-        values, present, width = read.values, read.present, read.width
+        parsed, present, width = read.values, read.present, read.width
 
         def put(kind: tuple[MetricKind, MetricKind], key: tuple[str, str], column: Column) -> None:
             values, missing = column
@@ -115,8 +115,8 @@ class PSICollector(CollectorBase):
         psi = (kinds.CONTAINER_PSI, kinds.POD_PSI)
         for stat, resource in _RESOURCES:  # avg10 only, as a percentage, as upstream
             at = read.offsets[stat]
-            put(psi, (resource, "some"), cgroup_columns.strided(values, present, at + _SOME10, width, 100.0))
-            put(psi, (resource, "full"), cgroup_columns.strided(values, present, at + _FULL10, width, 100.0))
+            put(psi, (resource, "some"), cgroup_columns.strided(parsed, present, at + _SOME10, width, 100.0))
+            put(psi, (resource, "full"), cgroup_columns.strided(parsed, present, at + _FULL10, width, 100.0))
         cpu = read.offsets[PRESSURES[0]]
         supported, missing = cgroup_columns.flags(present, cpu + _FULL10, width, cpu + _SOME10)
         rows.extend_column(kinds.CONTAINER_PSI_CPU_FULL_SUPPORTED, self._id_keys[0], supported[:n], missing)
