@@ -39,6 +39,7 @@ from koordinator.api.extension.node import get_cpu_normalization_ratio
 from koordinator.api.extension.numa import get_resource_status
 from koordinator.api.extension.qos import QoSClass, get_pod_qos_class_raw
 from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.api.resourcelist import ResourceListError, pod_limits
 from koordlet.runtimehooks.framework import HookBase
 from koordlet.runtimehooks.hooks.batchresource import milli_to_quota
 from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext
@@ -67,33 +68,20 @@ def _cpu_limit_milli(container: Mapping[str, Any]) -> int | None:
     return milli if milli > 0 else None
 
 
-def _sidecar(container: Mapping[str, Any]) -> bool:
-    return container.get("restartPolicy") == "Always"
-
-
 def pod_limit_milli(pod: Mapping[str, Any]) -> int | None:
-    """The pod's CPU limit as the kubelet sizes the pod cgroup (``PodLimits``): None when
-    a container has none (the kubelet then sets no pod quota); else the largest of the app
-    containers' sum plus every sidecar's (init containers that keep running) and, for each
-    other init container, its own plus the sidecars started before it; plus the overhead."""
+    """The pod's CPU limit as the kubelet sizes the pod cgroup: None when a container
+    (an init container too) has none, as the kubelet then sets no pod quota; else the
+    pod's effective CPU limit (:func:`~koordinator.api.resourcelist.pod_limits`: app
+    containers and sidecars, or an init container with the sidecars started before it,
+    plus the overhead)."""
     spec = pod.get("spec") or {}
-    apps = [_cpu_limit_milli(c) for c in spec.get("containers") or ()]
-    inits = [(_cpu_limit_milli(c), _sidecar(c)) for c in spec.get("initContainers") or ()]
-    if not apps or None in apps or any(limit is None for limit, _ in inits):
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    if not spec.get("containers") or any(_cpu_limit_milli(c) is None for c in containers):
         return None
-    sidecars, largest_init = 0, 0
-    for limit, sidecar in inits:
-        if sidecar:
-            sidecars += limit or 0
-        else:
-            largest_init = max(largest_init, (limit or 0) + sidecars)
-    running = sum(limit or 0 for limit in apps) + sidecars
-    overhead = (spec.get("overhead") or {}).get("cpu")
     try:
-        extra = Quantity.parse(str(overhead)).milli_value() if overhead is not None else 0
-    except QuantityError:
-        extra = 0
-    return max(running, largest_init) + extra
+        return pod_limits(pod)["cpu"].milli_value()
+    except ResourceListError:
+        return None
 
 
 def shares_cpus(pod: PodMeta) -> bool:
