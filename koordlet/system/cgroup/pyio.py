@@ -27,6 +27,8 @@ _SPACE = b" \t\n\r\v\f"
 _SCRATCH = 16384
 _INT64_MAX = (1 << 63) - 1
 _PSI_FIELDS = (b"avg10=", b"avg60=", b"avg300=", b"total=")
+#: values of a parsed PSI file: the four fields of "some", then of "full"
+_PSI_VALUES = 2 * len(_PSI_FIELDS)
 
 #: bytes, an int, a tuple of ints (KIND_KEYS, KIND_PSI) or of per-key node fields
 #: (KIND_NODES), or the error
@@ -249,6 +251,11 @@ def _parse(data: bytes, kind: int, keys: tuple[bytes, ...] | None) -> Cell:
     return parse_psi(data)
 
 
+def _width(kind: int, keys: tuple[bytes, ...] | None) -> int:
+    """How many values a KIND_INT, KIND_KEYS or KIND_PSI request parses into."""
+    return 1 if kind == KIND_INT else (len(keys or ()) if kind == KIND_KEYS else _PSI_VALUES)
+
+
 def _record_width(record: Any) -> int:
     if not (isinstance(record, type) and issubclass(record, tuple) and record is not tuple) or not hasattr(
         record, "_fields"
@@ -274,7 +281,7 @@ class Batch:
             if record is not None:
                 if kind not in (KIND_KEYS, KIND_PSI):
                     raise TypeError("only KIND_KEYS and KIND_PSI values are built as records")
-                width = len(keys) if kind == KIND_KEYS else 8
+                width = _width(kind, keys)
                 if _record_width(record) != width:
                     raise TypeError(f"{record.__name__} does not have the {width} fields of {request!r}")
             compiled.append((path, kind, keys, record))
@@ -295,7 +302,7 @@ class Batch:
         present = bytearray()
         errors: list[OSError | None] = []
         for (_, kind, keys, _), cell in zip(self._compiled, self.read(failed, lacking), strict=True):
-            width = 1 if kind == KIND_INT else (len(keys or ()) if kind == KIND_KEYS else 8)
+            width = _width(kind, keys)
             if isinstance(cell, OSError):
                 values.extend([0] * width)
                 present.extend(bytes(width))
