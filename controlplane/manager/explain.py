@@ -55,7 +55,8 @@ from controlplane.manager.controllers.noderesource.calculator import Calculation
 from controlplane.manager.controllers.noderesource.controller import NodeStrategies
 from controlplane.manager.controllers.noderesource.normalization import (
     calculate_normalization,
-    normalization_changed,
+    held_ratio,
+    ratio_value,
 )
 from controlplane.manager.controllers.noderesource.numalevel import nrt_view
 from controlplane.manager.controllers.noderesource.steps import Trace, format_cpu, format_memory
@@ -76,8 +77,6 @@ from controlplane.manager.controllers.sloconfig import (
     parse_slo_config,
     restore_last_good,
 )
-from koordinator.api.extension.annotations import AnnotationError
-from koordinator.api.extension.node import ANNOTATION_CPU_NORMALIZATION_RATIO, get_cpu_normalization_ratio
 from koordinator.api.sloconfig.config import SLOControllerConfig
 from koordinator.kube.timeutil import parse_time
 
@@ -303,24 +302,17 @@ def _annotations(trace: Trace, config: SLOControllerConfig, node: NodeView, nrt:
             if info is not None
             else ""
         )
+        held = held_ratio(ratio_text, result)
         if result.error:
             trace.note("normalization", f"{have}; it cannot be computed ({result.error}): left as it is")
         elif result.ratio is None:
             removed = "removed" if ratio_text is not None else "none is written"
             trace.note("normalization", f"{have}; normalization is disabled: {removed}")
-            ratio_text = None
-        elif normalization_changed(ratio_text, result.ratio):
-            trace.note("normalization", f"{have}; computed {result.ratio}{source}: written")
-            ratio_text = result.ratio
         else:
-            trace.note("normalization", f"{have}; computed {result.ratio}{source}: unchanged")
-    try:
-        ratio = get_cpu_normalization_ratio(
-            {ANNOTATION_CPU_NORMALIZATION_RATIO: ratio_text} if ratio_text else None
-        )
-    except AnnotationError:
-        ratio = None
-    amplified = calculate_amplification(amplification_strategy, ratio)
+            change = "written" if held != ratio_text else "unchanged"
+            trace.note("normalization", f"{have}; computed {result.ratio}{source}: {change}")
+        ratio_text = held
+    amplified = calculate_amplification(amplification_strategy, ratio_value(ratio_text))
     have = f"resource-amplification-ratio: the node has {_shown(node.amplification_annotation)}"
     if amplified.error:
         trace.note("amplification", f"{have}; it cannot be computed ({amplified.error}): left as it is")

@@ -82,7 +82,8 @@ from controlplane.manager.controllers.noderesource.devices import (
 )
 from controlplane.manager.controllers.noderesource.normalization import (
     calculate_normalization,
-    normalization_changed,
+    held_ratio,
+    ratio_value,
 )
 from controlplane.manager.controllers.noderesource.numalevel import (
     NRTView,
@@ -104,12 +105,10 @@ from controlplane.manager.controllers.noderesource.views import (
     pod_view,
 )
 from controlplane.reactor import Result, TemporaryError
-from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.node import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
     ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO,
     ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
-    get_cpu_normalization_ratio,
 )
 from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from koordinator.api.quantity import Quantity
@@ -627,24 +626,15 @@ class NodeResourceController:
             )
             if result.error:
                 self._meta_error(node.name, normalization.NAME, result.error)
-            elif result.ratio is None:
-                self._meta_errors.pop((node.name, normalization.NAME), None)
-                self.ctx.metrics.node_resource_plugin.inc(normalization.NAME, SUCCEEDED, "disabled")
-                if ratio_text is not None:
-                    changes[ANNOTATION_CPU_NORMALIZATION_RATIO] = None
-                    ratio_text = None
             else:
                 self._meta_errors.pop((node.name, normalization.NAME), None)
-                self.ctx.metrics.node_resource_plugin.inc(normalization.NAME, SUCCEEDED, "calculated")
-                if normalization_changed(ratio_text, result.ratio):
-                    changes[ANNOTATION_CPU_NORMALIZATION_RATIO] = result.ratio
-                    ratio_text = result.ratio
-        try:
-            ratio = get_cpu_normalization_ratio(
-                {ANNOTATION_CPU_NORMALIZATION_RATIO: ratio_text} if ratio_text else None
-            )
-        except AnnotationError:
-            ratio = None
+                status = "disabled" if result.ratio is None else "calculated"
+                self.ctx.metrics.node_resource_plugin.inc(normalization.NAME, SUCCEEDED, status)
+            held = held_ratio(ratio_text, result)
+            if held != ratio_text:
+                changes[ANNOTATION_CPU_NORMALIZATION_RATIO] = held
+                ratio_text = held
+        ratio = ratio_value(ratio_text)
         if (
             amplification.NAME in self.plugins
             and cache.synced

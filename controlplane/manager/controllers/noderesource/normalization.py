@@ -131,11 +131,27 @@ def calculate_normalization(
 
 def normalization_changed(current: str | None, desired: str) -> bool:
     """Whether ``desired`` must replace the node's ``current`` annotation (upstream's NeedSyncMeta)."""
-    try:
-        old = get_cpu_normalization_ratio({ANNOTATION_CPU_NORMALIZATION_RATIO: current} if current else None)
-    except AnnotationError:
-        return True  # an unreadable annotation is replaced
-    if old is None:
+    old = ratio_value(current)
+    if old is None:  # absent, or unreadable: replaced
         return True
     new = float(desired)
     return old > new + RATIO_EPSILON or old < new - RATIO_EPSILON
+
+
+def held_ratio(current: str | None, result: NormalizationResult) -> str | None:
+    """The annotation a node with ``current`` holds after ``result``: ``current`` when the
+    ratio could not be computed or is within :data:`RATIO_EPSILON` of it, none when
+    normalization is disabled, the new ratio otherwise."""
+    if result.error:
+        return current
+    if result.ratio is None:
+        return None
+    return result.ratio if normalization_changed(current, result.ratio) else current
+
+
+def ratio_value(text: str | None) -> float | None:
+    """The ratio an annotation value stands for; None when absent or unreadable."""
+    try:
+        return get_cpu_normalization_ratio({ANNOTATION_CPU_NORMALIZATION_RATIO: text} if text else None)
+    except AnnotationError:
+        return None
