@@ -94,17 +94,15 @@ static int64_t list_dir(const char *path)
     return n;
 }
 
+/* The lengths of MEMORY_KEYS and THROTTLE_KEYS, set once by main. */
+static size_t memory_lens[5], throttle_lens[3];
+
 /* One run over every file: its CPU milliseconds. */
 static double run(int n, const char *kinds, const int *fds, char *const *paths, int64_t *sink)
 {
     static char buf[BUF_SIZE];
-    size_t memory_lens[5], throttle_lens[3];
     double start = cpu_ms();
 
-    for (int k = 0; k < 5; k++)
-        memory_lens[k] = strlen(MEMORY_KEYS[k]);
-    for (int k = 0; k < 3; k++)
-        throttle_lens[k] = strlen(THROTTLE_KEYS[k]);
     for (int i = 0; i < n; i++) {
         int64_t values[8];
         unsigned char present[8];
@@ -157,6 +155,10 @@ int main(int argc, char **argv)
     int n = 0, runs = argc > 1 && !serve ? atoi(argv[1]) : 10;
     int64_t sink = 0;
 
+    for (int k = 0; k < 5; k++)
+        memory_lens[k] = strlen(MEMORY_KEYS[k]);
+    for (int k = 0; k < 3; k++)
+        throttle_lens[k] = strlen(THROTTLE_KEYS[k]);
     while (n < MAX_FILES && fgets(line, sizeof(line), stdin)) {
         line[strcspn(line, "\n")] = '\0';
         if (serve && line[0] == '\0')
