@@ -31,9 +31,9 @@ are measured alternately, tick by tick, and on one CPU (each child keeps to the 
 it may use), so that they see the same machine. On a shared 2-CPU VM the speed drifts
 by tens of percent within a minute and the two CPUs differ by as much: a floor measured
 before or after the koordlet, or on the other CPU, carried that into the ratio (1.1 to
-2.0 from one run to the next; measured this way, it moves by about a tenth). ``native_{node,pods,psi}_cpu_ms``
-break the native tick down by collector. Counters are left as they are between ticks: a
-tick does the same work whatever the values.
+2.0 from one run to the next; measured this way, it moves by about a tenth).
+``native_{node,pods,psi}_cpu_ms`` break the native tick down by collector. Counters are
+left as they are between ticks: a tick does the same work whatever the values.
 
 ``native_cpu_ms`` is the K1 target's tick, node + pods + PSI, and nothing else. Measured
 beside it in the native child, on the same metric cache:
