@@ -30,11 +30,11 @@ from koordlet.metricsadvisor.framework import (
 )
 from koordlet.statesinformer.podmeta import PodMeta
 from koordlet.system import kernel
-from koordlet.system.cgroup.columns import Column
 from koordlet.system.cgroup.layout import CgroupDriver, KubepodsLayout
 from koordlet.system.topology import NodeCPUInfo
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
+from tests.koordlet.floatcolumns import listed
 from tests.koordlet.metricsadvisor.conftest import FakeStates, make_context
 
 T0 = 1_000_000.0
@@ -56,25 +56,17 @@ def test_rate_cache_primes_then_rates():
     assert len(rates) == 0
 
 
-def _values(column: Column) -> list[float | None]:
-    """A column as a list, None for no value; checks the count of those that comes with it."""
-    values, missing = column
-    out = [None if v != v else v for v in values]
-    assert out.count(None) == missing
-    return out
-
-
 def test_counter_deltas_prime_then_give_growth_per_second_per_object(backend):
     deltas = CounterDeltas()
     ids = ["a", "b", "c"]
-    assert _values(deltas.rates(ids, 10.0, [100, 200, None])) == [None, None, None]
+    assert listed(deltas.rates(ids, 10.0, [100, 200, None])) == [None, None, None]
     # b went backwards (a restarted cgroup), c could not be read last time
-    assert _values(deltas.rates(ids, 12.0, [160, 150, 5])) == [30.0, None, None]
-    assert _values(deltas.rates(ids, 13.0, [170, 160, None], unit=2.0)) == [5.0, 5.0, None]
+    assert listed(deltas.rates(ids, 12.0, [160, 150, 5])) == [30.0, None, None]
+    assert listed(deltas.rates(ids, 13.0, [170, 160, None], unit=2.0)) == [5.0, 5.0, None]
     # d arrived and b left: the others keep their counters, matched by id
-    assert _values(deltas.rates(["d", "a", "c"], 14.0, [1, 171, 9])) == [None, 1.0, None]
-    assert _values(deltas.rates(["a", "b"], 15.0, [172, 500])) == [1.0, None]  # b forgotten
-    assert _values(deltas.rates(["a"], 15.0, [180])) == [None]  # no time passed
+    assert listed(deltas.rates(["d", "a", "c"], 14.0, [1, 171, 9])) == [None, 1.0, None]
+    assert listed(deltas.rates(["a", "b"], 15.0, [172, 500])) == [1.0, None]  # b forgotten
+    assert listed(deltas.rates(["a"], 15.0, [180])) == [None]  # no time passed
     with pytest.raises(ValueError, match="2 objects for 1 counters"):
         deltas.rates(["a", "b"], 16.0, [1])
 

@@ -4,7 +4,6 @@ input."""
 
 from __future__ import annotations
 
-import math
 from array import array
 from typing import Any
 
@@ -15,21 +14,15 @@ from hypothesis import strategies as st
 from koordlet.system import native
 from koordlet.system.cgroup import columns, pyio
 from koordlet.system.cgroup.columns import Column
-
-
-def _listed(column: Column) -> list[float | None]:
-    values, missing = column
-    out = [None if math.isnan(v) else v for v in values]
-    assert out.count(None) == missing
-    return out
+from tests.koordlet.floatcolumns import listed
 
 
 def test_total_sums_the_first_values_exactly(backend):
     big = 1 << 62
     cells = [(1, 2, 3, 100), None, (1, None, 3, 4), (big, big, big, 0), (2**53, 1, 0, 0)]
     # int64 overflow and values past a double's exact range are summed as Python ints
-    assert _listed(columns.total(cells, 3)) == [6.0, None, None, float(3 * big), float(2**53 + 1)]
-    assert _listed(columns.total(cells, 0)) == [0.0, None, 0.0, 0.0, 0.0]
+    assert listed(columns.total(cells, 3)) == [6.0, None, None, float(3 * big), float(2**53 + 1)]
+    assert listed(columns.total(cells, 0)) == [0.0, None, 0.0, 0.0, 0.0]
 
 
 def test_a_cell_shorter_than_asked_is_refused(backend):
@@ -42,7 +35,7 @@ def test_a_cell_shorter_than_asked_is_refused(backend):
 def test_growth_is_the_rate_of_each_counter(backend):
     current = [300, 100, None, 50, 2**70 + 10]
     previous = [100, 200, 5, None, 2**70]
-    assert _listed(columns.growth(current, previous, 2.0, 10.0)) == [10.0, None, None, None, 0.5]
+    assert listed(columns.growth(current, previous, 2.0, 10.0)) == [10.0, None, None, None, 0.5]
     with pytest.raises(ValueError, match="2 counters for 1 previous"):
         columns.growth([1, 2], [1], 1.0)
     with pytest.raises(ZeroDivisionError):
@@ -55,11 +48,11 @@ def test_ratio_is_one_counters_growth_over_anothers(backend):
     # (nr_periods, nr_throttled, throttled_ns), as the pod collector's throttling
     current = [(110, 30, 0), (50, 5, 0), (50, 6, 0), (10, 1, 0), None, (3, 2, 0)]
     previous = [(100, 25, 0), (50, 5, 0), (50, 5, 0), (20, 0, 0), (1, 1, 1), (2, 3, 0)]
-    assert _listed(columns.ratio(current, previous, 0, 1)) == [0.5, 0.0, 0.0, None, None, None]
+    assert listed(columns.ratio(current, previous, 0, 1)) == [0.5, 0.0, 0.0, None, None, None]
 
 
 def test_unknown_is_all_missing():
-    assert _listed(columns.unknown(3)) == [None, None, None]
+    assert listed(columns.unknown(3)) == [None, None, None]
 
 
 _counter = st.one_of(st.none(), st.integers(0, 2**66), st.integers(-5, 5))
@@ -93,10 +86,10 @@ def test_native_and_twin_give_the_same_columns(pairs: list[tuple[Any, Any]], div
 def test_strided_takes_one_value_of_each_row(backend):
     values = array("q", [150, 1, 2, 0, 7, 9])
     present = bytes([1, 1, 1, 0, 1, 0])
-    assert _listed(columns.strided(values, present, 0, 3, 100.0)) == [1.5, None]
-    assert _listed(columns.strided(values, present, 2, 3)) == [2.0, None]
-    assert _listed(columns.flags(present, 2, 3, 0)) == [1.0, None]
-    assert _listed(columns.flags(present, 2, 3, 1)) == [1.0, 0.0]
+    assert listed(columns.strided(values, present, 0, 3, 100.0)) == [1.5, None]
+    assert listed(columns.strided(values, present, 2, 3)) == [2.0, None]
+    assert listed(columns.flags(present, 2, 3, 0)) == [1.0, None]
+    assert listed(columns.flags(present, 2, 3, 1)) == [1.0, 0.0]
     with pytest.raises(ValueError, match="no column at 3 of rows of 3"):
         columns.strided(values, present, 3, 3)
     with pytest.raises(ValueError, match="6 values for 5 flags"):
