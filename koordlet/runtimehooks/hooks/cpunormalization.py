@@ -107,15 +107,24 @@ class CPUNormalization(HookBase):
     def __init__(self) -> None:
         #: the last ratio read from the node (a malformed annotation keeps it)
         self._ratio = DISABLED
+        #: the malformed annotation last warned about (one warning, not one per pod)
+        self._warned: str | None = None
 
     def _current_ratio(self, node: NodeFacts) -> float:
         annotations = ((node.node or {}).get("metadata") or {}).get("annotations")
         try:
             ratio = get_cpu_normalization_ratio(annotations)
         except AnnotationError as err:
-            if self._ratio != DISABLED:
-                log.warning("%s: %s; keeping the ratio %s", NAME, err, self._ratio)
+            if str(err) != self._warned:
+                self._warned = str(err)
+                kept = (
+                    "normalization stays off"
+                    if self._ratio == DISABLED
+                    else f"keeping the ratio {self._ratio}"
+                )
+                log.warning("%s: %s; %s", NAME, err, kept)
             return self._ratio
+        self._warned = None
         self._ratio = UNSET if ratio is None else ratio
         return self._ratio
 

@@ -113,6 +113,17 @@ def test_cpu_burst_owns_the_quota_while_its_gate_is_on(any_host):
     assert _quotas(any_host, pod, node) == [None, None]
 
 
+def test_a_malformed_ratio_is_warned_about_once(any_host, caplog):
+    pod = meta(any_host, _ls().container("a", cid=CIDS[0], limits={"cpu": "1"}).build())
+    hook = CPUNormalization()
+    _quotas(any_host, pod, facts(any_host, node=_node("2"), gates=GATES), hook)
+    for _ in range(3):  # a reconcile each: pod and container contexts
+        _quotas(any_host, pod, facts(any_host, node=_node("fast"), gates=GATES), hook)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "keeping the ratio 2.0" in warnings[0]
+
+
 def test_a_malformed_ratio_keeps_the_last_good_one(any_host):
     pod = meta(any_host, _ls().container("a", cid=CIDS[0], limits={"cpu": "1"}).build())
     hook = CPUNormalization()
