@@ -200,11 +200,9 @@ class CounterDeltas:
     def __init__(self) -> None:
         self._ids: Sequence[Hashable] = []
         self._then: float | None = None
-        self._last: Sequence[Any] = []
+        self._last: list[Any] = []
 
-    def shift(
-        self, ids: Sequence[Hashable], now: float, values: Sequence[Any]
-    ) -> tuple[float | None, Sequence[Any]]:
+    def shift(self, ids: Sequence[Hashable], now: float, values: list[Any]) -> tuple[float | None, list[Any]]:
         """Keep ``values`` (one per object of ``ids``: a counter or a tuple of counters)
         and return the seconds since the previous call (None on the first call and when
         no time passed) with the previous values, aligned with ``ids`` (None for an object
@@ -226,7 +224,7 @@ class CounterDeltas:
         elapsed, last = self.shift(ids, now, counters)
         if elapsed is None:
             return unknown(len(ids))
-        return columns.growth(counters, list(last), elapsed, unit)
+        return columns.growth(counters, last, elapsed, unit)
 
 
 class Collector(Protocol):

@@ -88,7 +88,7 @@ class PodResourceCollector(CollectorBase):
         if elapsed is None:
             ratios = unknown(len(throttling))
         else:
-            ratios = cgroup_columns.ratio(throttling, list(last_throttling), _PERIODS, _THROTTLED)
+            ratios = cgroup_columns.ratio(throttling, last_throttling, _PERIODS, _THROTTLED)
         put(kinds.CONTAINER_CPU_THROTTLED, kinds.POD_CPU_THROTTLED, ratios)
 
         self.ctx.cache.append_rows(rows)
