@@ -185,6 +185,14 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "resource collection period",
     ),
     (
+        "--qos-pressure-probe-interval",
+        "qos_pressure_probe_interval",
+        duration_flag,
+        0.25,
+        "how often node CPU and memory are checked for a jump past a QoS threshold between "
+        "collections, which then run at once (0, or at least the collect interval: off)",
+    ),
+    (
         "--collect-sys-metric-outdated-interval",
         "collect_sys_metric_outdated_interval",
         duration_flag,
@@ -480,6 +488,7 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         coldpage_collector_interval=args.coldpage_collector_interval,
         resctrl_collector_interval=args.resctrl_collector_interval,
         enable_resctrl_collector=args.enable_resctrl_collector,
+        pressure_probe_interval=args.qos_pressure_probe_interval,
     )
     return AgentConfig(
         node_name=node_name,

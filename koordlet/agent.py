@@ -331,7 +331,7 @@ class Agent:
                     config.gates,
                     config.collectors,
                 )
-                self.runner = CollectorRunner(build_collectors(ctx, COLLECTORS))
+                self.runner = CollectorRunner(build_collectors(ctx, COLLECTORS), hastening=ctx.hastening)
                 self.runner.start()
                 try:
                     async with asyncio.timeout(config.collectors_start_timeout):

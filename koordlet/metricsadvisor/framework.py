@@ -18,7 +18,7 @@ import logging
 import operator
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -61,6 +61,8 @@ class CollectorConfig:
     coldpage_collector_interval: float = 5.0
     resctrl_collector_interval: float = 10.0
     enable_resctrl_collector: bool = False
+    #: this koordlet's ``--qos-pressure-probe-interval`` (collectors.pressureprobe)
+    pressure_probe_interval: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,24 @@ class SharedState:
             )
 
 
+class Hastening:
+    """Collectors asked for ahead of their schedule: a collector requests them during its
+    tick (on the collection thread), the runner takes them once the batch is over."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names: set[str] = set()
+
+    def request(self, names: Iterable[str]) -> None:
+        with self._lock:
+            self._names.update(names)
+
+    def take(self) -> set[str]:
+        with self._lock:
+            names, self._names = self._names, set()
+        return names
+
+
 @dataclass
 class CollectContext:
     paths: HostPaths
@@ -104,6 +124,8 @@ class CollectContext:
     gates: FeatureGates
     config: CollectorConfig = field(default_factory=CollectorConfig)
     shared: SharedState = field(default_factory=SharedState)
+    #: collections requested ahead of schedule (the runner given it honours them)
+    hastening: Hastening = field(default_factory=Hastening)
     #: the cgroup stats reader every collector shares (its kept descriptors)
     reader: StatsReader = field(init=False)
 
@@ -287,11 +309,19 @@ BATCH_SLACK_S = 0.05
 
 class CollectorRunner:
     """Runs each collector every ``interval`` (read again after each of its ticks: the
-    CPI collector changes it) in one worker thread, those due together in one batch."""
+    CPI collector changes it) in one worker thread, those due together in one batch. The
+    collectors a tick asked for through ``hastening`` run right after its batch (and are
+    next due an interval after that)."""
 
-    def __init__(self, collectors: Sequence[Collector], clock: Now = SYSTEM_CLOCK.time) -> None:
+    def __init__(
+        self,
+        collectors: Sequence[Collector],
+        clock: Now = SYSTEM_CLOCK.time,
+        hastening: Hastening | None = None,
+    ) -> None:
         self.collectors = list(collectors)
         self.clock = clock
+        self.hastening = hastening if hastening is not None else Hastening()
         self.failures: dict[str, int] = {c.NAME: 0 for c in collectors}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koordlet-collect")
         self._tasks: list[asyncio.Task[None]] = []
@@ -325,6 +355,12 @@ class CollectorRunner:
                     listener(collector.NAME)
             if not self._all_started.is_set() and self.all_started():
                 self._all_started.set()
+            hastened = self.hastening.take()
+            if hastened:
+                now = time.monotonic()
+                for collector in self.collectors:
+                    if collector.NAME in hastened:
+                        due[collector] = now
             await asyncio.sleep(max(min(due.values()) - time.monotonic(), 0.0))
 
     def start(self) -> None:

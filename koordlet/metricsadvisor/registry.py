@@ -12,6 +12,7 @@ from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollecto
 from koordlet.metricsadvisor.collectors.nodestorageinfo import NodeStorageInfoCollector
 from koordlet.metricsadvisor.collectors.performance import PSICollector
 from koordlet.metricsadvisor.collectors.podresource import PodResourceCollector
+from koordlet.metricsadvisor.collectors.pressureprobe import PressureProbe
 from koordlet.metricsadvisor.collectors.resctrl import ResctrlCollector
 from koordlet.metricsadvisor.collectors.sysresource import SystemResourceCollector
 from koordlet.metricsadvisor.framework import CollectorFactory
@@ -29,4 +30,6 @@ COLLECTORS: list[tuple[str, CollectorFactory]] = [
     (CPICollector.NAME, CPICollector),
     (ResctrlCollector.NAME, ResctrlCollector),
     (ColdPageCollector.NAME, ColdPageCollector),
+    # last: in a batch with the usage collectors, it sees their fresh collection
+    (PressureProbe.NAME, PressureProbe),
 ]

@@ -196,11 +196,13 @@ class NodeStatsReader:
     the batch, in C where the extension is built. The NUMA directory is listed on each
     read; the batch is rebuilt when its nodes change. The same values as
     :func:`read_proc_stat`, :func:`read_meminfo` and :func:`read_numa_meminfo`, and the
-    same domain errors for ``/proc/stat`` and ``/proc/meminfo``.
+    same domain errors for ``/proc/stat`` and ``/proc/meminfo``. With ``numa`` false, only
+    those two are read (``NodeStats.numa`` is an empty dict).
     """
 
-    def __init__(self, paths: HostPaths, cache: io.FileCache | None = None) -> None:
+    def __init__(self, paths: HostPaths, cache: io.FileCache | None = None, *, numa: bool = True) -> None:
         self.paths = paths
+        self.numa = numa
         self.cache = cache if cache is not None else io.new_file_cache()
         self._stat = paths.proc("stat")
         self._meminfo = paths.proc("meminfo")
@@ -221,7 +223,7 @@ class NodeStatsReader:
         return self._batch
 
     def read(self) -> NodeStats:
-        nodes = numa_nodes(self.paths)
+        nodes = numa_nodes(self.paths) if self.numa else []
         batch = self._batch if nodes == self._nodes and self._batch is not None else self._compile(nodes)
         failed: list[int] = []
         cells = batch.read(failed)

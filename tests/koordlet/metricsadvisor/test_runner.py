@@ -105,3 +105,31 @@ async def test_a_collector_that_changes_its_interval_is_run_on_the_new_one():
     finally:
         await runner.stop()
     assert changing.ticks == 2  # the start, then 0.2 s later; then its 5 s wait
+
+
+async def test_collectors_a_tick_hastens_run_right_after_its_batch():
+    """A probe's request brings the named collectors forward (they are next due an interval
+    after that); one it does not name keeps its schedule."""
+    journal: list[tuple[str, str]] = []
+    usage = Recording("usage", 600.0, journal)
+    other = Recording("other", 600.0, journal)
+    probe = Recording("probe", 0.1, journal)
+    runner = CollectorRunner([usage, other, probe])
+
+    def collect(now: float, original=probe.collect) -> None:
+        original(now)
+        if probe.ticks == 3:
+            runner.hastening.request(["usage"])
+
+    probe.collect = collect  # type: ignore[method-assign]
+    runner.listeners.append(lambda name: journal.append(("listen", name)))
+    runner.start()
+    try:
+        await eventually(lambda: probe.ticks >= 6, within=20)
+    finally:
+        await runner.stop()
+    ticks = [name for event, name in journal if event == "tick"]
+    # the third probe tick asked: usage ran before the probe's next (in its batch or alone)
+    assert ticks[:6] == ["usage", "other", "probe", "probe", "probe", "usage"]
+    # 600 s intervals: only the request ran usage again
+    assert (usage.ticks, other.ticks) == (2, 1)
