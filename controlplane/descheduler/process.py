@@ -11,7 +11,6 @@ and the descheduler (rounds and migration controller) on the leader only.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -19,14 +18,8 @@ from aiohttp import web
 from controlplane.descheduler.config import DeschedulerConfig
 from controlplane.descheduler.descheduler import Descheduler
 from controlplane.descheduler.metrics import DeschedulerMetrics
-from controlplane.reactor.leading import (
-    SyncError,
-    default_identity,
-    informers_ready,
-    lease_elector,
-    sync_then_lead,
-)
-from controlplane.reactor.serving import SiteSpec, metrics_app, ok, readiness_handler, start_site
+from controlplane.reactor.process import LeadingProcess, ProcessError
+from controlplane.reactor.serving import metrics_app, start_site
 from koordinator.cli import (
     LEASE_DURATION_S,
     RENEW_DEADLINE_S,
@@ -36,21 +29,13 @@ from koordinator.cli import (
 )
 from koordinator.kube.client import ApiClient
 from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
-from koordinator.kube.leaderelection import LeaderElector
 from koordinator.metrics.exposition import render_python_client
 
 __all__ = ["COMPONENT", "DeschedulerProcess", "ProcessError", "ProcessOptions"]
 
-log = logging.getLogger(__name__)
-
 COMPONENT = "koord-descheduler"
 LEASE_NAMESPACE = "koordinator-system"
 LEASE_NAME = "koord-descheduler"
-
-
-class ProcessError(RuntimeError):
-    """The descheduler could not start (exit status 1)."""
 
 
 @dataclass(frozen=True)
@@ -65,27 +50,20 @@ class ProcessOptions:
     identity: str = ""
 
 
-class DeschedulerProcess:
+class DeschedulerProcess(LeadingProcess[ProcessOptions]):
+    WORK = "descheduling"
+
     def __init__(self, client: ApiClient, config: DeschedulerConfig, options: ProcessOptions) -> None:
-        self.client = client
         self.config = config
-        self.options = options
-        self.identity = options.identity or default_identity()
         self.metrics = DeschedulerMetrics()
-        self.elector: LeaderElector | None = None
-        writer = client
-        if options.leader_elect:
-            self.elector = lease_elector(client, options, self.identity, self._lead, self._stopped_leading)
-            writer = client.with_write_guard(self.elector.check_lease)
-        self.factory = InformerFactory(client)
+        super().__init__(client, options, self.metrics.is_leader)
         self.descheduler = Descheduler(
             config,
-            writer,
+            self.writer,
             self.factory,
-            recorder=EventRecorder(writer, COMPONENT, self.identity),
+            recorder=EventRecorder(self.writer, COMPONENT, self.identity),
             metrics=self.metrics,
         )
-        self._sites: list[SiteSpec] = []
 
     async def serve(self) -> None:
         """Start the health and metrics listener(s)."""
@@ -96,39 +74,12 @@ class DeschedulerProcess:
             apps[metrics] = metrics_app(self.metrics.registry, render_python_client)
         if health[1]:
             app = apps.setdefault(health, web.Application())
-            app.router.add_get("/healthz", ok)
-            app.router.add_get("/readyz", readiness_handler(informers_ready(self.factory)))
+            self.add_health(app)
         for (host, port), app in apps.items():
             try:
                 self._sites.append(await start_site(app, host, port))
             except OSError as err:
                 raise ProcessError(cannot_listen(host, port, err)) from None
 
-    def _stopped_leading(self) -> None:
-        self.metrics.is_leader.labels(self.options.lease_name).set(0)
-
-    async def _lead(self) -> None:
-        self.metrics.is_leader.labels(self.options.lease_name).set(1)
-        log.info("leading: descheduling starts")
+    async def work(self) -> None:
         await self.descheduler.run()
-
-    async def run(self) -> int:
-        """Serve, sync, then deschedule (as the leader); returns the exit status."""
-        await self.serve()
-        options = self.options
-        try:
-            return await sync_then_lead(
-                self.factory,
-                options.cache_sync_timeout_s,
-                self.elector,
-                self._lead,
-                f"{options.lease_namespace}/{options.lease_name}",
-                self.identity,
-            )
-        except SyncError as err:
-            raise ProcessError(str(err)) from None
-
-    async def stop(self) -> None:
-        await self.factory.stop()
-        for site in self._sites:
-            await site.stop()

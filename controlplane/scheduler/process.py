@@ -14,46 +14,26 @@ leader election, and the scheduler loop on the leader only.
 
 from __future__ import annotations
 
-import logging
 import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane.reactor.leading import (
-    SyncError,
-    default_identity,
-    informers_ready,
-    lease_elector,
-    sync_then_lead,
-)
-from controlplane.reactor.serving import (
-    SiteSpec,
-    metrics_app,
-    ok,
-    readiness_handler,
-    self_signed_context,
-    start_site,
-)
+from controlplane.reactor.process import LeadingProcess, ProcessError
+from controlplane.reactor.serving import metrics_app, self_signed_context, start_site
 from controlplane.scheduler.config import SchedulerConfig
 from controlplane.scheduler.metrics import SchedulerMetrics
 from controlplane.scheduler.scheduler import Scheduler
 from koordinator.cli import cannot_listen
 from koordinator.kube.client import ApiClient
 from koordinator.kube.events import EventRecorder
-from koordinator.kube.informer.factory import InformerFactory
-from koordinator.kube.leaderelection import LeaderElector
 from koordinator.metrics.exposition import render_python_client
 
-log = logging.getLogger(__name__)
+__all__ = ["COMPONENT", "ProcessError", "ProcessOptions", "SchedulerProcess"]
 
 COMPONENT = "koord-scheduler"
 LEASE_NAMESPACE = "koordinator-system"
 LEASE_NAME = "koord-scheduler"
-
-
-class ProcessError(RuntimeError):
-    """The scheduler could not start or had to stop (exit status 1)."""
 
 
 @dataclass(frozen=True)
@@ -72,24 +52,20 @@ class ProcessOptions:
     identity: str = ""
 
 
-class SchedulerProcess:
+class SchedulerProcess(LeadingProcess[ProcessOptions]):
+    WORK = "scheduling"
+
     def __init__(self, client: ApiClient, config: SchedulerConfig, options: ProcessOptions) -> None:
-        self.client = client
         self.config = config
-        self.options = options
-        self.identity = options.identity or default_identity()
         self.metrics = SchedulerMetrics()
-        self.elector: LeaderElector | None = None
-        writer = client
-        if options.leader_elect:
-            self.elector = lease_elector(client, options, self.identity, self._lead, self._stopped_leading)
-            writer = client.with_write_guard(self.elector.check_lease)
-        self.factory = InformerFactory(client)
+        super().__init__(client, options, self.metrics.is_leader)
         self.scheduler = Scheduler(
-            writer, config, recorder=EventRecorder(writer, COMPONENT, self.identity), metrics=self.metrics
+            self.writer,
+            config,
+            recorder=EventRecorder(self.writer, COMPONENT, self.identity),
+            metrics=self.metrics,
         )
         self.scheduler.attach(self.factory)
-        self._sites: list[SiteSpec] = []
 
     def _tls(self) -> ssl.SSLContext:
         options = self.options
@@ -108,8 +84,7 @@ class SchedulerProcess:
         if options.secure_port == 0:
             return
         app = metrics_app(self.metrics.registry, render_python_client)
-        app.router.add_get("/healthz", ok)
-        app.router.add_get("/readyz", readiness_handler(informers_ready(self.factory)))
+        self.add_health(app)
         try:
             self._sites.append(await start_site(app, options.bind_address, options.secure_port, self._tls()))
         except OSError as err:
@@ -117,32 +92,8 @@ class SchedulerProcess:
                 f"{cannot_listen(options.bind_address, options.secure_port, err)} (set --secure-port)"
             ) from None
 
-    def _stopped_leading(self) -> None:
-        self.metrics.is_leader.labels(self.options.lease_name).set(0)
-
-    async def _lead(self) -> None:
-        self.metrics.is_leader.labels(self.options.lease_name).set(1)
-        log.info("leading: scheduling starts")
+    async def work(self) -> None:
         await self.scheduler.run()
 
-    async def run(self) -> int:
-        """Serve, sync, then schedule (as the leader); returns the exit status."""
-        await self.serve()
-        options = self.options
-        try:
-            return await sync_then_lead(
-                self.factory,
-                options.cache_sync_timeout_s,
-                self.elector,
-                self._lead,
-                f"{options.lease_namespace}/{options.lease_name}",
-                self.identity,
-            )
-        except SyncError as err:
-            raise ProcessError(str(err)) from None
-
-    async def stop(self) -> None:
-        await self.factory.stop()
-        for site in self._sites:
-            await site.stop()
+    async def drain(self) -> None:
         await self.scheduler.drain()
