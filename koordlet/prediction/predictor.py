@@ -227,7 +227,10 @@ class ProdReclaimablePredictor:
     reclaimable`` and ``..._peak`` per predictor (``podReclaimablePredictor``,
     ``priorityReclaimablePredictor``, ``minPredictor``; CPU in cores, memory in bytes), and
     ``koordlet_node_priority_resource_reclaimable`` of ``koord-prod`` (0 without a result,
-    as upstream records a failed prediction)."""
+    as upstream records a failed prediction), and ``koordlet_node_resource_priority_
+    reclaimable_status`` of ``koord-prod``: 1 with a result, 0 without (a cold start, a
+    model not trained yet, no allocatable), which tells a failed prediction from nothing
+    to reclaim. Upstream registers that gauge and never sets it."""
 
     name = "minPredictor"
 
@@ -249,10 +252,13 @@ class ProdReclaimablePredictor:
         out = _min(pod, priority) if pod is not None and priority is not None else None
         self._recorded(self.name, out, peak=False)
         if self.metrics is not None:
+            node, prod = self.metrics.node, str(PriorityClass.PROD)
             gauge = self.metrics.node_priority_resource_reclaimable
             value = out or ZERO
-            gauge.labels(self.metrics.node, str(PriorityClass.PROD), "cpu", CORE).set(value.cpu_milli / 1000)
-            gauge.labels(self.metrics.node, str(PriorityClass.PROD), "memory", BYTE).set(value.memory)
+            gauge.labels(node, prod, "cpu", CORE).set(value.cpu_milli / 1000)
+            gauge.labels(node, prod, "memory", BYTE).set(value.memory)
+            status = self.metrics.node_resource_priority_reclaimable_status
+            status.labels(node, prod).set(int(out is not None))
         return out
 
     def peak(self) -> Usage | None:

@@ -206,3 +206,24 @@ def test_answers_are_recorded_in_the_koordlet_metrics():
     assert value(peak, predictor="minPredictor", resource="cpu", unit="core") == 2.05
     prod = {"priority": "koord-prod", "resource": "cpu", "unit": "core"}
     assert value("node_priority_resource_reclaimable", **prod) == 1.45
+    assert value("node_resource_priority_reclaimable_status", priority="koord-prod") == 1
+
+
+def test_a_failed_prediction_sets_the_status_to_zero():
+    """Without a node allocatable there is no result: the reclaimable gauge reads 0, as
+    upstream's, and the status tells that from nothing to reclaim."""
+    metrics = KoordletMetrics(CollectorRegistry(), "node-1")
+    predictor = prod_reclaimable_factory(
+        models(),
+        lambda: {"status": {"allocatable": {"cpu": "4"}}},
+        cold_start_seconds=COLD_START,
+        safety_margin_percent=10,
+        clock=lambda: NOW,
+        metrics=metrics,
+    )()
+    assert predictor.result() is None
+    labels = {"node": "node-1", "priority": "koord-prod"}
+    registry = metrics.registry
+    assert registry.get_sample_value("koordlet_node_resource_priority_reclaimable_status", labels) == 0
+    reclaimable = {**labels, "resource": "cpu", "unit": "core"}
+    assert registry.get_sample_value("koordlet_node_priority_resource_reclaimable", reclaimable) == 0
