@@ -27,9 +27,12 @@ and that are Pending or Running take the NodeSLO ``cpuBurstStrategy`` overlaid w
   ``period * (cfsQuotaBurstPercent - 100)`` tokens, filled to a random fraction in [0, 50 %)
   when made; each round, at usage (last value, percent of the limit, the limit when unknown)
   of 100 % or more it loses ``(usage - 100) * whole seconds since the last round``, under 60 %
-  it gains ``(100 - usage) * seconds``; it allows while it holds tokens, is remade when its
-  capacity changes and dropped after ``2 * period`` idle. This is the one state a strategy
-  keeps between rounds; its clock is the snapshot's time and its random source is injected.
+  it gains ``(100 - usage) * seconds``; the fraction of a second left over counts in a
+  later round (upstream bug fixed: upstream drops it, so a round 0.99 s after the last
+  counts nothing and rounds less than a second apart never consume); it allows while it
+  holds tokens, is remade when its capacity changes and dropped after ``2 * period`` idle.
+  This is the one state a strategy keeps between rounds; its clock is the snapshot's time
+  and its random source is injected.
 
 Gauges: ``container_scaled_cfs_burst_us`` for every burst planned and
 ``container_scaled_cfs_quota_us`` for every quota changed (a container keeps its last
@@ -122,13 +125,16 @@ class BurstLimiter:
         return cls(capacity, int(capacity * fill), now, 2.0 * period_seconds)
 
     def allow(self, now: float, usage_percent: int) -> bool:
-        elapsed = int(now - self.last)
+        # whole seconds, as upstream; the bucket's clock advances by those only, so the
+        # fraction counts in a later round (upstream drops it: a round 0.99 s after the
+        # last counts nothing, and rounds closer than a second never consume)
+        elapsed = max(int(now - self.last), 0)
         if usage_percent >= LIMITER_CONSUME_PERCENT:
             self.tokens -= (usage_percent - 100) * elapsed
         elif usage_percent < LIMITER_SAVE_PERCENT:
             self.tokens += (100 - usage_percent) * elapsed
         self.tokens = max(min(self.tokens, self.capacity), -self.capacity)
-        self.last = now
+        self.last = self.last + elapsed if now >= self.last else now
         return self.tokens > 0
 
     def expired(self, now: float) -> bool:

@@ -107,6 +107,24 @@ def test_limiter_consumes_above_the_limit_and_saves_below_60_percent():
     assert limiter.expired(NOW + 54.5)
 
 
+def test_limiter_carries_the_fraction_of_a_second_to_the_next_round():
+    """Upstream bug fixed: upstream counts whole seconds since the last round and drops the
+    rest, so rounds less than a second apart (a collection brought forward) never
+    consume; here the bucket's clock keeps the fraction."""
+    limiter = BurstLimiter.new(10, 300, NOW, 0.25)  # 500 tokens
+    for quarter in range(1, 9):  # two seconds of rounds every 250 ms at 150 %
+        limiter.allow(NOW + quarter * 0.25, 150)
+    assert limiter.tokens == 500 - 2 * 50
+    limiter.allow(NOW + 2.99, 150)  # 0.99 s since the bucket's clock: nothing yet
+    assert limiter.tokens == 400
+    limiter.allow(NOW + 3.01, 150)  # the second completes
+    assert limiter.tokens == 350
+    limiter.allow(NOW + 1.0, 150)  # the clock went back: nothing counted, restarts there
+    assert limiter.tokens == 350
+    limiter.allow(NOW + 2.0, 150)
+    assert limiter.tokens == 300
+
+
 # --- cpuBurstOnly -------------------------------------------------------------------------------------
 
 
