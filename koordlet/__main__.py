@@ -44,6 +44,7 @@ from koordinator.cli import (
     tolerate_closed_stdout,
 )
 from koordlet.agent import AgentConfig, run_agent
+from koordlet.metricsadvisor.collectors.pressureprobe import MIN_INTERVAL_S as MIN_PROBE_INTERVAL_S
 from koordlet.metricsadvisor.framework import CollectorConfig
 from koordlet.prediction import PredictionConfig, checkpoint_dir_under
 from koordlet.prediction.config import DEFAULT_CHECKPOINT_FILEPATH
@@ -111,6 +112,15 @@ def _hook_types(text: str) -> tuple[HookType, ...]:
     except ValueError:
         known = ", ".join(h.value for h in HookType)
         raise argparse.ArgumentTypeError(f"{text!r}: hook points are {known}") from None
+
+
+def _probe_interval(text: str) -> float:
+    seconds = duration_flag(text)
+    if 0 < seconds < MIN_PROBE_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: at least {MIN_PROBE_INTERVAL_S * 1000:.0f}ms, or 0 to turn the pressure probe off"
+        )
+    return seconds
 
 
 def _failure_policy(text: str) -> FailurePolicy:
@@ -187,7 +197,7 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
     (
         "--qos-pressure-probe-interval",
         "qos_pressure_probe_interval",
-        duration_flag,
+        _probe_interval,
         0.25,
         "how often node CPU and memory are checked for a jump past a QoS threshold between "
         "collections, which then run at once (0, or at least the collect interval: off)",

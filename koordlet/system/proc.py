@@ -196,13 +196,16 @@ class NodeStatsReader:
     the batch, in C where the extension is built. The NUMA directory is listed on each
     read; the batch is rebuilt when its nodes change. The same values as
     :func:`read_proc_stat`, :func:`read_meminfo` and :func:`read_numa_meminfo`, and the
-    same domain errors for ``/proc/stat`` and ``/proc/meminfo``. With ``numa`` false, only
-    those two are read (``NodeStats.numa`` is an empty dict).
+    same domain errors for ``/proc/stat`` and ``/proc/meminfo``. With ``totals_only``, only
+    those two are read and only the aggregate ``cpu`` line of ``/proc/stat`` is parsed
+    (``ProcStat.per_cpu`` and ``NodeStats.numa`` are empty).
     """
 
-    def __init__(self, paths: HostPaths, cache: io.FileCache | None = None, *, numa: bool = True) -> None:
+    def __init__(
+        self, paths: HostPaths, cache: io.FileCache | None = None, *, totals_only: bool = False
+    ) -> None:
         self.paths = paths
-        self.numa = numa
+        self.totals_only = totals_only
         self.cache = cache if cache is not None else io.new_file_cache()
         self._stat = paths.proc("stat")
         self._meminfo = paths.proc("meminfo")
@@ -223,14 +226,17 @@ class NodeStatsReader:
         return self._batch
 
     def read(self) -> NodeStats:
-        nodes = numa_nodes(self.paths) if self.numa else []
+        nodes = [] if self.totals_only else numa_nodes(self.paths)
         batch = self._batch if nodes == self._nodes and self._batch is not None else self._compile(nodes)
         failed: list[int] = []
         cells = batch.read(failed)
         if failed and failed[0] < 2:  # /proc/stat or /proc/meminfo: the tick has nothing to report
             path = self._stat if failed[0] == 0 else self._meminfo
             raise from_oserror(cast(OSError, cells[failed[0]]), directory=path.parent)
-        stat = parse_proc_stat(cast(bytes, cells[0]).decode(errors="replace"), self._stat)
+        raw = cast(bytes, cells[0])
+        if self.totals_only:  # the aggregate line comes first
+            raw = raw.split(b"\n", 1)[0]
+        stat = parse_proc_stat(raw.decode(errors="replace"), self._stat)
         values = cast(tuple[int | None, ...], cells[1])
         fields = {name: v for name, v in zip(_MEMINFO_FIELDS, values, strict=True) if v is not None}
         if "MemTotal" not in fields:

@@ -93,6 +93,13 @@ def test_tsdb_path_defaults_to_upstreams_and_empty_means_memory(tmp_path):
     assert empty.metric_data_dir is None
 
 
+@pytest.mark.parametrize(("flag", "seconds"), [([], 0.25), (["--qos-pressure-probe-interval=0"], 0.0)])
+def test_pressure_probe_interval_flag(tmp_path, flag, seconds):
+    roots = host_root_argv(HostPaths.rooted(tmp_path))
+    config = agent_config(build_parser().parse_args([*roots, *flag]), {"NODE_NAME": "n"})
+    assert config.collectors.pressure_probe_interval == seconds
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -150,6 +157,7 @@ def test_cluster_mode_requires_node_name(monkeypatch, capsys):
         ["--enable-node-metric-report=maybe"],
         ["--addr=nowhere"],
         ["--tsdb-max-bytes=1.2.3"],
+        ["--qos-pressure-probe-interval=1ms"],
     ],
 )
 def test_bad_flag_values_exit_2_in_one_line(argv, capsys):

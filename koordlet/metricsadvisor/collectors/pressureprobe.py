@@ -4,76 +4,90 @@ jumps past a QoS threshold between two collections.
 The QoS strategies act on fresh usage as soon as the node and pod usage collectors deliver
 it, so pressure that appears just after a collection waits up to a whole
 ``--collect-res-used-interval`` before CPUSuppress or MemoryEvict sees it. The probe reads
-only ``/proc/stat`` and ``/proc/meminfo`` (kept descriptors, no NUMA files) every
+``/proc/stat``'s aggregate ``cpu`` line and ``/proc/meminfo`` (kept descriptors) every
 ``--qos-pressure-probe-interval`` (250ms; 0, or one at least as long as the collect
 interval, turns it off) and computes the node's CPU, in cores over the time since its
 previous read, and its memory used, as NodeResourceCollector does. It asks the runner to
 collect NodeResourceCollector and PodResourceCollector now
-(:class:`~koordlet.metricsadvisor.framework.Hastening`)
-when, with the NodeSLO's ``resourceUsedThresholdWithBE.enable`` on, either
+(:class:`~koordlet.metricsadvisor.framework.Hastening`) when, with the NodeSLO's
+``resourceUsedThresholdWithBE.enable`` on, one of them *jumped* past its threshold: it is
+at or above the threshold and at least :data:`STEP` of the capacity above the last
+collection's value. The thresholds:
 
-* CPU is at or above ``cpuSuppressThresholdPercent`` of the Node's CPU capacity (BE pods
-  are held back only above it: their allowance is that share less what everything else
-  uses), with the BECPUSuppress gate on, or
-* memory is at or above ``memoryEvictThresholdPercent`` of the Node's memory capacity
-  (BEMemoryEvict's and MemoryEvict's trigger), with one of those gates on,
+* CPU: ``cpuSuppressThresholdPercent`` of the Node's CPU capacity (BE pods are held back
+  only above it: their allowance is that share less what everything else uses), with the
+  BECPUSuppress gate on and BECPUManager off (CPUSuppress then suppresses nothing);
+* memory: ``memoryEvictThresholdPercent`` of the Node's memory capacity (BEMemoryEvict's and
+  MemoryEvict's trigger), with one of those gates on.
 
-and the last collection's value was not (the threshold was just crossed), or is at least
-:data:`STEP` of the capacity lower (it rose further while above). It hastens at most once
-per collect interval, never right after a collection (less than a probe interval ago),
-and writes nothing itself: the hastened collection's samples are what the strategies,
-the NodeMetric and the predictor read, like any other collection's. While it has nothing
-to watch (the NodeSLO's switch off, as by default, or the gates off) it reads nothing and
-ticks on the collect interval, in the batch of the collections: it costs no wake-up of
-its own (on a VM, each is worth a tenth of a millisecond or more).
+A node whose usage merely hovers at a threshold (BE pods using all CPUSuppress leaves them
+keep it there) does not count as jumping: it takes a rise of a tenth of the capacity. The
+probe also hastens at most once every :data:`HOLD_OFF_INTERVALS` collect intervals, not on
+its first tick after a collection (the strategies have just seen the same), and not while
+the usage collectors deliver nothing (:data:`STALE_INTERVALS`): at most a third more
+collections than without it, whatever the load. It writes no samples: the hastened
+collection's are what the strategies, the NodeMetric and the predictor read, like any
+other collection's. Its own timing is monotonic, so a step of the wall clock neither
+stops nor repeats it.
+
+While it has nothing to watch (the NodeSLO's switch off, as by default, or the gates off)
+it reads nothing and times its next tick to the next collection, so that it runs in the
+collections' batch and costs no wake-up of its own (on a VM each costs a tenth of a
+millisecond or more). A read that fails is logged once, until one succeeds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from koordinator.api.features import FeatureGates
 from koordinator.api.quantity import Quantity, QuantityError
+from koordinator.api.sloconfig.nodeslo import default_resource_threshold_strategy
 from koordinator.api.types.slo import NodeSLOSpec
 from koordlet.metricsadvisor.collectors.noderesource import NodeResourceCollector
 from koordlet.metricsadvisor.collectors.podresource import PodResourceCollector
-from koordlet.metricsadvisor.framework import CollectContext, CollectorBase
+from koordlet.metricsadvisor.framework import CollectContext, CollectorBase, UsagePoint
 from koordlet.system import kernel, proc
+from koordlet.system.errors import HostError
 
-#: a rise, as a share of the capacity, that hastens again while usage stays above a threshold
-STEP = 0.05
+log = logging.getLogger(__name__)
+
+#: the rise since the last collection, as a share of the capacity, that makes a jump
+STEP = 0.1
+#: at most one hastened collection in this many collect intervals
+HOLD_OFF_INTERVALS = 2
+#: no hastening while the last collection is older than this many collect intervals
+STALE_INTERVALS = 2
 #: what a hastened collection collects: the usage the QoS strategies are woken by
 HASTENED = (NodeResourceCollector.NAME, PodResourceCollector.NAME)
-#: CPUSuppress's threshold when the NodeSLO gives none
-DEFAULT_CPU_PERCENT = 65
+#: the shortest --qos-pressure-probe-interval besides 0 (off)
+MIN_INTERVAL_S = 0.05
 
 
-def crossed(probed: float, collected: float, percent: int | None, capacity: float | None) -> bool:
-    """Whether ``probed`` is at or above ``percent`` of ``capacity`` while ``collected`` was
-    below it, or has risen by at least :data:`STEP` of ``capacity`` since; False when the
-    percent or the capacity is unknown."""
+def jumped(probed: float, collected: float, percent: int | None, capacity: float | None) -> bool:
+    """Whether ``probed`` is at or above ``percent`` of ``capacity`` and at least :data:`STEP`
+    of ``capacity`` above ``collected``; False when the percent or the capacity is unknown."""
     if percent is None or capacity is None:
         return False
-    threshold = capacity * percent / 100
-    return probed >= threshold and (collected < threshold or probed - collected >= STEP * capacity)
+    return probed >= capacity * percent / 100 and probed - collected >= STEP * capacity
 
 
 def thresholds(slo: NodeSLOSpec | None, gates: FeatureGates) -> tuple[int | None, int | None]:
-    """The CPU and memory percents the probe watches, None for one it does not: CPU with
-    the BECPUSuppress gate on (65 % when the NodeSLO gives none, as CPUSuppress), memory
-    with BEMemoryEvict or MemoryEvict on and a percent set (without one they plan
-    nothing); neither while the NodeSLO's switch is off."""
+    """The CPU and memory percents the probe watches, None for one it does not (see the
+    module's docstring); neither while the NodeSLO's switch is off."""
     strategy = slo.resource_used_threshold_with_be if slo is not None else None
     if strategy is None or not strategy.enable:
         return None, None
-    cpu = strategy.cpu_suppress_threshold_percent
-    memory = strategy.memory_evict_threshold_percent
+    cpu: int | None = None
+    if gates.enabled("BECPUSuppress") and not gates.enabled("BECPUManager"):
+        cpu = strategy.cpu_suppress_threshold_percent
+        if cpu is None:  # CPUSuppress's default
+            cpu = default_resource_threshold_strategy().cpu_suppress_threshold_percent
     memory_on = gates.enabled("BEMemoryEvict") or gates.enabled("MemoryEvict")
-    return (
-        (DEFAULT_CPU_PERCENT if cpu is None else cpu) if gates.enabled("BECPUSuppress") else None,
-        memory if memory_on else None,
-    )
+    return cpu, strategy.memory_evict_threshold_percent if memory_on else None
 
 
 def capacity(node: Mapping[str, Any] | None, name: str) -> float | None:
@@ -90,12 +104,17 @@ def capacity(node: Mapping[str, Any] | None, name: str) -> float | None:
 class PressureProbe(CollectorBase):
     NAME = "PressureProbe"
 
-    def __init__(self, ctx: CollectContext) -> None:
+    def __init__(self, ctx: CollectContext, monotonic: Callable[[], float] = time.monotonic) -> None:
         super().__init__(ctx, ctx.config.pressure_probe_interval)
-        self._reader = proc.NodeStatsReader(ctx.paths, numa=False)
-        #: busy ticks and time of the previous read
+        self._monotonic = monotonic
+        self._reader = proc.NodeStatsReader(ctx.paths, totals_only=True)
+        #: busy ticks and (monotonic) time of the previous read
         self._last: tuple[int, float] | None = None
+        #: the last collection seen, and when the probe first saw it
+        self._collection: UsagePoint | None = None
+        self._collection_seen = float("-inf")
         self._hastened_at = float("-inf")
+        self._failing = False
         #: nothing to wait for: the agent's start does not depend on the probe
         self.started = True
 
@@ -105,29 +124,57 @@ class PressureProbe(CollectorBase):
     def close(self) -> None:
         self._reader.close()
 
+    def _idle(self, now: float, collected: UsagePoint | None) -> None:
+        """Nothing to watch: the next tick comes with the next collection, which the last
+        one's time gives (``now`` and it are the runner's wall clock; a collection that
+        failed since keeps the phase), and no rate spans the pause."""
+        every = self.ctx.config.collect_res_used_interval
+        wait = every if collected is None else (collected.timestamp - now) % every
+        self.interval = max(wait, MIN_INTERVAL_S)
+        self._last = None
+
+    def _read(self, at: float) -> tuple[int, float] | None:
+        """The busy ticks and memory used, or None when the files cannot be read."""
+        try:
+            stats = self._reader.read()
+        except HostError as err:
+            if not self._failing:
+                log.warning("pressure probe: %s (no probing until it can be read)", err)
+            self._failing, self._last = True, None
+            return None
+        if self._failing:
+            log.info("pressure probe: /proc/stat and /proc/meminfo read again")
+            self._failing = False
+        return stats.stat.total.busy, float(stats.meminfo.used_bytes)
+
     def collect(self, now: float) -> None:
         config = self.ctx.config
+        at = self._monotonic()
+        collected = self.ctx.shared.node
+        fresh = collected is not self._collection
+        if fresh:
+            self._collection, self._collection_seen = collected, at
         cpu_percent, memory_percent = thresholds(self.ctx.states.get_node_slo(), self.ctx.gates)
         if cpu_percent is None and memory_percent is None:
-            # nothing to watch: tick with the collections (no wake-up of its own), read nothing
-            self.interval, self._last = config.collect_res_used_interval, None
+            self._idle(now, collected)
             return
         self.interval = config.pressure_probe_interval
-        stats = self._reader.read()
-        busy, last = stats.stat.total.busy, self._last
-        self._last = (busy, now)
-        collected = self.ctx.shared.node
-        if last is None or now <= last[1] or collected is None:
+        read = self._read(at)
+        if read is None:
             return
-        if now - collected.timestamp < self.interval:
-            return  # a collection has just run: the strategies see the same
-        if now - self._hastened_at < config.collect_res_used_interval:
+        (busy, memory), last = read, self._last
+        self._last = (busy, at)
+        if last is None or at <= last[1] or collected is None or fresh:
+            return  # no rate yet, or the strategies have just seen a collection
+        every = config.collect_res_used_interval
+        if at - self._collection_seen > STALE_INTERVALS * every:
+            return  # the usage collectors deliver nothing: nothing to bring forward
+        if at - self._hastened_at < HOLD_OFF_INTERVALS * every:
             return
         node = self.ctx.states.get_node()
-        cpu = (busy - last[0]) / (now - last[1]) / kernel.clock_ticks()
-        memory = float(stats.meminfo.used_bytes)
-        if crossed(cpu, collected.cpu, cpu_percent, capacity(node, "cpu")) or crossed(
+        cpu = (busy - last[0]) / (at - last[1]) / kernel.clock_ticks()
+        if jumped(cpu, collected.cpu, cpu_percent, capacity(node, "cpu")) or jumped(
             memory, collected.memory, memory_percent, capacity(node, "memory")
         ):
-            self._hastened_at = now
+            self._hastened_at = at
             self.ctx.hastening.request(HASTENED)

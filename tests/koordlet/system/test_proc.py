@@ -130,6 +130,20 @@ def test_node_stats_reader_gives_what_the_one_shot_readers_give(backend, fake_ho
     reader.close()
 
 
+def test_node_stats_reader_totals_only(backend, fake_host_v1):
+    """The pressure probe's reader: the aggregate CPU line and /proc/meminfo, no per-CPU
+    lines and no NUMA files (a broken one is not even read)."""
+    _node_files(fake_host_v1)
+    fake_host_v1.write("sys/bus/node/devices/node0/meminfo", "Node 0 MemTotal: x kB\n")
+    paths = fake_host_v1.paths
+    reader = proc.NodeStatsReader(paths, totals_only=True)
+    stat, meminfo, numa = reader.read()
+    assert stat.total == proc.read_proc_stat(paths).total
+    assert (stat.per_cpu, numa) == ({}, {})
+    assert meminfo.used_bytes == proc.read_meminfo(paths).used_bytes
+    reader.close()
+
+
 def test_node_stats_reader_errors(backend, fake_host_v1):
     _node_files(fake_host_v1)
     reader = proc.NodeStatsReader(fake_host_v1.paths)
