@@ -310,8 +310,9 @@ BATCH_SLACK_S = 0.05
 class CollectorRunner:
     """Runs each collector every ``interval`` (read again after each of its ticks: the
     CPI collector changes it) in one worker thread, those due together in one batch. The
-    collectors a tick asked for through ``hastening`` run right after its batch (and are
-    next due an interval after that)."""
+    collectors a tick asked for through ``hastening`` run right after its batch, with every
+    other collector of the same interval (so that those stay one batch), and are next due
+    an interval after that."""
 
     def __init__(
         self,
@@ -358,8 +359,9 @@ class CollectorRunner:
             hastened = self.hastening.take()
             if hastened:
                 now = time.monotonic()
+                intervals = {c.interval for c in self.collectors if c.NAME in hastened}
                 for collector in self.collectors:
-                    if collector.NAME in hastened:
+                    if collector.NAME in hastened or collector.interval in intervals:
                         due[collector] = now
             await asyncio.sleep(max(min(due.values()) - time.monotonic(), 0.0))
 

@@ -9,7 +9,8 @@ it, so pressure that appears just after a collection waits up to a whole
 interval, turns it off) and computes the node's CPU, in cores over the time since its
 previous read, and its memory used, as NodeResourceCollector does. It asks the runner to
 collect NodeResourceCollector and PodResourceCollector now
-(:class:`~koordlet.metricsadvisor.framework.Hastening`) when, with the NodeSLO's
+(:class:`~koordlet.metricsadvisor.framework.Hastening`; the runner brings the other
+collectors of the same interval along) when, with the NodeSLO's
 ``resourceUsedThresholdWithBE.enable`` on, one of them *jumped* past its threshold: it is
 at or above the threshold and at least :data:`STEP` of the capacity above the last
 collection's value. The thresholds:
@@ -22,18 +23,19 @@ collection's value. The thresholds:
 
 A node whose usage merely hovers at a threshold (BE pods using all CPUSuppress leaves them
 keep it there) does not count as jumping: it takes a rise of a tenth of the capacity. The
-probe also hastens at most once every :data:`HOLD_OFF_INTERVALS` collect intervals, not on
-its first tick after a collection (the strategies have just seen the same), and not while
-the usage collectors deliver nothing (:data:`STALE_INTERVALS`): at most a third more
-collections than without it, whatever the load. It writes no samples: the hastened
-collection's are what the strategies, the NodeMetric and the predictor read, like any
-other collection's. Its own timing is monotonic, so a step of the wall clock neither
-stops nor repeats it.
+probe also hastens at most once every :data:`HOLD_OFF_INTERVALS` collect intervals, not
+within :data:`SETTLE_SHARE` of a collect interval after a collection (counted in its own
+ticks: the strategies have just seen one), and not while the usage collectors deliver
+nothing (:data:`STALE_INTERVALS`): at most three collections in 2.25 collect intervals,
+a third more than without it, whatever the load and the probe interval. It writes no
+samples: the hastened collection's are what the strategies, the NodeMetric and the
+predictor read, like any other collection's. Its time is the monotonic clock, so a step
+of the wall clock neither stops nor repeats it.
 
 While it has nothing to watch (the NodeSLO's switch off, as by default, or the gates off)
-it reads nothing and times its next tick to the next collection, so that it runs in the
-collections' batch and costs no wake-up of its own (on a VM each costs a tenth of a
-millisecond or more). A read that fails is logged once, until one succeeds.
+it reads nothing and looks again every :data:`IDLE_INTERVALS` collect intervals: one tick
+in ten seconds by default (on a VM each wake-up costs a tenth of a millisecond or more).
+A read that fails is logged once, until one succeeds.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ STEP = 0.1
 HOLD_OFF_INTERVALS = 2
 #: no hastening while the last collection is older than this many collect intervals
 STALE_INTERVALS = 2
+#: no hastening within this share of a collect interval after a collection
+SETTLE_SHARE = 0.25
+#: with nothing to watch, the probe looks again after this many collect intervals
+IDLE_INTERVALS = 10
 #: what a hastened collection collects: the usage the QoS strategies are woken by
 HASTENED = (NodeResourceCollector.NAME, PodResourceCollector.NAME)
 #: the shortest --qos-pressure-probe-interval besides 0 (off)
@@ -113,6 +119,8 @@ class PressureProbe(CollectorBase):
         #: the last collection seen, and when the probe first saw it
         self._collection: UsagePoint | None = None
         self._collection_seen = float("-inf")
+        #: the probe's ticks since it first saw that collection
+        self._ticks_since = 0
         self._hastened_at = float("-inf")
         self._failing = False
         #: nothing to wait for: the agent's start does not depend on the probe
@@ -124,16 +132,7 @@ class PressureProbe(CollectorBase):
     def close(self) -> None:
         self._reader.close()
 
-    def _idle(self, now: float, collected: UsagePoint | None) -> None:
-        """Nothing to watch: the next tick comes with the next collection, which the last
-        one's time gives (``now`` and it are the runner's wall clock; a collection that
-        failed since keeps the phase), and no rate spans the pause."""
-        every = self.ctx.config.collect_res_used_interval
-        wait = every if collected is None else (collected.timestamp - now) % every
-        self.interval = max(wait, MIN_INTERVAL_S)
-        self._last = None
-
-    def _read(self, at: float) -> tuple[int, float] | None:
+    def _read(self) -> tuple[int, float] | None:
         """The busy ticks and memory used, or None when the files cannot be read."""
         try:
             stats = self._reader.read()
@@ -149,24 +148,27 @@ class PressureProbe(CollectorBase):
 
     def collect(self, now: float) -> None:
         config = self.ctx.config
+        every = config.collect_res_used_interval
         at = self._monotonic()
         collected = self.ctx.shared.node
-        fresh = collected is not self._collection
-        if fresh:
-            self._collection, self._collection_seen = collected, at
+        if collected is not self._collection:
+            self._collection, self._collection_seen, self._ticks_since = collected, at, 0
+        else:
+            self._ticks_since += 1
         cpu_percent, memory_percent = thresholds(self.ctx.states.get_node_slo(), self.ctx.gates)
         if cpu_percent is None and memory_percent is None:
-            self._idle(now, collected)
+            self.interval, self._last = IDLE_INTERVALS * every, None  # no rate across the pause
             return
         self.interval = config.pressure_probe_interval
-        read = self._read(at)
+        read = self._read()
         if read is None:
             return
         (busy, memory), last = read, self._last
         self._last = (busy, at)
-        if last is None or at <= last[1] or collected is None or fresh:
-            return  # no rate yet, or the strategies have just seen a collection
-        every = config.collect_res_used_interval
+        if last is None or at <= last[1] or collected is None:
+            return
+        if self._ticks_since * self.interval < SETTLE_SHARE * every - 1e-9:
+            return  # the strategies have just seen a collection
         if at - self._collection_seen > STALE_INTERVALS * every:
             return  # the usage collectors deliver nothing: nothing to bring forward
         if at - self._hastened_at < HOLD_OFF_INTERVALS * every:

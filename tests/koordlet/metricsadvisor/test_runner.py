@@ -108,13 +108,15 @@ async def test_a_collector_that_changes_its_interval_is_run_on_the_new_one():
 
 
 async def test_collectors_a_tick_hastens_run_right_after_its_batch():
-    """A probe's request brings the named collectors forward (they are next due an interval
-    after that); one it does not name keeps its schedule."""
+    """A probe's request brings the named collectors forward, with the others of the same
+    interval (they stay one batch, next due an interval later); one of another interval
+    keeps its schedule."""
     journal: list[tuple[str, str]] = []
     usage = Recording("usage", 600.0, journal)
-    other = Recording("other", 600.0, journal)
+    same = Recording("same-interval", 600.0, journal)
+    other = Recording("other", 900.0, journal)
     probe = Recording("probe", 0.1, journal)
-    runner = CollectorRunner([usage, other, probe])
+    runner = CollectorRunner([usage, same, other, probe])
 
     def collect(now: float, original=probe.collect) -> None:
         original(now)
@@ -130,6 +132,7 @@ async def test_collectors_a_tick_hastens_run_right_after_its_batch():
         await runner.stop()
     ticks = [name for event, name in journal if event == "tick"]
     # the third probe tick asked: usage ran before the probe's next (in its batch or alone)
-    assert ticks[:6] == ["usage", "other", "probe", "probe", "probe", "usage"]
-    # 600 s intervals: only the request ran usage again
-    assert (usage.ticks, other.ticks) == (2, 1)
+    assert ticks[:7] == ["usage", "same-interval", "other", "probe", "probe", "probe", "usage"]
+    assert ticks[7] == "same-interval"
+    # long intervals: only the request ran usage and its companion again
+    assert (usage.ticks, same.ticks, other.ticks) == (2, 2, 1)
