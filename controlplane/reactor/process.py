@@ -17,6 +17,7 @@ again); :meth:`~LeadingProcess.stop` stops the informers and the ports, then
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from typing import Generic, Protocol, TypeVar
 
 from aiohttp import web
@@ -58,7 +59,7 @@ class LeadingOptions(LeaseSettings, Protocol):
 Options = TypeVar("Options", bound=LeadingOptions)
 
 
-class LeadingProcess(Generic[Options]):
+class LeadingProcess(ABC, Generic[Options]):
     #: what the log says this replica starts once it leads ("scheduling", "descheduling")
     WORK = ""
 
@@ -76,6 +77,7 @@ class LeadingProcess(Generic[Options]):
         self.factory = InformerFactory(client)
         self._sites: list[SiteSpec] = []
 
+    @abstractmethod
     async def serve(self) -> None:
         """Start the component's ports (appending them to ``_sites``)."""
 
@@ -84,9 +86,9 @@ class LeadingProcess(Generic[Options]):
         app.router.add_get("/healthz", ok)
         app.router.add_get("/readyz", readiness_handler(informers_ready(self.factory)))
 
+    @abstractmethod
     async def work(self) -> None:
         """The component's work, while leading."""
-        raise NotImplementedError
 
     async def drain(self) -> None:
         """After the informers and ports stopped: let the work finish what it started."""
