@@ -33,11 +33,15 @@ from koordlet.system.errors import HostError
 
 
 def batch_cpu_request_milli(pod: Mapping[str, Any]) -> int:
-    """Σ batch-cpu requests of a pod's containers and init containers (the quantity's value)."""
+    """Σ batch-cpu requests of a pod's containers and sidecars (init containers that keep
+    running, ``restartPolicy: Always``), the quantity's value; the other init containers
+    have finished before the containers start."""
     spec = pod.get("spec") or {}
     total = 0
     for field in ("containers", "initContainers"):
         for container in spec.get(field) or ():
+            if field == "initContainers" and container.get("restartPolicy") != "Always":
+                continue
             raw = ((container.get("resources") or {}).get("requests") or {}).get(BATCH_CPU)
             if raw is None:
                 continue

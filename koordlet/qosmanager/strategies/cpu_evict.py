@@ -103,6 +103,8 @@ def usage_threshold_config_error(config: ResourceThresholdStrategy) -> str | Non
     threshold = config.cpu_evict_threshold_percent
     if threshold is None:
         return "cpuEvictThresholdPercent not set"
+    if threshold < 0:
+        return f"cpuEvictThresholdPercent {threshold} is negative"
     lower = config.cpu_evict_lower_percent
     lower = lower if lower is not None else threshold - RELEASE_BUFFER_PERCENT
     if lower >= threshold:

@@ -325,7 +325,9 @@ def evict_by_allocatable(
     assert limit is not None
     requested: dict[str, int] = {}
     for pod in snapshot.pods:
-        if podspec.priority_value(pod) > limit:
+        # a finished pod's requests hold nothing (upstream counts them, so completed Jobs
+        # on the node could have running pods evicted)
+        if podspec.priority_value(pod) > limit or not podspec.is_active(pod):
             continue
         resource, amount = class_request(pod, base)
         requested[resource] = requested.get(resource, 0) + amount

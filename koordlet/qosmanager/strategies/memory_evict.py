@@ -75,6 +75,8 @@ def usage_threshold_error(config: ResourceThresholdStrategy) -> str | None:
     threshold = config.memory_evict_threshold_percent
     if threshold is None:
         return "memoryEvictThresholdPercent not set"
+    if threshold < 0:
+        return f"memoryEvictThresholdPercent {threshold} is negative"
     lower = memory_lower_percent(config, threshold)
     if lower >= threshold:
         return f"memoryEvictLowerPercent {lower} is not below memoryEvictThresholdPercent {threshold}"
@@ -177,7 +179,9 @@ class MemoryEvict:
         victims = [
             p
             for p in snapshot.pods
-            if get_pod_qos_class_raw(p.pod) is QoSClass.BE and allowed(p, BE_MEMORY_EVICT)
+            if get_pod_qos_class_raw(p.pod) is QoSClass.BE
+            and podspec.is_active(p)  # a finished pod releases nothing
+            and allowed(p, BE_MEMORY_EVICT)
         ]
         victims.sort(key=functools.cmp_to_key(be_victim_order(usage)))
         credit = _memory_credit(usage)

@@ -298,6 +298,15 @@ def test_be_real_limit_request_and_usage(fake_host, states):
         .container("c1", cid="containerd://" + "2" * 64, requests={"kubernetes.io/batch-cpu": "500"})
         .build()
     )
+    # init containers: a sidecar's request counts, a finished init container's does not
+    be["spec"]["initContainers"] = [
+        {
+            "name": "proxy",
+            "restartPolicy": "Always",
+            "resources": {"requests": {"kubernetes.io/batch-cpu": "200"}},
+        },
+        {"name": "setup", "resources": {"requests": {"kubernetes.io/batch-cpu": "4000"}}},
+    ]
     meta = states.add(be)
     states.add(
         make_pod("ls")
@@ -317,7 +326,7 @@ def test_be_real_limit_request_and_usage(fake_host, states):
     fake_host.set_cpu_usage(be_dir, 1_250_000_000)
     collector.collect(T0 + 1)
     assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="real-limit") == 1500.0
-    assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="request") == 1500.0
+    assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="request") == 1700.0
     assert _last(ctx, kinds.NODE_BE, be_resource="cpu", be_allocation="usage") == pytest.approx(250.0)
     fake_host.set("cpu.cfs_quota_us", be_dir, -1)
     collector.collect(T0 + 2)

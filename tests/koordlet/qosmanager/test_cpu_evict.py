@@ -397,6 +397,19 @@ def test_cpu_evict_needs_the_priority_threshold(fake_host):
     assert "CPUEvict: invalid config: evictEnabledPriorityThreshold not set" in plan.notes
 
 
+def test_a_negative_cpu_threshold_is_refused(fake_host):
+    """Upstream refuses a negative cpuEvictThresholdPercent; evicting at any usage would
+    follow from it."""
+    pods, samples = usage_pods()
+    samples.append(NODE_CPU_USAGE.sample(0.1, NOW - 0.5))
+    config = {"cpuEvictThresholdPercent": -1, "evictEnabledPriorityThreshold": 6000}
+    plan = CPUEvict().plan(
+        build_snapshot(fake_host, pods=pods, slo=thresholds(**config), samples=samples, gates=ALL)
+    )
+    assert plan.evictions == []
+    assert "CPUEvict: invalid config: cpuEvictThresholdPercent -1 is negative" in plan.notes
+
+
 # --- CPUAllocatableEvict ---------------------------------------------------------------------------------
 
 ALLOCATABLE = {

@@ -416,3 +416,34 @@ def test_same_plan_on_both_cgroup_versions(tmp_path, version):
     host = FakeHost(tmp_path, version)
     pods = [_be("be-a").build()]
     assert _victims(_plan(host, pods, 12 * GI, {"be-a": 2 * GI})) == ["be-a"]
+
+
+def test_be_memory_evict_passes_over_finished_pods(fake_host):
+    """A Succeeded BE pod (a completed Job) releases nothing: it is not a victim."""
+    pods = [_be("done").phase("Succeeded").build(), _be("running").build()]
+    plan = _plan(fake_host, pods, 12 * GI, {"done": 4 * GI, "running": 2 * GI})
+    assert _victims(plan) == ["running"]
+
+
+def test_a_negative_memory_threshold_is_refused(fake_host):
+    """Upstream refuses a negative memoryEvictThresholdPercent; evicting at any usage would
+    follow from it."""
+    pods = [_be("be-a").build()]
+    slo = {"resourceUsedThresholdWithBE": {"enable": True, "memoryEvictThresholdPercent": -1}}
+    plan = _plan(fake_host, pods, 1 * GI, {"be-a": GI}, slo=slo)
+    assert plan.evictions == []
+    assert "memoryEvictThresholdPercent -1 is negative" in " ".join(plan.notes)
+
+
+def test_memory_allocatable_evict_counts_only_active_pods_requests(fake_host):
+    """Completed pods' requests hold nothing: 6Gi running of 8Gi is 75 %, under the 90 %
+    threshold, however many finished pods requested before (upstream counts them)."""
+    pods = [
+        _requesting("running", "kubernetes.io/batch-memory", "6Gi", 5000).build(),
+        *(
+            _requesting(f"done-{i}", "kubernetes.io/batch-memory", "2Gi", 5000).phase("Succeeded").build()
+            for i in range(3)
+        ),
+    ]
+    usage = {"running": GI, **{f"done-{i}": 0.0 for i in range(3)}}
+    assert _victims(_allocatable_plan(fake_host, pods, usage)) == []
