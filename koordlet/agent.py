@@ -236,6 +236,7 @@ class Agent:
             self.cgroups, metrics=self.metrics, force_update_seconds=config.resource_force_update_seconds
         )
         self.qos: QoSManager | None = None
+        self.evictor: Evictor | None = None
         self.reconciler: Reconciler | None = None
         self.nri: NriPlugin | None = None
         self.hook_server: RuntimeHookServer | None = None
@@ -449,6 +450,7 @@ class Agent:
             cgroups=CgroupView(self.cgroups),
             gates=self.config.gates,
             collect_interval=self.config.collectors.collect_res_used_interval,
+            unevictable=self.evictor.refused_lately() if self.evictor is not None else frozenset(),
         )
 
     def _start_qos(self) -> None:
@@ -458,7 +460,7 @@ class Agent:
             return
         evictor = None
         if self.client is not None:
-            evictor = Evictor(self.client, self.metrics, self.recorder)
+            evictor = self.evictor = Evictor(self.client, self.metrics, self.recorder)
         self.qos = QoSManager(
             strategies(config.qos_interval, config.memory_evict_cooldown, config.cpu_evict_cooldown),
             self.snapshot,

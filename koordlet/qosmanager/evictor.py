@@ -2,9 +2,12 @@
 
 * Only through ``policy/v1`` Eviction with the pod's UID as precondition, so
   PodDisruptionBudgets are honoured: a refusal is not retried and becomes a Warning event
-  ``EvictPodFail`` on the pod saying why. (Upstream's default kills the containers through
-  the CRI; this koordlet always asks the apiserver, which is upstream's
-  ``--only-evict-by-api=true``.)
+  ``EvictPodFail`` on the pod saying why. A refused (or failed) pod is
+  :meth:`Evictor.refused_lately` for ``REFUSED_SECONDS``: the strategies' next plans choose
+  the next candidate instead (upstream moves on to the next candidate in the same round),
+  so one pod under a PodDisruptionBudget does not keep the pressure unrelieved.
+  (Upstream's default kills the containers through the CRI; this koordlet always asks the
+  apiserver, which is upstream's ``--only-evict-by-api=true``.)
 * Never evicts LSE, LSR or LS pods, whatever a strategy asked: those classes are what
   colocation protects.
 * At most ``burst`` evictions at once and ``qps`` per second on this node; a pod evicted
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 EVICT_SUCCESS = "EvictPodSuccess"
 EVICT_FAIL = "EvictPodFail"
 REMEMBER_SECONDS = 300.0
+#: how long a pod whose eviction was refused is passed over by the strategies
+REFUSED_SECONDS = 30.0
 #: evictions asked at once, and per second after that, on one node
 DEFAULT_BURST = 5
 DEFAULT_QPS = 1.0
@@ -53,7 +58,16 @@ class Evictor:
         self.clock = clock
         self._limiter = TokenBucket(qps, burst, clock)
         self._recent: dict[str, float] = {}
+        #: UID -> when its eviction was last refused or failed
+        self._refusals: dict[str, float] = {}
         self.refused: list[tuple[str, str]] = []
+
+    def refused_lately(self) -> frozenset[str]:
+        """The pods whose eviction was refused or failed in the last ``REFUSED_SECONDS``."""
+        now = self.clock()
+        for uid in [u for u, t in self._refusals.items() if now - t > REFUSED_SECONDS]:
+            del self._refusals[uid]
+        return frozenset(self._refusals)
 
     def _remembered(self, uid: str) -> bool:
         now = self.clock()
@@ -85,15 +99,18 @@ class Evictor:
                 continue
             except TooManyRequestsError as err:
                 why = f"{eviction.message}; the eviction was refused: {err}"
+                self._refusals[pod.uid] = self.clock()
                 self.refused.append((pod.key, str(err)))
                 log.warning("eviction of %s refused: %s", pod.key, err)
                 await self._event(eviction, EVICT_FAIL, why)
                 continue
             except KubeError as err:
+                self._refusals[pod.uid] = self.clock()
                 log.warning("eviction of %s failed: %s", pod.key, err)
                 await self._event(eviction, EVICT_FAIL, f"{eviction.message}; the eviction failed: {err}")
                 continue
             self._recent[pod.uid] = self.clock()
+            self._refusals.pop(pod.uid, None)
             evicted += 1
             self.metrics.pod_eviction.labels(self.metrics.node, eviction.reason).inc()
             log.info("evicted %s: %s", pod.key, eviction.message)

@@ -174,6 +174,9 @@ class Snapshot:
     cgroups: CgroupView
     gates: FeatureGates
     collect_interval: float = 1.0
+    #: pods whose eviction the apiserver refused lately (a PodDisruptionBudget): the
+    #: eviction strategies choose the next candidate instead (see the evictor)
+    unevictable: frozenset[str] = frozenset()
 
     @property
     def host_paths(self) -> HostPaths:

@@ -270,6 +270,7 @@ class CPUEvict:
             lambda p: (BATCH_CPU, requests.get(p.uid, 0)),
             chosen,
             why,
+            refused=snapshot.unevictable,
         )
 
     # --- CPUEvict ----------------------------------------------------------------------------------
@@ -310,6 +311,7 @@ class CPUEvict:
             lambda p: ("cpu", int(usage.get(p.uid, 0.0) * 1000)),
             chosen,
             why,
+            refused=snapshot.unevictable,
         )
 
 

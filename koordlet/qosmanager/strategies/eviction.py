@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.constants import eviction_enabled, eviction_policy, eviction_priority
@@ -236,14 +237,19 @@ def take_victims(
     credit: Callable[[PodMeta], tuple[str, float]],
     chosen: dict[str, Eviction],
     why: str,
+    *,
+    refused: AbstractSet[str] = frozenset(),
 ) -> None:
     """Choose ``victims`` in order until every resource in ``release`` is released (``credit``
     says what evicting a pod releases, of which resource); every pod another feature already
-    chose counts first. A pod that releases none of what is still short, or an LSE, LSR or LS
-    pod (the evictor never evicts those), is passed over for the next candidate. What the
-    candidates cannot release, and the protected pods passed over, are noted in the plan."""
+    chose counts first. A pod that releases none of what is still short, an LSE, LSR or LS
+    pod (the evictor never evicts those), or one whose eviction was ``refused`` lately, is
+    passed over for the next candidate (upstream tries the next candidate in the same round
+    once an eviction fails). What the candidates cannot release, and the pods passed over,
+    are noted in the plan."""
     released = dict.fromkeys(release, 0.0)
     passed_over: list[str] = []
+    refused_over: list[str] = []
     for eviction in chosen.values():
         resource, amount = credit(eviction.pod)
         if resource in released:
@@ -263,10 +269,15 @@ def take_victims(
         if pod.qos in PROTECTED:
             passed_over.append(f"{pod.key} ({pod.qos})")
             continue
+        if pod.uid in refused:
+            refused_over.append(pod.key)
+            continue
         chosen[pod.uid] = Eviction(pod, feature, reason, f"{why}; koordlet feature {feature}")
         released[resource] += amount
     if passed_over:
         plan.note(f"{feature}: passed over {', '.join(passed_over)}: LSE, LSR and LS pods are never evicted")
+    if refused_over:
+        plan.note(f"{feature}: passed over {', '.join(refused_over)}: their eviction was refused lately")
     for resource in short():
         plan.note(
             f"{feature}: candidates release {released[resource]:.0f} of the "
@@ -357,4 +368,14 @@ def evict_by_allocatable(
     why = "requests exceed " + ", ".join(
         f"{high}% of allocatable {r} (releasing {v:.0f})" for r, v in sorted(release.items())
     )
-    take_victims(plan, feature, reason, release, victims, lambda p: class_request(p, base), chosen, why)
+    take_victims(
+        plan,
+        feature,
+        reason,
+        release,
+        victims,
+        lambda p: class_request(p, base),
+        chosen,
+        why,
+        refused=snapshot.unevictable,
+    )

@@ -185,7 +185,17 @@ class MemoryEvict:
         ]
         victims.sort(key=functools.cmp_to_key(be_victim_order(usage)))
         credit = _memory_credit(usage)
-        take_victims(plan, BE_MEMORY_EVICT, REASON_USAGE, {_BYTES: release}, victims, credit, chosen, why)
+        take_victims(
+            plan,
+            BE_MEMORY_EVICT,
+            REASON_USAGE,
+            {_BYTES: release},
+            victims,
+            credit,
+            chosen,
+            why,
+            refused=snapshot.unevictable,
+        )
 
     def _memory(
         self,
@@ -206,7 +216,17 @@ class MemoryEvict:
         victims.sort(key=priority_victim_key(lambda p: -usage[p.uid]))
         # fixed: credit each victim its memory use in bytes (upstream multiplies by 1000)
         credit = _memory_credit(usage)
-        take_victims(plan, MEMORY_EVICT, REASON_USAGE, {_BYTES: release}, victims, credit, chosen, why)
+        take_victims(
+            plan,
+            MEMORY_EVICT,
+            REASON_USAGE,
+            {_BYTES: release},
+            victims,
+            credit,
+            chosen,
+            why,
+            refused=snapshot.unevictable,
+        )
 
 
 #: the features, in the order they run, with what refuses their configuration

@@ -40,6 +40,7 @@ def snapshot(
     gates: Mapping[str, bool] | None = None,
     kubelet_cpu_policy: str = "none",
     topology: bool = True,
+    unevictable: frozenset[str] = frozenset(),
 ) -> Snapshot:
     cgroups = CgroupFS.detect(host.paths)
     cache = MetricCache()
@@ -58,4 +59,5 @@ def snapshot(
         host=HostFacts(cgroups.version, cgroups.layout, cpu_info, kubelet_cpu_policy),
         cgroups=CgroupView(cgroups),
         gates=FeatureGates(KOORDLET_FEATURES, dict(gates or {})),
+        unevictable=unevictable,
     )

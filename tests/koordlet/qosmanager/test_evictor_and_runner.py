@@ -106,9 +106,13 @@ async def test_a_pdb_refusal_evicts_nothing_and_the_event_says_why():
             "expectedPods": 1,
         }
         fake.update(res.POD_DISRUPTION_BUDGETS, pdb, "status")
+        clock = [1000.0]
         async with fake.client() as client:
             evictor = Evictor(
-                client, KoordletMetrics(CollectorRegistry(), "n"), EventRecorder(client, "koordlet", "n")
+                client,
+                KoordletMetrics(CollectorRegistry(), "n"),
+                EventRecorder(client, "koordlet", "n"),
+                clock=lambda: clock[0],
             )
             evicted = await evictor.evict([Eviction(_meta(be), "BEMemoryEvict", "r", "memory 75% >= 70%")])
             assert evicted == 0
@@ -116,6 +120,10 @@ async def test_a_pdb_refusal_evicts_nothing_and_the_event_says_why():
             [event] = await _events(client, "EvictPodFail")
             assert "disruption budget" in event["message"]
             assert event["message"].startswith("memory 75% >= 70%")
+            # passed over by the strategies for a while, then a candidate again
+            assert evictor.refused_lately() == {be["metadata"]["uid"]}
+            clock[0] += 31
+            assert evictor.refused_lately() == frozenset()
 
 
 class Recording:

@@ -447,3 +447,15 @@ def test_memory_allocatable_evict_counts_only_active_pods_requests(fake_host):
     ]
     usage = {"running": GI, **{f"done-{i}": 0.0 for i in range(3)}}
     assert _victims(_allocatable_plan(fake_host, pods, usage)) == []
+
+
+def test_a_pod_whose_eviction_was_refused_is_passed_over_for_the_next(fake_host):
+    """The biggest BE pod's eviction was refused (a PodDisruptionBudget): the next plan
+    chooses the next candidate instead of asking for it again and relieving nothing."""
+    pods = [_be("big").build(), _be("small").build()]
+    usage = {"big": 4 * GI, "small": 2 * GI}
+    assert _victims(_plan(fake_host, pods, 12 * GI, usage)) == ["big"]
+    big = pods[0]["metadata"]["uid"]
+    plan = _plan(fake_host, pods, 12 * GI, usage, unevictable=frozenset({big}))
+    assert _victims(plan) == ["small"]
+    assert "BEMemoryEvict: passed over default/big: their eviction was refused lately" in plan.notes
