@@ -269,10 +269,19 @@ def explain(inputs: ExplainInputs) -> tuple[Calculation, NodeView]:
             )
         trace.note("config", f"{key} does not parse, {used}: " + "; ".join(str(e) for e in errors))
     node = node_view(inputs.node)
-    _annotations(trace, parsed.config, node, inputs.nrt)
+    # batch-cpu is scaled by the ratio the node holds once the controller has synced it
+    ratio = _annotations(trace, parsed.config, node, inputs.nrt)
     metric: NodeMetricView | None = node_metric_view(inputs.node_metric) if inputs.node_metric else None
     pods: list[PodView] = [pod_view(p) for p in inputs.pods]
-    calc = calculate(parsed.config, node, metric, pods, inputs.now, trace=trace)
+    calc = calculate(
+        parsed.config,
+        node,
+        metric,
+        pods,
+        inputs.now,
+        trace=trace,
+        cpu_normalization_ratio=ratio if ratio is not None else 1.0,
+    )
     _compare(trace, node, calc)
     calc.steps = trace.steps
     return calc, node
@@ -282,9 +291,10 @@ def _shown(value: str | None) -> str:
     return "absent" if value is None else value
 
 
-def _annotations(trace: Trace, config: SLOControllerConfig, node: NodeView, nrt: Obj | None) -> None:
+def _annotations(trace: Trace, config: SLOControllerConfig, node: NodeView, nrt: Obj | None) -> float | None:
     """The CPU normalization and resource amplification annotations, as the controller
-    decides them for this node (its metadata sync)."""
+    decides them for this node (its metadata sync); the normalization ratio the node holds
+    after it."""
     normalization_strategy, amplification_strategy = NodeStrategies(config).for_node(node)
     ratio_text = node.normalization_annotation
     have = f"cpu-normalization-ratio: the node has {_shown(ratio_text)}"
@@ -312,7 +322,8 @@ def _annotations(trace: Trace, config: SLOControllerConfig, node: NodeView, nrt:
             change = "written" if held != ratio_text else "unchanged"
             trace.note("normalization", f"{have}; computed {result.ratio}{source}: {change}")
         ratio_text = held
-    amplified = calculate_amplification(amplification_strategy, ratio_value(ratio_text))
+    ratio = ratio_value(ratio_text)
+    amplified = calculate_amplification(amplification_strategy, ratio)
     have = f"resource-amplification-ratio: the node has {_shown(node.amplification_annotation)}"
     if amplified.error:
         trace.note("amplification", f"{have}; it cannot be computed ({amplified.error}): left as it is")
@@ -321,6 +332,7 @@ def _annotations(trace: Trace, config: SLOControllerConfig, node: NodeView, nrt:
     else:
         change = "removed" if amplified.annotation is None else f"computed {amplified.annotation}: written"
         trace.note("amplification", f"{have}; {change}")
+    return ratio
 
 
 def _compare(trace: Trace, node: NodeView, calc: Calculation) -> None:

@@ -14,8 +14,10 @@ Per resource, with every term floored at zero at the end::
 "HP" (high priority) pods are the Running and Pending pods whose priority class (with its
 default) is neither batch nor free. A pod's *used* is its NodeMetric usage, or its request
 when the koordlet has not reported it yet; an LSE pod counts its CPU request (its CPUs are
-not shared) and its memory usage. Usage reported for pods that are no longer listed
-("dangling" metrics) counts as HP usage unless the koordlet reported them as batch or free.
+not shared) and its memory usage. Usage reported for pods that are no longer listed, or
+no longer Running or Pending (a pod that just finished: as upstream, only an active pod
+claims its metric), counts as HP usage ("dangling" metrics) unless the koordlet reported
+them as batch or free; it leaves the NodeMetric with the koordlet's next report.
 
 CPU follows ``cpuCalculatePolicy`` (``usage`` or ``maxUsageRequest``), memory
 ``memoryCalculatePolicy`` (``usage``, ``request`` or ``maxUsageRequest``).

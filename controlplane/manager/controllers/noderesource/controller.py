@@ -393,7 +393,8 @@ class NodeResourceController:
             pods,
             now,
             resolver=self.resolver(),
-            cpu_normalization_ratio=meta.ratio,
+            # the ratio the node holds after this reconcile; none (being removed): unscaled
+            cpu_normalization_ratio=meta.ratio if meta.ratio is not None else 1.0,
         )
         self._record_metrics(node.name, calc)
         full = calc.desired()

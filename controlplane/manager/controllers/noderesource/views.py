@@ -333,6 +333,9 @@ def node_metric_view(metric: Mapping[str, Any]) -> NodeMetricView:
             except QuantityError as exc:
                 problems.append(f"status.podsMetric[{key}]: {exc}")
                 cpu = memory = 0
+            if cpu < 0 or memory < 0:  # a usage cannot be negative: it would add batch resources
+                problems.append(f"status.podsMetric[{key}]: negative usage counted as 0")
+                cpu, memory = max(cpu, 0), max(memory, 0)
         pods[key] = PodUsage(cpu, memory, get("priority") or "")
     host_apps: list[HostAppUsage] = []
     for info in status.get("hostApplicationMetric") or ():

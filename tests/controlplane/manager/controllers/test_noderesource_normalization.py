@@ -529,3 +529,12 @@ def test_node_entries_select_the_strategies_by_label():
     assert calculate_normalization(slow_norm, {}, info(False, False)).ratio is None
     assert calculate_amplification(fast_amp, 1.1).annotation == '{"cpu":2.20}'
     assert calculate_amplification(slow_amp, None).annotation == '{"cpu":1.20}'
+
+
+def test_a_negative_pod_usage_counts_as_zero_and_is_reported():
+    """A NodeMetric with a negative pod usage (a broken reporter) would add batch resources;
+    it counts as no usage, and the problem is reported."""
+    view = node_metric_view(node_metric(pods=[pod_metric("web", "-8", "-1Gi"), pod_metric("db", "1", "1Gi")]))
+    assert (view.pods["default/web"].cpu, view.pods["default/web"].memory) == (0, 0)
+    assert view.pods["default/db"].cpu > 0
+    assert list(view.problems) == ["status.podsMetric[default/web]: negative usage counted as 0"]
