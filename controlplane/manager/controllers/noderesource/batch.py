@@ -69,9 +69,11 @@ class BatchAllocatable:
 
 
 def safety_margin(strategy: ColocationStrategy, capacity: CPUMemory) -> CPUMemory:
-    """``capacity * (100 - reclaimThresholdPercent) / 100`` with upstream's float rounding."""
-    cpu_percent = strategy.cpu_reclaim_threshold_percent or 0
-    memory_percent = strategy.memory_reclaim_threshold_percent or 0
+    """``capacity * (100 - reclaimThresholdPercent) / 100`` with upstream's float rounding.
+    A percent above 100 (a node's ``colocation-strategy`` annotation or ``cpu-reclaim-ratio``
+    label above 1) counts as 100: a negative margin would hand out more than the node has."""
+    cpu_percent = min(strategy.cpu_reclaim_threshold_percent or 0, 100)
+    memory_percent = min(strategy.memory_reclaim_threshold_percent or 0, 100)
     return CPUMemory(
         scale_milli(capacity.cpu, (100 - cpu_percent) / 100),
         scale_value(capacity.memory, (100 - memory_percent) / 100),

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from controlplane.manager.controllers.noderesource.amplification import calculate_amplification, format_ratios
+from controlplane.manager.controllers.noderesource.batch import safety_margin
 from controlplane.manager.controllers.noderesource.calculator import calculate, normalized_batch_cpu
 from controlplane.manager.controllers.noderesource.normalization import (
     calculate_normalization,
@@ -31,11 +32,20 @@ from controlplane.manager.controllers.noderesource.numalevel import (
     updated_zones,
     zone_quantities,
 )
-from controlplane.manager.controllers.noderesource.views import node_metric_view, node_view, pod_view
+from controlplane.manager.controllers.noderesource.views import (
+    CPUMemory,
+    node_metric_view,
+    node_view,
+    pod_view,
+)
 from koordinator.api.extension.topology import CPUBasicInfo
 from koordinator.api.quantity import Quantity
 from koordinator.api.sloconfig.config import parse_config
-from koordinator.api.sloconfig.types import CPUNormalizationStrategy, ResourceAmplificationStrategy
+from koordinator.api.sloconfig.types import (
+    ColocationStrategy,
+    CPUNormalizationStrategy,
+    ResourceAmplificationStrategy,
+)
 from koordinator.kube import resources as res
 from koordinator.kube.timeutil import parse_time
 from tests.controlplane.manager.controllers.golden import HALF, NOW
@@ -538,3 +548,14 @@ def test_a_negative_pod_usage_counts_as_zero_and_is_reported():
     assert (view.pods["default/web"].cpu, view.pods["default/web"].memory) == (0, 0)
     assert view.pods["default/db"].cpu > 0
     assert list(view.problems) == ["status.podsMetric[default/web]: negative usage counted as 0"]
+
+
+@pytest.mark.parametrize(("percent", "margin_cores"), [(65, 5.6), (100, 0), (500, 0)])
+def test_a_reclaim_percent_above_100_leaves_no_negative_margin(percent, margin_cores):
+    """A ``cpu-reclaim-ratio`` label of 5 (500 %) would make the margin negative and batch-cpu
+    exceed the node; it counts as 100 %."""
+    strategy = ColocationStrategy(
+        cpu_reclaim_threshold_percent=percent, memory_reclaim_threshold_percent=percent
+    )
+    cores = 10**9  # nano-units
+    assert safety_margin(strategy, CPUMemory(16 * cores, 16 * GI)).cpu == margin_cores * cores
