@@ -324,6 +324,39 @@ def test_a_pod_without_numa_allocation_and_without_a_metric_is_split_evenly_by_i
     }
 
 
+def _zone_batch(pod_list: list[Obj], metric_obj: Obj) -> dict[str, tuple[int, int]]:
+    batch = calculate_zone_batch(
+        strategy(),
+        node_view(node()),
+        node_metric_view(metric_obj),
+        [pod_view(p) for p in pod_list],
+        nrt_view(nrt()).zones,
+    )
+    return {name: (b.cpu, b.memory) for name, b in batch.items()}
+
+
+def test_zone_batch_takes_the_system_usage_where_it_exceeds_the_reservation():
+    # system 3 cores / 8Gi: halves 1500m / 4Gi, above the reserved 500m / 2Gi per zone
+    # 8000 - 4000 - 1500 = 2500; 32Gi - 8Gi - 4Gi = 20Gi
+    busy_system = node_metric(system_usage=("3", "8Gi"), pods=[])
+    assert _zone_batch([], busy_system) == {"node-0": (2500, 20 * GI), "node-1": (2500, 20 * GI)}
+
+
+def test_zone_batch_counts_an_lse_pods_cpu_request_whatever_it_uses():
+    lse = pod("lse", "4", "8Gi", priority_class="koord-prod", qos="LSE")
+    # CPU: its request halves (2000m), not its usage (500m); memory: its usage halves (1Gi)
+    # 8000 - 4000 - 500 - 2000 = 1500; 32Gi - 8Gi - 2Gi - 1Gi = 21Gi
+    got = _zone_batch([lse], node_metric(pods=[pod_metric("lse", "1", "2Gi")]))
+    assert got == {"node-0": (1500, 21 * GI), "node-1": (1500, 21 * GI)}
+
+
+def test_zone_batch_splits_the_usage_of_pods_no_longer_listed_evenly():
+    # a prod pod's metric without the pod (deleted, its replacement not reported yet): halves
+    # 8000 - 4000 - 500 - 1000 = 2500; 32Gi - 8Gi - 2Gi - 2Gi = 20Gi
+    got = _zone_batch([], node_metric(pods=[pod_metric("gone", "2", "4Gi")]))
+    assert got == {"node-0": (2500, 20 * GI), "node-1": (2500, 20 * GI)}
+
+
 def test_zone_entries_are_added_kept_and_rewritten_beyond_the_threshold():
     current = nrt_view(nrt()).zones_json
     desired = {"node-0": zone_quantities(calculate_zone_batch_fixture(2000, 17), 1.25)}
