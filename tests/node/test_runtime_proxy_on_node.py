@@ -6,8 +6,10 @@ hold; the module points the kubelet back at containerd when it ends."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +44,22 @@ class ProxyNode:
     proxy: subprocess.Popen[bytes] | None = None
 
     def start_proxy(self) -> None:
+        """Start the proxy and return once its socket accepts connections: a kubelet
+        started against a socket nobody listens on yet exits at once."""
         self.proxy = self.node.popen(self.proxy_argv, self.proxy_log)
+        endpoint = self.proxy_argv[self.proxy_argv.index("--koord-runtimeproxy-endpoint") + 1]
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(endpoint)
+                    return
+                except OSError:
+                    pass
+            if self.proxy.poll() is not None or time.monotonic() > deadline:
+                why = log_tail(self.proxy_log)
+                raise AssertionError(f"the runtime proxy is not listening on {endpoint}:\n{why}")
+            time.sleep(0.1)
 
     def stop_proxy(self) -> None:
         if self.proxy is not None:
@@ -70,13 +87,13 @@ def proxy_node(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> 
     logs = tmp_path_factory.mktemp("runtime-proxy")
     asyncio.run(setup_koordlet_objects(node_cluster))
     (work / "koordlet-hooks").mkdir(exist_ok=True)
-    socket = work / "koord-runtimeproxy" / "runtimeproxy.sock"
+    endpoint = work / "koord-runtimeproxy" / "runtimeproxy.sock"
     hook_configs = work / "hookserver.d"
     setup = ProxyNode(
         node_cluster,
         [
             sys.executable, "-m", "koordlet.runtimeproxy",
-            "--koord-runtimeproxy-endpoint", str(socket),
+            "--koord-runtimeproxy-endpoint", str(endpoint),
             "--remote-runtime-service-endpoint", str(node_cluster.spec.containerd_socket),
             "--remote-image-service-endpoint", str(node_cluster.spec.containerd_socket),
             "--hook-server-config-dir", str(hook_configs),
@@ -96,7 +113,7 @@ def proxy_node(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> 
         argv, setup.koordlet_log, env={"NODE_NAME": "koord-node", "agent_mode": "hostMode"}
     )
     try:
-        node_cluster.use_runtime_endpoint(socket)
+        node_cluster.use_runtime_endpoint(endpoint)
         yield setup
     finally:
         node_cluster.use_runtime_endpoint(None)

@@ -260,7 +260,8 @@ FIELDS: dict[tuple[type[Model], str], FieldDoc] = {
     ),
     (ColocationStrategy, "cpuReclaimThresholdPercent"): _used(
         "Share of the node's CPU that batch resources may use: safety margin = capacity x "
-        "(100 - percent) / 100.",
+        "(100 - percent) / 100; a percent above 100 (from a node annotation or ratio label) "
+        "counts as 100, never a negative margin.",
         "noderesource controller, `kubernetes.io/batch-cpu`.",
         _BATCH,
     ),
