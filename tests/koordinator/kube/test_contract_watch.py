@@ -14,10 +14,13 @@ from tests.koordinator.kube.conftest import WIDGETS, Backend
 
 
 async def collect(stream: WatchStream, count: int) -> list[WatchEvent]:
-    """The next ``count`` events (at most ``COLLECT_S`` seconds)."""
+    """The next ``count`` events other than bookmarks (at most ``COLLECT_S`` seconds): the
+    client allows bookmarks by default, and a real apiserver may send one at any time."""
     events: list[WatchEvent] = []
     async with asyncio.timeout(COLLECT_S):
         async for event in stream:
+            if event.type == "BOOKMARK":
+                continue
             events.append(event)
             if len(events) >= count:
                 break
