@@ -238,7 +238,7 @@ def take_victims(
     chosen: dict[str, Eviction],
     why: str,
     *,
-    refused: AbstractSet[str] = frozenset(),
+    refused: AbstractSet[str],
 ) -> None:
     """Choose ``victims`` in order until every resource in ``release`` is released (``credit``
     says what evicting a pod releases, of which resource); every pod another feature already
