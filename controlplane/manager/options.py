@@ -270,6 +270,12 @@ MANAGER_FLAGS: tuple[ManagerFlag, ...] = (
         int,
     ),
     ManagerFlag(
+        "--recommendation-checkpoint-interval",
+        "a Recommendation's checkpoint ConfigMap is written at most once in this long "
+        "(0: at every new sample)",
+        "1m",
+    ),
+    ManagerFlag(
         "--noderesource-plugins",
         "noderesource plug-ins to run: '*' for all, 'Name' to enable one, '-Name' to leave one out "
         f"(all: {', '.join(noderesource_plugins.PLUGINS)})",
@@ -415,6 +421,9 @@ def _controller_settings(
             safety_margin=args.recommendation_safety_margin_percent / 100.0,
             half_life_s=_seconds("--recommendation-half-life", args.recommendation_half_life),
             min_samples=args.recommendation_min_samples,
+            checkpoint_interval_s=_non_negative_seconds(
+                "--recommendation-checkpoint-interval", args.recommendation_checkpoint_interval
+            ),
         )
     except ValueError as exc:
         raise OptionsError(str(exc)) from None

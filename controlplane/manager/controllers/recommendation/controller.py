@@ -5,29 +5,36 @@ without a controller; this one fills its status. Reconcile of ``namespace/name``
 
 1. the Recommendation's state (:mod:`.state`) is taken from memory, or on the first
    reconcile after a start from its checkpoint ConfigMap -- a new controller instance
-   continues where the last one stopped;
+   continues where the last one stopped. A state is of one object (its uid) and one
+   target: a Recommendation deleted and created again under the same name, or whose
+   ``spec.target`` was edited, starts afresh;
 2. the target (:mod:`.targets`) gives a pod selector; the target's pods that are not
    finished are grouped by node, and each node's NodeMetric report that was not sampled yet
    (``status.updateTime`` differs from the one remembered) feeds the pods' usage into the
-   histograms -- one sample per report;
-3. new samples are checkpointed (retried on each reconcile until written; a ConfigMap of
-   the checkpoint's name that no Recommendation of this name owns is someone else's: it is
-   left alone, with a ``CheckpointConflict`` Warning Event), then
+   histograms -- one sample per report. Containers the pods no longer have are dropped;
+3. new samples are checkpointed at most once every ``checkpoint_interval_s`` (a
+   Deployment spread over many nodes gets a report from each of them; a restart loses at
+   most that much), retried on each reconcile until written; a ConfigMap of the
+   checkpoint's name that no Recommendation of this name owns is someone else's: it is
+   left alone, with a ``CheckpointConflict`` Warning Event. Then
    ``status.podStatus.containerStatuses`` gets, per container with at least
    ``min_samples`` samples, the p95 of CPU and the p99 of memory times
    ``1 + safety margin`` (CPU rounded up to milli-cores, memory to MiB), with
-   ``status.updateTime`` and the ``RecommendationReady`` condition.
+   ``status.updateTime`` and the ``RecommendationReady`` condition, whose message names
+   the target's containers that have no recommendation yet.
 
 Condition reasons: ``Recommended`` (True); ``TargetNotFound`` and ``InvalidTarget`` (the
 workload is gone or unusable), ``NoPods`` (the target selects no running pod),
 ``NotEnoughSamples`` (False). Recommendations computed before the target vanished stay in
 the status while the condition says why they no longer move. Each Recommendation comes
-back every ``resync_s`` seconds, and at once whenever a NodeMetric report changes.
+back every ``resync_s`` seconds, at once whenever the NodeMetric of a node that hosts its
+pods changes, and when a pod of its namespace is bound to a node.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +45,7 @@ from controlplane.manager.controllers.recommendation.state import (
     CHECKPOINT_KEY,
     RecommendationState,
     checkpoint_name,
+    target_fingerprint,
 )
 from controlplane.manager.controllers.recommendation.targets import Target, TargetError, resolve
 from controlplane.reactor import Result, TemporaryError
@@ -46,7 +54,7 @@ from koordinator.kube import resources as res
 from koordinator.kube.client import PatchType
 from koordinator.kube.errors import AlreadyExistsError, ApiError, ConflictError, NotFoundError
 from koordinator.kube.events import WARNING
-from koordinator.kube.informer import Consumer
+from koordinator.kube.informer import Consumer, Tombstone
 from koordinator.kube.timeutil import format_time, parse_time
 
 __all__ = [
@@ -112,6 +120,14 @@ def _is_checkpoint_of(config_map: Mapping[str, Any], name: str) -> bool:
     )
 
 
+def _node_of(pod: Obj) -> str:
+    return str(pod["spec"].get("nodeName") or "")
+
+
+def _container_names(pods: list[Obj]) -> set[str]:
+    return {str(c["name"]) for p in pods for c in p["spec"]["containers"] if c.get("name")}
+
+
 def _update_time(metric: Mapping[str, Any]) -> str:
     return str((metric.get("status") or {}).get("updateTime") or "")
 
@@ -124,18 +140,32 @@ class RecommendationController:
         self.states: dict[str, RecommendationState] = {}
         #: Recommendations whose samples are newer than their checkpoint ConfigMap
         self.unsaved: set[str] = set()
+        #: key -> monotonic time of the last checkpoint written
+        self.saved_at: dict[str, float] = {}
+        #: key -> the nodes that hosted the target's pods at the last reconcile
+        self.nodes: dict[str, set[str]] = {}
         enqueue = self.reactor.enqueue
         self.recommendations: Consumer[Obj] = ctx.factory.informer(res.RECOMMENDATIONS).add_consumer(
             name="recommendation-recommendations",
             on_add=lambda rec: enqueue(self._key(rec)),
             on_update=lambda old, new: enqueue(self._key(new)),
+            # the reconcile of a missing object forgets its state
+            on_delete=lambda rec: enqueue(rec.key if isinstance(rec, Tombstone) else self._key(rec)),
         )
         self.pods: Consumer[Obj] = ctx.factory.informer(res.PODS).add_consumer(
-            _pod_record, name="recommendation-pods", indexers={"namespace": _namespace_of}
+            _pod_record,
+            name="recommendation-pods",
+            indexers={"namespace": _namespace_of},
+            on_add=lambda pod: self._pod_placed(pod) if _node_of(pod) else None,
+            on_update=lambda old, new: self._pod_placed(new) if _node_of(old) != _node_of(new) else None,
         )
         self.node_metrics: Consumer[Obj] = ctx.factory.informer(res.NODE_METRICS).add_consumer(
             name="recommendation-nodemetrics",
-            on_update=lambda old, new: self.enqueue_all() if _update_time(old) != _update_time(new) else None,
+            on_update=lambda old, new: (
+                self._node_reported(str((new.get("metadata") or {}).get("name") or ""))
+                if _update_time(old) != _update_time(new)
+                else None
+            ),
         )
 
     @staticmethod
@@ -146,6 +176,24 @@ class RecommendationController:
     def enqueue_all(self) -> None:
         self.reactor.enqueue_all(self.recommendations.store.keys())
 
+    def _node_reported(self, node: str) -> None:
+        """A node's NodeMetric has a new report: the Recommendations with pods there, and
+        those not reconciled yet (their nodes are not known)."""
+        keys = self.recommendations.store.keys()
+        self.reactor.enqueue_all(key for key in keys if node in self.nodes.get(key, (node,)))
+
+    def _pod_placed(self, pod: Obj) -> None:
+        """A pod was bound to a node: the Recommendations of its namespace (one may select it,
+        and its node's reports are sampled from now on)."""
+        prefix, keys = f"{_namespace_of(pod)[0]}/", self.recommendations.store.keys()
+        self.reactor.enqueue_all(key for key in keys if key.startswith(prefix))
+
+    def _forget(self, key: str) -> None:
+        self.states.pop(key, None)
+        self.unsaved.discard(key)
+        self.saved_at.pop(key, None)
+        self.nodes.pop(key, None)
+
     async def run(self) -> None:
         await self.reactor.run()
 
@@ -153,30 +201,50 @@ class RecommendationController:
         recommendation = self.recommendations.store.get(key)
         if recommendation is None:
             # the checkpoint ConfigMap is owned by the Recommendation: the garbage collector deletes it
-            self.states.pop(key, None)
-            self.unsaved.discard(key)
+            self._forget(key)
             return None
+        uid = str((recommendation.get("metadata") or {}).get("uid") or "")
         state = self.states.get(key)
+        if state is not None and state.uid != uid:
+            # deleted and created again under this name: nothing of the old object carries over
+            self._forget(key)
+            state = None
         if state is None:
             state = await self._restore(recommendation)
+            state.uid = uid
             self.states[key] = state
+        target_of = target_fingerprint(recommendation)
+        if state.target != target_of:
+            if state.target:
+                log.info("recommendation: %s: its target changed, starting afresh", key)
+                state = self.states[key] = RecommendationState(self.settings.half_life_s, uid=uid)
+                self.unsaved.add(key)
+            state.target = target_of
         try:
             target = await resolve(self.ctx.client, recommendation)
         except TargetError as problem:
             await self._write_status(recommendation, state, "False", problem.reason, problem.message)
             return Result(requeue_after=self.settings.resync_s)
         pods = self._target_pods(target)
+        self.nodes[key] = {_node_of(p) for p in pods if _node_of(p)}
         if self._sample(state, pods):
             self.unsaved.add(key)
-        # retried on every reconcile until written: a report is sampled once, so a failed
-        # write would otherwise wait for the next report
-        if key in self.unsaved and await self._checkpoint(recommendation, state):
-            self.unsaved.discard(key)
+        requeue = self.settings.resync_s
+        if key in self.unsaved:
+            # retried on every reconcile until written: a report is sampled once, so a failed
+            # write would otherwise wait for the next report
+            wait = self.saved_at.get(key, -math.inf) + self.settings.checkpoint_interval_s
+            wait -= self.ctx.clock.monotonic()
+            if wait > 0:
+                requeue = min(requeue, wait)
+            elif await self._checkpoint(recommendation, state):
+                self.unsaved.discard(key)
+                self.saved_at[key] = self.ctx.clock.monotonic()
         if not pods:
             await self._write_status(
                 recommendation, state, "False", REASON_NO_PODS, f"{target.description} selects no running pod"
             )
-        elif not state.recommend(1, 1, 0, self.settings.min_samples):
+        elif not state.recommended_names(self.settings.min_samples):
             await self._write_status(
                 recommendation,
                 state,
@@ -185,10 +253,16 @@ class RecommendationController:
                 f"fewer than {self.settings.min_samples} NodeMetric samples of every container",
             )
         else:
-            await self._write_status(
-                recommendation, state, "True", REASON_RECOMMENDED, f"recommended from {len(pods)} pods"
-            )
-        return Result(requeue_after=self.settings.resync_s)
+            message = f"recommended from {len(pods)} pods"
+            pending = sorted(_container_names(pods) - set(state.recommended_names(self.settings.min_samples)))
+            if pending:
+                message += (
+                    f"; none yet for {', '.join(pending)} (fewer than {self.settings.min_samples} "
+                    "samples, or no request of a resource beside containers with one: its share of "
+                    "the pod's usage cannot be told)"
+                )
+            await self._write_status(recommendation, state, "True", REASON_RECOMMENDED, message)
+        return Result(requeue_after=requeue)
 
     def _target_pods(self, target: Target) -> list[Obj]:
         return [
@@ -202,10 +276,10 @@ class RecommendationController:
         """Feed every NodeMetric report not sampled yet; whether anything was added."""
         by_node: dict[str, list[Obj]] = {}
         for pod in pods:
-            node = pod["spec"].get("nodeName")
+            node = _node_of(pod)
             if node:
-                by_node.setdefault(str(node), []).append(pod)
-        changed = False
+                by_node.setdefault(node, []).append(pod)
+        changed = bool(pods) and state.retain(_container_names(pods))
         for node, node_pods in by_node.items():
             metric = self.node_metrics.store.get(node)
             if metric is None:

@@ -17,6 +17,8 @@ class RecommendationSettings:
     min_samples: int = 3
     #: every Recommendation is reconciled again after this long
     resync_s: float = 60.0
+    #: a Recommendation's checkpoint ConfigMap is written at most once in this long
+    checkpoint_interval_s: float = 60.0
     cpu_percentile: float = 0.95
     memory_percentile: float = 0.99
 
@@ -25,5 +27,7 @@ class RecommendationSettings:
             raise ValueError(f"safety margin must not be negative, got {self.safety_margin}")
         if self.half_life_s <= 0:
             raise ValueError(f"half-life must be positive, got {self.half_life_s}")
+        if self.checkpoint_interval_s < 0:
+            raise ValueError(f"checkpoint interval must not be negative, got {self.checkpoint_interval_s}")
         if self.min_samples < 1:
             raise ValueError(f"min samples must be at least 1, got {self.min_samples}")

@@ -3,9 +3,19 @@
 NodeMetric reports usage per pod, not per container. A pod's usage is split between its
 containers in proportion to their requests -- CPU by CPU requests, memory by memory
 requests -- and evenly when no container requests that resource; a single-container pod's
-figures are therefore exact, a multi-container pod's are an estimate. Each container name
-of the target has one CPU histogram (cores) and one memory histogram (bytes), fed with
-every pod's share at the NodeMetric's ``status.updateTime``.
+figures are therefore exact, a multi-container pod's are an estimate. A container without
+a request of a resource beside containers with one gets no share of it (its usage cannot
+be told apart from theirs), so no samples and no recommendation: a share of 0 would
+recommend the smallest bucket and starve it. Each container name of the target has one
+CPU histogram (cores) and one memory histogram (bytes), fed with every pod's share at the
+NodeMetric's ``status.updateTime``; a container the target's pods no longer have is
+dropped (:meth:`RecommendationState.retain`), so a removed or renamed container's last
+figures do not stay in the status.
+
+A state belongs to one Recommendation object and one target: :attr:`RecommendationState.uid`
+and :attr:`RecommendationState.target` (the canonical JSON of ``spec.target``, also in the
+checkpoint) tell the controller when a recreated object or an edited target must start
+afresh instead of inheriting another workload's history.
 
 Every NodeMetric report is sampled once: :attr:`RecommendationState.sampled` remembers the
 ``updateTime`` last taken from each node, and is checkpointed with the histograms, so a
@@ -21,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +50,7 @@ __all__ = [
     "RecommendationState",
     "checkpoint_name",
     "container_shares",
+    "target_fingerprint",
 ]
 
 CHECKPOINT_KEY = "checkpoint"
@@ -57,6 +68,12 @@ def checkpoint_name(recommendation: str) -> str:
         return name
     digest = hashlib.sha256(recommendation.encode()).hexdigest()[:10]
     return f"{recommendation[: _NAME_LIMIT - len(_SUFFIX) - 11]}-{digest}{_SUFFIX}"
+
+
+def target_fingerprint(recommendation: Mapping[str, Any]) -> str:
+    """The canonical JSON of a Recommendation's ``spec.target``: equal for the same target."""
+    target = (recommendation.get("spec") or {}).get("target") or {}
+    return json.dumps(target, sort_keys=True, separators=(",", ":"))
 
 
 def _request(container: Mapping[str, Any], resource: str) -> float:
@@ -105,6 +122,11 @@ class RecommendationState:
     containers: dict[str, ContainerHistograms] = field(default_factory=dict)
     #: node -> the NodeMetric ``status.updateTime`` last sampled from it
     sampled: dict[str, str] = field(default_factory=dict)
+    #: the Recommendation object this state is of (not checkpointed: the ConfigMap's owner says it)
+    uid: str = ""
+    #: :func:`target_fingerprint` of the target the samples are of ("" in a checkpoint from
+    #: before it was recorded: taken as the current target)
+    target: str = ""
 
     def _histograms(self, container: str) -> ContainerHistograms:
         found = self.containers.get(container)
@@ -124,21 +146,36 @@ class RecommendationState:
             if usage is None:
                 continue
             for container, share in container_shares(pod, resource).items():
+                if share <= 0:
+                    continue  # no request beside containers with one: its usage is theirs too
                 histograms = self._histograms(container)
                 histogram = histograms.cpu if resource == "cpu" else histograms.memory
                 histogram.add(usage * share, 1.0, at)
                 added += 1
         return added
 
+    def retain(self, names: set[str]) -> bool:
+        """Drop the histograms of containers not in ``names``; whether any were dropped."""
+        gone = [name for name in self.containers if name not in names]
+        for name in gone:
+            del self.containers[name]
+        return bool(gone)
+
+    def recommended_names(self, min_samples: int) -> list[str]:
+        """The containers with at least ``min_samples`` samples of both resources, by name."""
+        return [
+            name
+            for name, h in sorted(self.containers.items())
+            if min(h.cpu.samples, h.memory.samples) >= min_samples
+        ]
+
     def recommend(
         self, cpu_percentile: float, memory_percentile: float, margin: float, min_samples: int
     ) -> list[Obj]:
         """``containerStatuses`` for the containers with enough samples of both resources, by name."""
         statuses = []
-        for name in sorted(self.containers):
+        for name in self.recommended_names(min_samples):
             histograms = self.containers[name]
-            if min(histograms.cpu.samples, histograms.memory.samples) < min_samples:
-                continue
             cpu = histograms.cpu.percentile(cpu_percentile) * (1 + margin)
             memory = histograms.memory.percentile(memory_percentile) * (1 + margin)
             statuses.append(
@@ -154,6 +191,7 @@ class RecommendationState:
             {
                 "version": CHECKPOINT_VERSION,
                 "halfLifeSeconds": self.half_life,
+                "target": self.target,
                 "sampled": dict(sorted(self.sampled.items())),
                 "containers": {
                     name: {"cpu": h.cpu.to_checkpoint(), "memory": h.memory.to_checkpoint()}
@@ -181,7 +219,10 @@ class RecommendationState:
         containers = data.get("containers") or {}
         if not isinstance(sampled, dict) or not isinstance(containers, dict):
             raise HistogramError("checkpoint sampled/containers are not objects")
-        state = cls(half_life, sampled={str(k): str(v) for k, v in sampled.items()})
+        target = data.get("target") or ""
+        if not isinstance(target, str):
+            raise HistogramError("checkpoint target is not a string")
+        state = cls(half_life, sampled={str(k): str(v) for k, v in sampled.items()}, target=target)
         for name, entry in containers.items():
             if not isinstance(entry, dict):
                 raise HistogramError(f"checkpoint container {name!r} is not an object")
@@ -195,13 +236,3 @@ class RecommendationState:
 def _mebibytes(value: float) -> str:
     """Bytes rounded up to whole MiB, as a quantity."""
     return f"{math.ceil(value / 2**20 - 1e-9)}Mi"
-
-
-def pods_by_name(pods: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    return {
-        (
-            str((p.get("metadata") or {}).get("namespace") or ""),
-            str((p.get("metadata") or {}).get("name") or ""),
-        ): p
-        for p in pods
-    }

@@ -1,8 +1,9 @@
 """Which pods a Recommendation is about: its ``spec.target``.
 
 ``type: workload`` names ``workload{apiVersion, kind, name}`` in the Recommendation's
-namespace; the workload is read from the apiserver and its ``spec.selector`` (a label
-selector) picks the pods, for the kinds in :data:`WORKLOADS` (Deployment, ReplicaSet,
+namespace (``apiVersion`` may be left out: the kind alone names the workload); the
+workload is read from the apiserver and its ``spec.selector`` (a label selector) picks the
+pods, for the kinds in :data:`WORKLOADS` (Deployment, ReplicaSet,
 StatefulSet, DaemonSet, Job). ``type: podSelector`` selects pods in the Recommendation's
 namespace by ``podSelector`` directly. Anything else is a :class:`TargetError`, which the
 controller reports as a condition, never as a crash.
@@ -32,7 +33,7 @@ __all__ = [
 REASON_TARGET_NOT_FOUND = "TargetNotFound"
 REASON_INVALID_TARGET = "InvalidTarget"
 
-#: (API group, kind) -> resource; the group of ``apiVersion`` must match
+#: (API group, kind) -> resource; the group of ``apiVersion``, where given, must match
 WORKLOADS: Mapping[tuple[str, str], Resource] = {
     ("apps", "Deployment"): res.DEPLOYMENTS,
     ("apps", "ReplicaSet"): res.REPLICA_SETS,
@@ -78,8 +79,10 @@ async def resolve(client: ApiClient, recommendation: Mapping[str, Any]) -> Targe
         raise TargetError(REASON_INVALID_TARGET, f"unknown target type {kind!r} (workload or podSelector)")
     workload = target.get("workload") or {}
     api_version, workload_kind, name = (str(workload.get(k) or "") for k in ("apiVersion", "kind", "name"))
-    group = api_version.rpartition("/")[0]
-    resource = WORKLOADS.get((group, workload_kind))
+    if api_version:
+        resource = WORKLOADS.get((api_version.rpartition("/")[0], workload_kind))
+    else:  # optional in the CRD (upstream's omitempty): the kinds are unique, so the kind says it
+        resource = next((r for (_, k), r in WORKLOADS.items() if k == workload_kind), None)
     if resource is None or not name:
         raise TargetError(
             REASON_INVALID_TARGET,

@@ -125,3 +125,11 @@ def test_leader_election_can_be_turned_off_go_style():
 def test_impossible_leader_election_settings_are_refused(argv, message):
     with pytest.raises(OptionsError, match=message):
         parse(argv)
+
+
+def test_the_recommendation_checkpoint_interval():
+    assert parse([]).recommendation.checkpoint_interval_s == 60.0
+    assert parse(["--recommendation-checkpoint-interval=0s"]).recommendation.checkpoint_interval_s == 0.0
+    assert parse(["--recommendation-checkpoint-interval=5m"]).recommendation.checkpoint_interval_s == 300.0
+    with pytest.raises(OptionsError, match="--recommendation-checkpoint-interval: must not be negative"):
+        parse(["--recommendation-checkpoint-interval=-1s"])

@@ -64,8 +64,15 @@ def envtest_recommendation(envtest_bin: Path) -> Iterator[Envtest]:
 
 
 def manager(envtest: Envtest, workdir: Path, name: str, kubeconfig: Path | None = None) -> Replica:
-    """``koord-manager --controllers=*,recommendation`` in a process of its own."""
-    return Replica(envtest, workdir, name, kubeconfig, ("--controllers=*,recommendation",))
+    """``koord-manager --controllers=*,recommendation`` in a process of its own, checkpointing
+    every new sample (the test reads the checkpoint to know a report was taken)."""
+    return Replica(
+        envtest,
+        workdir,
+        name,
+        kubeconfig,
+        ("--controllers=*,recommendation", "--recommendation-checkpoint-interval=0s"),
+    )
 
 
 def owner(obj: Obj) -> list[Obj]:

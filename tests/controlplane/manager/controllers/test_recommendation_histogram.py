@@ -83,9 +83,14 @@ def test_pod_usage_is_split_by_requests_and_evenly_without_them():
 
     state = RecommendationState(HOUR)
     metric = {"podUsage": {"resources": {"cpu": "400m", "memory": "100Mi"}}}
-    assert state.add_pod(pod, metric, 0.0) == 4
+    # the sidecar's memory usage cannot be told apart from the app's: no memory sample for it
+    # (a sample of 0 would recommend the smallest bucket), so no recommendation either
+    assert state.add_pod(pod, metric, 0.0) == 3
     assert state.containers["app"].cpu.weights == {CPU_BUCKETS.index(0.3): 1.0}
     assert state.containers["sidecar"].cpu.weights == {CPU_BUCKETS.index(0.1): 1.0}
+    assert state.containers["sidecar"].memory.samples == 0
+    assert state.recommended_names(1) == ["app"]
+    assert [s["containerName"] for s in state.recommend(0.95, 0.99, 0.15, 1)] == ["app"]
 
 
 def test_recommendation_adds_the_safety_margin_and_rounds_up():
