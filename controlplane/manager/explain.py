@@ -315,9 +315,9 @@ def _annotations(trace: Trace, config: SLOControllerConfig, node: NodeView, nrt:
         held = held_ratio(ratio_text, result)
         if result.error:
             trace.note("normalization", f"{have}; it cannot be computed ({result.error}): left as it is")
-        elif result.ratio is None:
-            removed = "removed" if ratio_text is not None else "none is written"
-            trace.note("normalization", f"{have}; normalization is disabled: {removed}")
+        elif result.disabled:
+            change = "written" if held != ratio_text else "unchanged"
+            trace.note("normalization", f"{have}; normalization is disabled: {result.ratio} {change}")
         else:
             change = "written" if held != ratio_text else "unchanged"
             trace.note("normalization", f"{have}; computed {result.ratio}{source}: {change}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -123,9 +124,36 @@ def marshal(value: Any) -> str:
     return "".join(out)
 
 
+_FLOAT64_MAX = sys.float_info.max
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise JSONError(f"number {text} is out of range of a float64")
+    return value
+
+
+def _integer(text: str) -> int:
+    value = int(text)
+    if abs(value) > _FLOAT64_MAX:
+        raise JSONError(f"number {text[:20]}... is out of range of a float64")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise JSONError(f"invalid value {name}: not JSON")
+
+
 def unmarshal(text: str | bytes) -> Any:
-    """Decode JSON text; raises :class:`JSONError` with the decoder's reason."""
+    """Decode JSON text as Go's decoder reads it; raises :class:`JSONError` with the reason.
+
+    Python's decoder also takes ``NaN``, ``Infinity`` and numbers beyond a float64 (``1e309``
+    becomes ``inf``); Go's refuses them, and a ratio of ``inf`` or ``nan`` written back into an
+    annotation would be text no Go component can read, so they are refused here too."""
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return json.loads(text, parse_float=_finite, parse_int=_integer, parse_constant=_no_constant)
+    except JSONError:
+        raise
+    except ValueError as exc:  # the decoder's errors, bad UTF-8, an integer of too many digits
         raise JSONError(str(exc)) from None

@@ -828,7 +828,7 @@ FIELDS: dict[tuple[type[Model], str], FieldDoc] = {
     (CPUNormalizationStrategy, "enable"): _used(
         "Turns CPU normalization on (a `cpu-normalization-ratio` annotation per node from its CPU model).",
         "noderesource CPUNormalization: the node label `node.koordinator.sh/cpu-normalization-enabled` "
-        "overrides it; disabled, the annotation is removed.",
+        "overrides it; disabled, the annotation holds `1.00`.",
         _NORMALIZATION,
     ),
     (CPUNormalizationStrategy, "defaultRatio"): _unused(

@@ -54,6 +54,19 @@ async def test_amplification_only_grows_nodes_on_update(ratio, operation, cpu):
     assert apply(new, response)["status"]["allocatable"]["cpu"] == cpu
 
 
+@pytest.mark.parametrize("ratio", ['{"cpu":1e309}', '{"cpu":Infinity}', '{"cpu":NaN}'])
+async def test_a_ratio_go_cannot_read_leaves_the_node_as_it_is(ratio):
+    """``1e309`` decodes to ``inf`` in Python (an OverflowError when multiplied into a
+    quantity); Go refuses it, and so does the webhook: the node's status update passes
+    unchanged instead of every kubelet heartbeat being refused."""
+    new = amplified_node({RATIO: ratio}, {"cpu": "4", "memory": "8Gi"})
+    response = await Admission(feature_gates=NODE_GATES).call(
+        "/mutate-node-status", review(new, operation="UPDATE", old=new, sub_resource="status")
+    )
+    assert response["allowed"] is True
+    assert patch_of(response) == []
+
+
 async def test_amplification_keeps_raw_until_the_kubelet_changes_allocatable():
     annotations = {RATIO: '{"cpu":2}', RAW: '{"cpu":"4","memory":"8Gi"}'}
     old = amplified_node(annotations, {"cpu": "8", "memory": "8Gi"})

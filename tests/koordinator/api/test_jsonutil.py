@@ -40,6 +40,21 @@ def test_unmarshal_reports_bad_text():
         unmarshal("{")
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"cpu":NaN}', "Infinity", "[-Infinity]", '{"cpu":1e309}', "-1e400", "1" + "0" * 400, "1" * 5000],
+)
+def test_unmarshal_refuses_what_go_refuses(text):
+    """Python's decoder takes NaN, Infinity and numbers beyond a float64 (as ``inf``); Go's
+    decoder refuses them, and a ratio of inf written back would be text no Go component reads."""
+    with pytest.raises(JSONError):
+        unmarshal(text)
+
+
+def test_unmarshal_keeps_the_largest_float64():
+    assert unmarshal("[1.7976931348623157e308, -5, 0.5]") == [1.7976931348623157e308, -5, 0.5]
+
+
 def test_nested_deeper_counts_objects_and_arrays_without_recursing():
     assert not nested_deeper("text", 0)
     assert nested_deeper({}, 0)

@@ -256,7 +256,11 @@ def _explain(
         f"capacity x (100 - reclaimThresholdPercent)/100: cpu {strategy.cpu_reclaim_threshold_percent}%, "
         f"memory {strategy.memory_reclaim_threshold_percent}%",
     )
-    trace.amounts("batch.kubeletReserved", node.kubelet_reserved, "capacity - allocatable")
+    trace.amounts(
+        "batch.kubeletReserved",
+        node.kubelet_reserved,
+        "capacity - allocatable (raw-allocatable when amplified)",
+    )
     trace.amounts(
         "batch.annotationReserved",
         node.annotation_reserved,

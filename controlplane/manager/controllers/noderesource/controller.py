@@ -159,8 +159,9 @@ class MetaRecord:
 
 @dataclass(frozen=True, slots=True)
 class MetaChanges:
-    """The annotations to write (``None`` removes) and the CPU normalization ratio the node
-    carries once they are written (``None``: none)."""
+    """The annotations to write (``None`` removes) and the CPU normalization ratio batch-cpu
+    is scaled by: the one the node carries once they are written (``None``: none, or the
+    CPUNormalization plug-in is not run)."""
 
     annotations: dict[str, str | None]
     ratio: float | None
@@ -629,7 +630,7 @@ class NodeResourceController:
                 self._meta_error(node.name, normalization.NAME, result.error)
             else:
                 self._meta_errors.pop((node.name, normalization.NAME), None)
-                status = "disabled" if result.ratio is None else "calculated"
+                status = "disabled" if result.disabled else "calculated"
                 self.ctx.metrics.node_resource_plugin.inc(normalization.NAME, SUCCEEDED, status)
             held = held_ratio(ratio_text, result)
             if held != ratio_text:
@@ -649,7 +650,10 @@ class NodeResourceController:
                 self.ctx.metrics.node_resource_plugin.inc(amplification.NAME, SUCCEEDED, "calculated")
                 if amplified.annotation != current[ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO]:
                     changes[ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO] = amplified.annotation
-        return MetaChanges(changes, ratio)
+        # batch-cpu is scaled by the ratio the plug-in holds in this reconcile, as upstream's
+        # plug-in scales it; left out of --noderesource-plugins, an annotation nothing
+        # refreshes any more scales nothing
+        return MetaChanges(changes, ratio if normalization.NAME in self.plugins else None)
 
     async def _sync_zones(
         self,

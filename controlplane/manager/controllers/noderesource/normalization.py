@@ -10,10 +10,11 @@ annotation the koordlet writes on the node's NodeResourceTopology.
 Upstream's rules:
 
 * enabled = the label when it is set (``strconv.ParseBool``), else the strategy's
-  ``enable`` (default false). Disabled: the annotation is removed, as the config's
-  documentation says (upstream's plug-in writes ``1.00`` on every node instead; every
-  reader treats an absent ratio and ``1.00`` alike, and this way a cluster that never
-  enables the feature gets no write on any node);
+  ``enable`` (default false). Disabled: the annotation holds ``1.00``, as upstream's
+  plug-in writes it. Not removing it matters: upstream's koordlet reads an absent ratio
+  as "normalization off" and leaves the CFS quotas as they are, so on a node going from
+  ``2.00`` to disabled its LS pods would stay throttled at half their limits; ``1.00``
+  gives them their limits back;
 * enabled: ``ratioModel[cpuModel]``, the field chosen by the CPU's state -- hyper-threading
   and turbo on: ``hyperThreadTurboEnabledRatio``; hyper-threading only:
   ``hyperThreadEnabledRatio``; turbo only: ``turboEnabledRatio``; neither: ``baseRatio``;
@@ -42,6 +43,7 @@ from koordinator.api.goparse import GoParseError, parse_bool
 from koordinator.api.sloconfig.types import CPUNormalizationStrategy
 
 __all__ = [
+    "DISABLED_RATIO",
     "MAX_RATIO",
     "MIN_RATIO",
     "NAME",
@@ -57,6 +59,8 @@ MIN_RATIO = 1.0
 MAX_RATIO = 5.0
 #: ratios closer than this are the same ratio (upstream's NormalizationRatioDiffEpsilon)
 RATIO_EPSILON = 0.01
+#: what a node holds while normalization is disabled (upstream's defaultRatioStr)
+DISABLED_RATIO = format_ratio(1.0)
 
 
 class NormalizationError(ValueError):
@@ -65,11 +69,12 @@ class NormalizationError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class NormalizationResult:
-    """``ratio``: the annotation value to hold; ``None`` with ``error``: leave it as it is;
-    ``None`` without: remove it (normalization disabled)."""
+    """``ratio``: the annotation value to hold (``1.00`` with ``disabled``); ``None`` with
+    ``error``: leave it as it is."""
 
     ratio: str | None
     error: str = ""
+    disabled: bool = False
 
 
 def ratio_for_model(info: CPUBasicInfo, strategy: CPUNormalizationStrategy) -> float:
@@ -116,7 +121,7 @@ def calculate_normalization(
     """
     try:
         if not _enabled(strategy, labels):
-            return NormalizationResult(None)
+            return NormalizationResult(DISABLED_RATIO, disabled=True)
         if basic_info is None:
             raise NormalizationError(basic_info_problem or "CPUBasicInfo is missing")
         ratio = ratio_for_model(basic_info, strategy)
@@ -140,12 +145,10 @@ def normalization_changed(current: str | None, desired: str) -> bool:
 
 def held_ratio(current: str | None, result: NormalizationResult) -> str | None:
     """The annotation a node with ``current`` holds after ``result``: ``current`` when the
-    ratio could not be computed or is within :data:`RATIO_EPSILON` of it, none when
-    normalization is disabled, the new ratio otherwise."""
-    if result.error:
+    ratio could not be computed or is within :data:`RATIO_EPSILON` of it, the new ratio
+    (``1.00`` when normalization is disabled) otherwise."""
+    if result.error or result.ratio is None:
         return current
-    if result.ratio is None:
-        return None
     return result.ratio if normalization_changed(current, result.ratio) else current
 
 

@@ -22,10 +22,11 @@ from typing import Any, NamedTuple
 
 from controlplane.manager.controllers.noderesource.devices import DEVICE_RESOURCE_NAMES
 from koordinator.api import resourcelist
-from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.annotations import AnnotationError, get_resource_list
 from koordinator.api.extension.node import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
     ANNOTATION_NODE_COLOCATION_STRATEGY,
+    ANNOTATION_NODE_RAW_ALLOCATABLE,
     ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO,
     ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE,
     get_cpu_normalization_ratio,
@@ -378,6 +379,9 @@ class NodeView:
     when the node has none). ``normalization_annotation``/``amplification_annotation`` are
     the raw ``cpu-normalization-ratio`` and ``resource-amplification-ratio`` values, and
     ``cpu_normalization_ratio`` the first one read (``None`` when absent or unreadable).
+    ``kubelet_allocatable`` is what the kubelet reports as allocatable: ``status.allocatable``
+    with the ``raw-allocatable`` annotation's cpu and memory over it, since the node webhook
+    replaces ``status.allocatable`` by the amplified amounts.
     """
 
     name: str
@@ -387,6 +391,7 @@ class NodeView:
     strategy_annotation: str | None = None
     capacity: CPUMemory = ZERO
     allocatable: CPUMemory = ZERO
+    kubelet_allocatable: CPUMemory = ZERO
     annotation_reserved: CPUMemory = ZERO
     third_party_batch: CPUMemory | None = None
     origin_annotation: str | None = None
@@ -401,8 +406,13 @@ class NodeView:
 
     @property
     def kubelet_reserved(self) -> CPUMemory:
-        """``max(capacity - allocatable, 0)``: what the kubelet keeps for itself."""
-        return (self.capacity - self.allocatable).floor()
+        """``max(capacity - kubelet allocatable, 0)``: what the kubelet keeps for itself.
+
+        Upstream subtracts ``status.allocatable``, which on an amplified node (the node
+        webhook writes ``raw x ratio`` there, above capacity) makes the reservation vanish
+        and batch and mid resources grow by it; the kubelet's own figure is kept in the
+        ``raw-allocatable`` annotation, and that is what is subtracted here."""
+        return (self.capacity - self.kubelet_allocatable).floor()
 
     def identity(self) -> tuple[object, ...]:
         """Everything but the resourceVersion: two views with equal identities need no recompute."""
@@ -411,6 +421,7 @@ class NodeView:
             self.strategy_annotation,
             self.capacity,
             self.allocatable,
+            self.kubelet_allocatable,
             self.annotation_reserved,
             self.third_party_batch,
             self.origin_annotation,
@@ -475,6 +486,16 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
             third_party = _sum_batch(a.resources for a in batch)
     capacity = status.get("capacity")
     allocatable = status.get("allocatable")
+    node_allocatable = parse(allocatable, "status.allocatable")
+    try:
+        raw = get_resource_list(annotations, ANNOTATION_NODE_RAW_ALLOCATABLE) or {}
+    except AnnotationError as exc:
+        problems.append(f"ignoring node annotation: {exc}")
+        raw = {}
+    kubelet_allocatable = CPUMemory(
+        raw["cpu"].nanos if "cpu" in raw else node_allocatable.cpu,
+        raw["memory"].nanos if "memory" in raw else node_allocatable.memory,
+    )
     try:
         normalization = get_cpu_normalization_ratio(annotations)
     except AnnotationError as exc:
@@ -487,7 +508,8 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
         labels=dict(meta.get("labels") or {}),
         strategy_annotation=annotations.get(ANNOTATION_NODE_COLOCATION_STRATEGY),
         capacity=parse(capacity, "status.capacity"),
-        allocatable=parse(allocatable, "status.allocatable"),
+        allocatable=node_allocatable,
+        kubelet_allocatable=kubelet_allocatable,
         annotation_reserved=reserved,
         third_party_batch=third_party,
         origin_annotation=annotations.get(ANNOTATION_ORIGIN_EXTENDED_ALLOCATABLE),

@@ -313,7 +313,7 @@ def test_without_the_topology_the_nodes_ratio_is_shown(tmp_path):
 
 def test_batch_cpu_is_scaled_by_the_ratio_the_node_holds_after_the_sync(tmp_path):
     """As the controller: batch-cpu is scaled by the ratio it writes in the same reconcile,
-    and unscaled when it removes the node's ratio (not by the ratio being removed)."""
+    and unscaled when normalization is disabled (not by the ratio being replaced by 1.00)."""
     argv = _normalization_inputs(tmp_path, {})
     out = json.loads(run([*argv, "--nrt", str(tmp_path / "nrt.yaml")])[1])
     assert out["batch"]["kubernetes.io/batch-cpu"] == "5750"  # 4600 x 1.25
@@ -322,5 +322,5 @@ def test_batch_cpu_is_scaled_by_the_ratio_the_node_holds_after_the_sync(tmp_path
     config["data"]["cpu-normalization-config"] = json.dumps({"enable": False})
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     out = json.loads(run([*argv, "--nrt", str(tmp_path / "nrt.yaml")])[1])
-    assert _details(json.dumps(out))["normalization"].endswith("normalization is disabled: removed")
+    assert _details(json.dumps(out))["normalization"].endswith("normalization is disabled: 1.00 written")
     assert out["batch"]["kubernetes.io/batch-cpu"] == "4600"

@@ -44,6 +44,7 @@ GPU_SHARED = "koordinator.sh/gpu.shared"
 RDMA = "koordinator.sh/rdma"
 BATCH_CPU = "kubernetes.io/batch-cpu"
 MID_CPU = "kubernetes.io/mid-cpu"
+NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
 DEVICE_NAMES = (GPU, GPU_CORE, GPU_MEMORY, GPU_RATIO, GPU_SHARED, RDMA)
 GPU_LABELS = {MODEL: "A100-SXM4-80GB", DRIVER: "535.104.05", VENDOR: "nvidia"}
 
@@ -197,6 +198,8 @@ async def test_an_unchanged_node_is_not_written():
         RDMA: "100",
     }
     labelled = node(extended=written, labels={MODEL: "A100-SXM4-80GB", DRIVER: "535.104.05"})
+    # what the CPUNormalization plug-in holds on a node while normalization is disabled
+    labelled["metadata"].setdefault("annotations", {})[NORMALIZATION_RATIO] = "1.00"
     async with running([labelled, config_map({"enable": True}), gpu_device()], NOW) as harness:
         harness.fake.record_requests = True
         await harness.settle("noderesource")

@@ -49,7 +49,7 @@ from koordinator.api.sloconfig.types import (
 from koordinator.kube import resources as res
 from koordinator.kube.timeutil import parse_time
 from tests.controlplane.manager.controllers.golden import HALF, NOW
-from tests.controlplane.manager.controllers.harness import SLOHarness, seed, started_fake
+from tests.controlplane.manager.controllers.harness import SLOHarness, running, seed, started_fake
 from tests.controlplane.manager.controllers.objects import GI, config_map, node, node_metric, pod, pod_metric
 from tests.polling import eventually
 
@@ -132,15 +132,17 @@ def test_what_cannot_be_computed_leaves_the_annotation_as_it_is(strategy, labels
 @pytest.mark.parametrize(
     ("enable", "labels", "ratio"),
     [
-        pytest.param(None, {}, None, id="default-disabled"),
-        pytest.param(False, {}, None, id="disabled"),
+        pytest.param(None, {}, "1.00", id="default-disabled"),
+        pytest.param(False, {}, "1.00", id="disabled"),
         pytest.param(False, {ENABLED_LABEL: "true"}, "1.10", id="label-enables"),
-        pytest.param(True, {ENABLED_LABEL: "false"}, None, id="label-disables"),
+        pytest.param(True, {ENABLED_LABEL: "false"}, "1.00", id="label-disables"),
     ],
 )
 def test_the_node_label_takes_precedence_over_enable(enable, labels, ratio):
+    """Disabled, the node holds 1.00, as upstream's plug-in writes: upstream's koordlet reads
+    an absent ratio as "off" and would leave LS pods' quotas divided by the last ratio."""
     result = calculate_normalization(normalization_strategy(enable), labels, info(False, False))
-    assert (result.ratio, result.error) == (ratio, "")
+    assert (result.ratio, result.error, result.disabled) == (ratio, "", ratio == "1.00")
 
 
 def test_the_default_ratio_is_not_used_for_a_model_without_an_entry():
@@ -486,9 +488,9 @@ async def test_a_node_gets_its_ratio_amplification_scaled_batch_and_zone_batch()
         await eventually(lambda: state.annotations().get(AMPLIFICATION) == '{"cpu":2.50}')
         assert state.annotations()[NORMALIZATION] == "1.25"
 
-        # disabled: the ratio is removed, amplification keeps only its own ratios, batch unscaled
+        # disabled: the ratio is 1.00, amplification keeps only its own ratios, batch unscaled
         state.set_config("cpu-normalization-config", {"enable": False})
-        await eventually(lambda: NORMALIZATION not in state.annotations())
+        await eventually(lambda: state.annotations().get(NORMALIZATION) == "1.00")
         await eventually(lambda: state.annotations().get(AMPLIFICATION) == '{"cpu":2.00}')
         await eventually(lambda: state.batch_cpu() == 3000)
 
@@ -569,7 +571,7 @@ def test_node_entries_select_the_strategies_by_label():
     slow_norm, slow_amp = strategies.for_node(node_view(node("slow-1")))
     # the entry is merged over the cluster fields: ratioModel comes from the cluster
     assert calculate_normalization(fast_norm, {}, info(False, False)).ratio == "1.10"
-    assert calculate_normalization(slow_norm, {}, info(False, False)).ratio is None
+    assert calculate_normalization(slow_norm, {}, info(False, False)).disabled
     assert calculate_amplification(fast_amp, 1.1).annotation == '{"cpu":2.20}'
     assert calculate_amplification(slow_amp, None).annotation == '{"cpu":1.20}'
 
@@ -592,3 +594,41 @@ def test_a_reclaim_percent_above_100_leaves_no_negative_margin(percent, margin_c
     )
     cores = 10**9  # nano-units
     assert safety_margin(strategy, CPUMemory(16 * cores, 16 * GI)).cpu == margin_cores * cores
+
+
+def test_an_amplified_nodes_kubelet_reservation_comes_from_its_raw_allocatable():
+    """The node webhook writes ``raw x ratio`` into ``status.allocatable`` (here 15 x 1.5 cores,
+    60Gi x 1.2), above capacity: upstream's ``capacity - allocatable`` then loses the kubelet's
+    1 core / 4Gi and batch grows by the difference to the system usage (4.5 cores, 36Gi).
+    The kubelet's figure kept in ``raw-allocatable`` is subtracted instead, so batch is what
+    it is without amplification: 16 - 8 (margin) - max(0.5, 1) - 3 = 4 cores,
+    64Gi - 16Gi - max(2Gi, 4Gi) - 10Gi = 34Gi."""
+    config = parse_config({"colocation-config": json.dumps(HALF)})[0]
+    pods = [pod_view(pod("prod-a", "4", "8Gi", priority_class="koord-prod", qos="LS"))]
+    metric = node_metric_view(node_metric(pods=[pod_metric("prod-a", "3", "10Gi")]))
+    amplified = node(
+        annotations={
+            "node.koordinator.sh/resource-amplification-ratio": '{"cpu":1.50,"memory":1.20}',
+            "node.koordinator.sh/raw-allocatable": '{"cpu":"15","memory":"60Gi"}',
+        }
+    )
+    amplified["status"]["allocatable"].update({"cpu": "22500m", "memory": "72Gi"})
+    view = node_view(amplified)
+    assert view.kubelet_reserved == CPUMemory(10**9, 4 * GI * 10**9)  # nano-units
+    for node_of in (node_view(node()), view):
+        batch = calculate(config, node_of, metric, pods, parse_time(NOW)).batch
+        assert (batch.cpu, batch.memory) == (4000, 34 * GI)
+
+
+async def test_without_the_normalization_plugin_a_left_over_ratio_scales_nothing():
+    """``--noderesource-plugins=-CPUNormalization``: nothing refreshes the node's ratio, so it
+    does not scale batch-cpu (upstream's plug-in scales only with the ratio it computed in
+    the same reconcile); the annotation itself is left alone."""
+    stale = cluster()
+    stale[0]["metadata"].setdefault("annotations", {})[NORMALIZATION] = "2.00"
+    plugins = ("ResourceAmplification", "MidResource", "BatchResource")
+    async with running(stale, NOW, plugins=plugins) as harness:
+        state = Running(harness)
+        await harness.settle("noderesource")
+        assert state.batch_cpu() == 3000  # unscaled, not 6000
+        assert state.annotations()[NORMALIZATION] == "2.00"
