@@ -617,6 +617,7 @@ def test_an_amplified_nodes_kubelet_reservation_comes_from_its_raw_allocatable()
     assert view.kubelet_reserved == CPUMemory(10**9, 4 * GI * 10**9)  # nano-units
     for node_of in (node_view(node()), view):
         batch = calculate(config, node_of, metric, pods, parse_time(NOW)).batch
+        assert batch is not None
         assert (batch.cpu, batch.memory) == (4000, 34 * GI)
 
 
