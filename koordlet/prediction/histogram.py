@@ -20,7 +20,10 @@ bucket scaled to 10000, weights rounding to 0 dropped) and ``totalWeight``. Load
 ``totalWeight`` over the buckets in proportion to their integer weights, so the
 percentiles survive a save and load exactly, unless a bucket rounded to 0.
 
-Times are seconds since the Unix epoch (floats).
+Times are seconds since the Unix epoch (floats). As upstream's, a histogram trusts them: a
+sample stamped far ahead of the others outweighs them until real time catches up, and one
+over 100 half-lives ahead moves the reference past every later sample. The predict server
+therefore stamps its samples from the monotonic clock (``PeakPredictServer.sample_time``).
 """
 
 from __future__ import annotations
