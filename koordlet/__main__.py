@@ -16,15 +16,20 @@ a bad kubeconfig) logs one line and exits with status 1.
 
 Flags keep upstream's names and defaults; durations are Go durations (``10s``, ``1m``),
 booleans accept ``--flag``, ``--flag=true`` and ``--flag=false``.
+
+Before the agent starts, its soft open files limit (RLIMIT_NOFILE) is raised to the hard
+limit, as the Go runtime does for every Go program and so for upstream's koordlet.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import resource
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -58,6 +63,8 @@ from koordlet.system.paths import HostPaths
 from koordlet.system.probe import as_json, as_table, probe
 
 PROG = "koordlet"
+
+log = logging.getLogger(__name__)
 
 #: flag -> HostPaths field, upstream flag names (pkg/koordlet/util/system/config.go)
 HOST_ROOT_FLAGS = {
@@ -648,6 +655,47 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shown(limit: int) -> str:
+    return "unlimited" if limit == resource.RLIM_INFINITY else str(limit)
+
+
+def raise_open_files_limit(
+    getrlimit: Callable[[int], tuple[int, int]] = resource.getrlimit,
+    setrlimit: Callable[[int, tuple[int, int]], None] = resource.setrlimit,
+) -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, and log both.
+
+    The Go runtime does this at the start of every program, so upstream's koordlet has
+    the hard limit; Python keeps the soft one (often 1024), which the CPI collector's
+    window (containers x CPUs x 2 perf descriptors) exceeds on a large node. A limit
+    that cannot be read or raised is logged, and the agent starts all the same. Child
+    processes inherit the raised limit (Go gives its children the original one; a
+    ``preexec_fn`` could, but it is unsafe with threads running).
+    """
+    try:
+        soft, hard = getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError) as err:
+        log.warning("cannot read the open files limit (RLIMIT_NOFILE): %s", err)
+        return
+    if soft == hard:
+        log.info("open files limit (RLIMIT_NOFILE): %s, the hard limit", _shown(soft))
+        return
+    try:
+        setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError) as err:
+        log.warning(
+            "cannot raise the open files limit (RLIMIT_NOFILE) from %s to the hard limit %s: %s "
+            "(the CPI collector may run out of descriptors on a large node)",
+            _shown(soft),
+            _shown(hard),
+            err,
+        )
+        return
+    log.info(
+        "open files limit (RLIMIT_NOFILE) raised from %s to the hard limit %s", _shown(soft), _shown(hard)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbosity)
@@ -655,7 +703,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return tolerate_closed_stdout(lambda: run_probe(args))
     if args.command == "plan":
         return tolerate_closed_stdout(lambda: run_plan(args))
-    return run_agent(agent_config(args, os.environ))
+    config = agent_config(args, os.environ)
+    raise_open_files_limit()
+    return run_agent(config)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ group maps to its disk only when it has a single physical volume; a logical volu
 named by its device-mapper path (``/dev/mapper/<vg>-<lv>``, dashes doubled).
 
 The commands run through an injectable runner. A host without LVM tools (``vgs``/``lvs``
-absent) has no volume groups, which is not an error; output that does not parse is.
+absent) has no volume groups, which is not an error; output that does not parse is. By
+default the four commands of one reading share :data:`SCAN_TIMEOUT_SECONDS` (``vgs`` and
+``lvs`` wait on the LVM lock while volumes are created): a command still running when the
+time is spent is killed, and one not yet started is not run; the reading then fails.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,7 +30,8 @@ LSBLK = ("lsblk", "-P", "-o", "NAME,TYPE,MAJ:MIN")
 VGS = ("vgs", "--noheadings", "--options", "vg_name,pv_count,pv_name")
 LVS = ("lvs", "--noheadings", "--options", "lv_name,vg_name")
 FINDMNT = ("findmnt", "-P", "-o", "TARGET,SOURCE")
-COMMAND_TIMEOUT_SECONDS = 10.0
+#: the seconds one reading of the layout (its four commands together) may take
+SCAN_TIMEOUT_SECONDS = 10.0
 
 _PAIRS = re.compile(r'([A-Z:]+)="(.*?)"')
 _DEVICE_NUMBER = re.compile(r"^(\d+):(\d+)$")
@@ -39,19 +44,35 @@ class LocalStorageError(Exception):
     """A command failed or printed something that does not parse."""
 
 
-def run_command(args: Sequence[str]) -> str | None:
-    """Run ``args`` (no shell) and return its output; None when the program is absent."""
+def run_command(args: Sequence[str], timeout: float = SCAN_TIMEOUT_SECONDS) -> str | None:
+    """Run ``args`` (no shell) and return its output; None when the program is absent.
+    A command still running after ``timeout`` seconds is killed (LocalStorageError)."""
     try:
-        done = subprocess.run(
-            list(args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS, check=False
-        )
+        done = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
         return None
-    except (OSError, subprocess.TimeoutExpired) as err:
+    except subprocess.TimeoutExpired:
+        raise LocalStorageError(f"{args[0]} did not finish within {timeout:.3g} s (killed)") from None
+    except OSError as err:
         raise LocalStorageError(f"{args[0]}: {err}") from None
     if done.returncode != 0:
         raise LocalStorageError(f"{args[0]} exited with {done.returncode}: {done.stderr.strip()[:200]}")
     return done.stdout
+
+
+def scan_runner(
+    timeout: float = SCAN_TIMEOUT_SECONDS, clock: Callable[[], float] = time.monotonic
+) -> CommandRunner:
+    """A runner for one reading: its commands share ``timeout`` seconds, counted from now."""
+    deadline = clock() + timeout
+
+    def run(args: Sequence[str]) -> str | None:
+        left = deadline - clock()
+        if left <= 0:
+            raise LocalStorageError(f"{args[0]} not run: the reading's {timeout:.3g} s are spent")
+        return run_command(args, timeout=left)
+
+    return run
 
 
 @dataclass
@@ -152,8 +173,12 @@ def parse_findmnt(text: str, info: NodeLocalStorageInfo) -> None:
         info.mp_disk_map[fields["TARGET"]] = fields["SOURCE"]
 
 
-def read_local_storage_info(run: CommandRunner = run_command) -> NodeLocalStorageInfo:
-    """The node's storage layout; raises LocalStorageError when lsblk or findmnt fails."""
+def read_local_storage_info(run: CommandRunner | None = None) -> NodeLocalStorageInfo:
+    """The node's storage layout; raises LocalStorageError when lsblk or findmnt fails (or
+    the reading runs out of time). ``run`` runs the commands; by default a
+    :func:`scan_runner` started now."""
+    if run is None:
+        run = scan_runner()
     info = NodeLocalStorageInfo()
     steps: tuple[tuple[Sequence[str], Callable[[str, NodeLocalStorageInfo], None], bool], ...] = (
         (LSBLK, parse_lsblk, True),

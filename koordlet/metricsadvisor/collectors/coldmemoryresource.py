@@ -2,7 +2,10 @@
 
 Enabled by the ColdPageCollector gate on a kernel with kidled (Anolis) and cgroup v1
 (``memory.idle_page_stats`` exists only there); elsewhere it says why and does not run.
-Its first round turns kidled on (``koordlet.system.kidled.enable``); every
+Its first round turns kidled on (``koordlet.system.kidled.enable``); where the kernel
+refuses that (a read-only ``/sys``, a value it does not take) the collector says why once
+and collects nothing from then on, as upstream's ``Enabled()`` answers false when the
+write fails, and start-up does not wait for it. Every
 ``--coldpage-collector-interval`` (5 s) it then stores, for the node (the memory root),
 each pod and container, and each host application of the NodeSLO: the cold bytes
 (``*_memory_cold_page_size``) and the memory usage with only the hot page cache
@@ -45,6 +48,8 @@ class ColdPageCollector(CollectorBase):
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__(ctx, ctx.config.coldpage_collector_interval)
         self._kidled_started = False
+        #: why the collector collects nothing (kidled could not be started); None otherwise
+        self.unsupported_reason: str | None = None
 
     def enabled(self) -> bool:
         if not self.ctx.gates.enabled("ColdPageCollector"):
@@ -64,15 +69,26 @@ class ColdPageCollector(CollectorBase):
             log.debug("no cold pages for %r: %s", relative, err.strerror)
             return None
 
+    def _start_kidled(self) -> bool:
+        """Turn kidled on, once; False (said once, never tried again) when it cannot be."""
+        if self._kidled_started:
+            return True
+        if self.unsupported_reason is not None:
+            return False
+        try:
+            kidled.enable(self.ctx.paths)
+        except HostError as err:
+            self.unsupported_reason = f"cannot start kidled: {err}"
+            log.warning("ColdPageCollector collects nothing on this node: %s", self.unsupported_reason)
+            self.started = True  # nothing to wait for
+            return False
+        self._kidled_started = True
+        log.info("kidled started: scan period %ss, hierarchical", kidled.DEFAULT_SCAN_PERIOD_SECONDS)
+        return True
+
     def collect(self, now: float) -> None:
-        if not self._kidled_started:
-            try:
-                kidled.enable(self.ctx.paths)
-            except HostError as err:
-                log.warning("cannot start kidled (retried next round): %s", err)
-                return
-            self._kidled_started = True
-            log.info("kidled started: scan period %ss, hierarchical", kidled.DEFAULT_SCAN_PERIOD_SECONDS)
+        if not self._start_kidled():
+            return
         rows = Rows(now)
         node_cold = self._cold_bytes("")
         if node_cold is not None:

@@ -16,7 +16,17 @@ after the rest of the interval. The shared collection worker is never held for t
 window, so the other collectors keep their one-second pace.
 
 Where the counters cannot be opened for this process (no PMU in a VM, perf events not
-permitted, a kernel without them) the collector says why once and collects nothing.
+permitted, a kernel without them), or a cgroup v1 host has no ``perf_event`` hierarchy
+to count containers in, the collector says why once and collects nothing. Every round
+makes ``koordlet_container_cpi`` hold exactly the containers it counted: a round with
+nothing to count (no pods, or no counter opened) empties it.
+
+A window holds containers x CPUs x 2 descriptors. The agent raises its soft
+RLIMIT_NOFILE to the hard limit at start (as Go programs do); should a round still run
+out of descriptors (EMFILE, or ENFILE for the whole system), it stops opening counters
+there, says once how many containers it left out, and gives back the last counters it
+opened until :data:`FD_RESERVE` descriptors are free again, so that the rest of the agent
+(HTTP, cgroup reads) can still open files during the window.
 The event pair is a parameter: tests run the same path with software events.
 """
 
@@ -24,6 +34,9 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
+import os
+import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +52,10 @@ log = logging.getLogger(__name__)
 
 #: the events' roles, in the order of the event pair: (cpi_resource, cpi_field)
 _ROLES = ((kinds.CPI_CYCLE, "cycles"), (kinds.CPI_INSTRUCTION, "instructions"))
+#: descriptors given back to the agent when a round runs out of them
+FD_RESERVE = 64
+#: the errors that say the process (EMFILE) or the system (ENFILE) has no descriptor left
+_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 
 
 class Counters(Protocol):
@@ -97,9 +114,24 @@ class CPICollector(CollectorBase):
                 ok, why = self._supported(event)
                 if not ok:
                     self.unsupported_reason = why
-                    log.warning("CPICollector collects nothing on this node: %s", why)
                     break
+            else:
+                self.unsupported_reason = self._no_perf_event_hierarchy()
+            if self.unsupported_reason is not None:
+                log.warning("CPICollector collects nothing on this node: %s", self.unsupported_reason)
         return self.unsupported_reason is None
+
+    def _no_perf_event_hierarchy(self) -> str | None:
+        """Why containers cannot be counted here (None when they can): cgroup events need
+        the container's ``perf_event`` cgroup, which cgroup v2 always has (implicitly) and
+        cgroup v1 only where the perf_event controller is mounted."""
+        cgroups = self.ctx.cgroups
+        if cgroups.version != 1:
+            return None
+        root = cgroups.controller_root("perf_event")
+        if root.is_dir():
+            return None
+        return f"no perf_event cgroup hierarchy at {root} (cgroup v1 without the perf_event controller)"
 
     def collect(self, now: float) -> None:
         if not self._check_support():
@@ -118,38 +150,62 @@ class CPICollector(CollectorBase):
 
     def _start_window(self) -> None:
         cpus = self._cpus()
+        targets = [
+            (pod, container)
+            for pod in self.ctx.states.get_all_pods()
+            for container in pod.containers
+            if not container.init and container.container_id
+        ]
         counting: list[_Counting] = []
-        for pod in self.ctx.states.get_all_pods():
-            for container in pod.containers:
-                if container.init or not container.container_id:
-                    continue
-                directory = self.ctx.cgroups.directory("perf_event", container.cgroup_dir)
-                try:
-                    counters = self._open_counters(directory, cpus, self.events)
-                except OSError as err:
-                    if err.errno in (errno.ENOENT, errno.ENOTDIR):
-                        log.debug("container %s has no perf_event cgroup (gone?)", container.container_id)
-                    else:
-                        log.warning("cannot count %s in %s: %s", container.name, directory, err)
-                    continue
-                try:
-                    counters.reset()
-                    counters.enable()
-                except OSError as err:
-                    counters.close()
-                    log.warning("cannot start counting %s: %s", container.name, err)
-                    continue
-                counting.append(
-                    _Counting(
-                        pod.uid, pod.name, pod.namespace, container.container_id, container.name, counters
-                    )
-                )
+        for index, (pod, container) in enumerate(targets):
+            directory = self.ctx.cgroups.directory("perf_event", container.cgroup_dir)
+            try:
+                counters = self._open_counters(directory, cpus, self.events)
+            except OSError as err:
+                if err.errno in _OUT_OF_DESCRIPTORS:
+                    self._out_of_descriptors(err, counting, len(targets) - index, len(cpus))
+                    break
+                if err.errno in (errno.ENOENT, errno.ENOTDIR):
+                    log.debug("container %s has no perf_event cgroup (gone?)", container.container_id)
+                else:
+                    log.warning("cannot count %s in %s: %s", container.name, directory, err)
+                continue
+            try:
+                counters.reset()
+                counters.enable()
+            except OSError as err:
+                counters.close()
+                log.warning("cannot start counting %s: %s", container.name, err)
+                continue
+            counting.append(
+                _Counting(pod.uid, pod.name, pod.namespace, container.container_id, container.name, counters)
+            )
         if counting:
             self._counting = counting
             self.interval = self.window  # the next tick closes the window
         else:
+            self._export([])  # nothing counted: no container keeps a series from earlier rounds
             self.started = True  # no container to count this round
             self.interval = self.period
+
+    def _out_of_descriptors(self, err: OSError, counting: list[_Counting], left: int, cpus: int) -> None:
+        """A round ran out of file descriptors: give back the last counters opened until
+        FD_RESERVE descriptors are free, and say so (once a round)."""
+        per_container = max(cpus * len(self.events), 1)
+        release = min(math.ceil(FD_RESERVE / per_container), len(counting))
+        for item in counting[len(counting) - release :]:
+            item.counters.close()
+        del counting[len(counting) - release :]
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        log.warning(
+            "CPICollector ran out of file descriptors (%s; open files limit %s, %d per container): "
+            "%d containers left out of this round, %d counted",
+            os.strerror(err.errno or errno.EMFILE),
+            "unlimited" if soft == resource.RLIM_INFINITY else soft,
+            per_container,
+            left + release,
+            len(counting),
+        )
 
     def _finish_window(self, now: float) -> None:
         counting, self._counting = self._counting or [], None
@@ -178,9 +234,13 @@ class CPICollector(CollectorBase):
         rows = Rows(now)
         rows.extend(kinds.CONTAINER_CPI, keys, values)
         self.ctx.cache.append_rows(rows)
+        self._export(series)
+        self.started = True
+
+    def _export(self, series: list[tuple[tuple[str, ...], float]]) -> None:
+        """Make ``koordlet_container_cpi`` hold exactly this round's ``series``."""
         for _ in sync_gauge(self.ctx.metrics.container_cpi, series):
             pass
-        self.started = True
 
     def close(self) -> None:
         """Close the counters of a window still open when the agent stops."""

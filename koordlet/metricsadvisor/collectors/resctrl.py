@@ -10,7 +10,11 @@ are read: ``mon_data/mon_L3_<cache id>/llc_occupancy`` (bytes) is stored as
 cumulative, so their growth per second (bytes/s) is stored as
 ``resctrl_resource_mb{qos,cache_id,mb_type}``: the first reading of a domain only primes
 it, and a counter that went back (the group was re-created) primes it again. A group that
-does not exist (its QoS class has no resctrl policy yet) is skipped.
+does not exist (its QoS class has no resctrl policy yet) is skipped. The gauges hold what
+upstream's hold: ``koordlet_resctrl_llc_occupancy`` the bytes occupied,
+``koordlet_resctrl_memory_bandwidth`` the raw cumulative ``mbm_*_bytes`` counters (from
+the first reading on; dashboards apply ``rate()``); each round they hold exactly the
+domains read.
 
 Upstream declares its bandwidth series with three labels but builds the samples with a
 fourth (the resource type), so every bandwidth sample is refused; here each kind's
@@ -79,6 +83,8 @@ class ResctrlCollector(CollectorBase):
         llc_values: list[float | None] = []
         mb_keys: list[Key] = []
         mb_values: list[float | None] = []
+        #: the raw counters, for the gauge: (qos, cache id, mb_type) -> bytes
+        mb_counters: list[tuple[tuple[str, str, str], float]] = []
         for qos in QOS_GROUPS:
             try:
                 domains = self.resctrl.mon_data(qos)
@@ -96,6 +102,7 @@ class ResctrlCollector(CollectorBase):
                 ):
                     if counter is None:
                         continue
+                    mb_counters.append(((qos, ident, mb_type), float(counter)))
                     rate = self._rates.rate((qos, ident, mb_type), now, float(counter))
                     if rate is not None:
                         mb_keys.append((qos, ident, mb_type))
@@ -111,10 +118,7 @@ class ResctrlCollector(CollectorBase):
             ((node, cache_id, qos), value or 0.0)
             for (qos, cache_id), value in zip(llc_keys, llc_values, strict=True)
         ]
-        mb = [
-            ((node, cache_id, qos, mb_type), value or 0.0)
-            for (qos, cache_id, mb_type), value in zip(mb_keys, mb_values, strict=True)
-        ]
+        mb = [((node, cache_id, qos, mb_type), counter) for (qos, cache_id, mb_type), counter in mb_counters]
         for _ in sync_gauge(metrics.resctrl_llc_occupancy, llc):
             pass
         for _ in sync_gauge(metrics.resctrl_memory_bandwidth, mb):

@@ -1,19 +1,23 @@
 """ColdPageCollector on fake kidled trees: kidled turned on, cold and hot-page usage of the
-node, pods and containers; a kernel without kidled disables it."""
+node, pods and containers; a kernel without kidled disables it; a kidled that cannot be
+started is said once, never tried again, and not waited for."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 
 from koordinator.api.types.slo import HostApplicationSpec
 from koordlet.metriccache import MetricCache, MetricKind, kinds
 from koordlet.metricsadvisor.collectors.coldmemoryresource import ColdPageCollector
+from koordlet.metricsadvisor.framework import CollectorRunner
 from koordlet.statesinformer.nodemetric import CollectPolicy, HostApplication, node_metric_status
 from koordlet.system.errors import MalformedContentError
 from koordlet.system.kidled import parse_cold_page_bytes
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
-from tests.koordlet.metricsadvisor.conftest import make_context
+from tests.koordlet.metricsadvisor.conftest import FakeStates, make_context
 
 T0 = 1_000_000.0
 ROWS: tuple[str, ...] = (
@@ -162,3 +166,35 @@ def test_nodemetric_hot_page_policy_reads_hot_page_series_once_they_exist():
             ]
         )
     assert memory() == ("6Gi", "2Gi")
+
+
+async def test_a_kidled_that_cannot_be_started_is_said_once_and_not_waited_for(fake_host_v1, caplog):
+    caplog.set_level(logging.INFO)
+    host = fake_host_v1
+    _kidled(host)
+    host.set_meminfo(MemTotal=16_000_000, MemFree=4_000_000, MemAvailable=10_000_000)
+    host.write_cgroup("memory", "", "memory.idle_page_stats", idle_page_stats({"dfei": [0] * 7 + [1 << 30]}))
+    ctx = make_context(host, FakeStates(host), {"ColdPageCollector": True})
+    collector = ColdPageCollector(ctx)
+    assert collector.enabled()
+    # the kernel refuses the scan period: here, the file turned into a directory (EISDIR)
+    scan_period = host.root / "sys/kernel/mm/kidled/scan_period_in_seconds"
+    scan_period.unlink()
+    scan_period.mkdir()
+    for tick in range(3):
+        collector.collect(T0 + 5 * tick)
+    assert collector.started  # nothing to wait for
+    assert collector.unsupported_reason is not None
+    assert collector.unsupported_reason.startswith("cannot start kidled: ")
+    assert "scan_period_in_seconds" in collector.unsupported_reason
+    messages = [r.getMessage() for r in caplog.records if r.name.endswith("coldmemoryresource")]
+    assert messages == [f"ColdPageCollector collects nothing on this node: {collector.unsupported_reason}"]
+    assert host.read("sys/kernel/mm/kidled/use_hierarchy").strip() == "0"  # never tried again
+    assert ctx.cache.label_values(kinds.NODE_MEMORY_COLD_PAGE_SIZE) == []
+    # start-up waits for every collector's first data: not for this one
+    runner = CollectorRunner([ColdPageCollector(ctx)])
+    runner.start()
+    try:
+        await runner.wait_started()
+    finally:
+        await runner.stop()

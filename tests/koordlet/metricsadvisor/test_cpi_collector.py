@@ -1,10 +1,13 @@
 """CPICollector: a window opened by one tick and read by the next; on the real kernel with
-software events (this kind of host has no PMU), and where hardware counters are absent."""
+software events (this kind of host has no PMU), and where hardware counters are absent;
+its gauge holds exactly the containers of the last round; a cgroup v1 host without the
+perf_event hierarchy says so once; a round that runs out of file descriptors stops there."""
 
 from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -21,14 +24,15 @@ from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordinator.api.kubeqos import KubeQOSClass
 from koordlet.metriccache import KVStore, MetricCache, kinds
 from koordlet.metrics import KoordletMetrics, render
-from koordlet.metricsadvisor.collectors.cpi import CPICollector
+from koordlet.metricsadvisor.collectors.cpi import FD_RESERVE, CPICollector
 from koordlet.metricsadvisor.framework import CollectContext, CollectorConfig
 from koordlet.statesinformer.podmeta import ContainerMeta, PodMeta
 from koordlet.system import perf
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.paths import HostPaths
+from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
-from tests.koordlet.metricsadvisor.conftest import make_context
+from tests.koordlet.metricsadvisor.conftest import FakeStates, make_context
 
 T0 = 1_000_000.0
 CID = "containerd://" + "a" * 64
@@ -132,6 +136,109 @@ def test_this_hosts_hardware_counters_answer_with_a_reason(fake_host, states):
 
 def test_disabled_without_the_gate(fake_host, states):
     assert not CPICollector(make_context(fake_host, states)).enabled()
+
+
+def _cpi_series(ctx: CollectContext) -> set[tuple[str, str]]:
+    """``koordlet_container_cpi`` as scraped: (container_id, cpi_field) of each series."""
+    [family] = [m for m in ctx.metrics.registry.collect() if m.name == "koordlet_container_cpi"]
+    return {(s.labels["container_id"], s.labels["cpi_field"]) for s in family.samples}
+
+
+@pytest.mark.parametrize("gone", ["pod-deleted", "cgroup-removed"])
+def test_a_round_with_nothing_to_count_empties_the_gauge(fake_host, states, gone):
+    fake_host.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)
+    meta = states.add(make_pod("web").kube_qos("Burstable").container("app", cid=CID).build())
+    fake_host.add_pod("Burstable", meta.uid, [CID])
+    container_dir = meta.containers[0].cgroup_dir
+    fake_host.mkdir_cgroup("perf_event", container_dir)
+    ctx = make_context(fake_host, states, {"CPICollector": True})
+    collector = CPICollector(ctx, open_counters=FakeCounters, supported=lambda event: (True, "fake"))
+    collector.collect(T0)
+    collector.collect(T0 + 10)
+    assert _cpi_series(ctx) == {(CID, "cycles"), (CID, "instructions")}
+    if gone == "pod-deleted":
+        states.pods.clear()
+    else:  # still listed, but every counter fails to open
+        fake_host.remove_cgroup(container_dir)
+        fake_host.remove_cgroup(meta.cgroup_dir)
+    collector.collect(T0 + 60)  # nothing to count: the round ends at once
+    assert collector.interval == 60.0
+    assert _cpi_series(ctx) == set()
+    assert f'container_id="{CID}"' not in render(ctx.metrics.registry).decode()
+    assert _value(ctx, CID, "cycle") == 6000.0  # the cache keeps the last round's samples
+
+
+def test_cgroup_v1_without_the_perf_event_hierarchy_says_why_once(fake_host_v1, caplog):
+    caplog.set_level(logging.INFO)
+    states = FakeStates(fake_host_v1)
+    fake_host_v1.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)
+    meta = states.add(make_pod("web").kube_qos("Burstable").container("app", cid=CID).build())
+    fake_host_v1.add_pod("Burstable", meta.uid, [CID])  # cpu, memory, ... but no perf_event
+    ctx = make_context(fake_host_v1, states, {"CPICollector": True})
+    FakeCounters.opened = []
+    collector = CPICollector(ctx, open_counters=FakeCounters, supported=lambda event: (True, "fake"))
+    for tick in range(3):
+        collector.collect(T0 + 60 * tick)
+    root = fake_host_v1.cgroup_dir("perf_event")
+    why = f"no perf_event cgroup hierarchy at {root} (cgroup v1 without the perf_event controller)"
+    assert collector.unsupported_reason == why
+    assert collector.started
+    assert FakeCounters.opened == []
+    assert _cpi_series(ctx) == set()
+    messages = [r.getMessage() for r in caplog.records if r.name.endswith(".cpi")]
+    assert messages == [f"CPICollector collects nothing on this node: {why}"]
+
+
+def test_cgroup_v2_needs_no_perf_event_directory(tmp_path):
+    host = FakeHost(tmp_path, "v2")
+    host.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)
+    ctx = make_context(host, FakeStates(host), {"CPICollector": True})
+    collector = CPICollector(ctx, open_counters=FakeCounters, supported=lambda event: (True, "fake"))
+    collector.collect(T0)
+    assert collector.unsupported_reason is None
+
+
+class LimitedCounters(FakeCounters):
+    """Counter groups on a process whose descriptors run out after ``limit`` groups."""
+
+    limit: ClassVar[int] = 0
+
+    def __init__(self, directory: Path, cpus: list[int], events: tuple[perf.Event, ...]) -> None:
+        if len(FakeCounters.opened) >= LimitedCounters.limit:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        super().__init__(directory, cpus, events)
+
+
+def test_a_round_out_of_descriptors_stops_there_and_gives_some_back(fake_host, states, caplog):
+    fake_host.set_cpu_topology(sockets=1, cores_per_socket=2, threads_per_core=1)  # 2 CPUs x 2 events
+    per_container = 4
+    given_back = math.ceil(FD_RESERVE / per_container)
+    LimitedCounters.limit = given_back + 4  # 4 containers counted once some are given back
+    containers = LimitedCounters.limit + 5
+    builder = make_pod("big").kube_qos("Burstable")
+    cids = [f"containerd://{i:064x}" for i in range(containers)]
+    for i, cid in enumerate(cids):
+        builder.container(f"c{i}", cid=cid)
+    meta = states.add(builder.build())
+    fake_host.add_pod("Burstable", meta.uid, cids)
+    for container in meta.containers:
+        fake_host.mkdir_cgroup("perf_event", container.cgroup_dir)
+    ctx = make_context(fake_host, states, {"CPICollector": True})
+    FakeCounters.opened = []
+    collector = CPICollector(ctx, open_counters=LimitedCounters, supported=lambda event: (True, "fake"))
+    for round_start in (T0, T0 + 60):
+        collector.collect(round_start)  # opens until EMFILE, gives back FD_RESERVE descriptors
+        collector.collect(round_start + 10)
+        FakeCounters.opened = []
+    assert {cid for cid, _ in _cpi_series(ctx)} == set(cids[:4])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    left_out = containers - 4
+    assert len(warnings) == 2  # once a round
+    for message in warnings:
+        assert message.startswith("CPICollector ran out of file descriptors (Too many open files;")
+        assert message.endswith(
+            f"{per_container} per container): {left_out} containers left out of this round, 4 counted"
+        )
 
 
 # --- host tier: a real cgroup2 directory, a busy child, software events --------------------

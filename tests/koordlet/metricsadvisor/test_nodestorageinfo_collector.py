@@ -1,13 +1,16 @@
-"""NodeStorageInfoCollector over recorded lsblk, vgs, lvs and findmnt outputs."""
+"""NodeStorageInfoCollector over recorded lsblk, vgs, lvs and findmnt outputs; the reading
+runs on a thread of its own, so a slow vgs/lvs never holds the other collectors."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 
 import pytest
 
 from koordlet.metriccache import kinds
 from koordlet.metricsadvisor.collectors.nodestorageinfo import NodeStorageInfoCollector
+from koordlet.metricsadvisor.framework import CollectorRunner
 from koordlet.system.localstorage import (
     FINDMNT,
     LSBLK,
@@ -17,8 +20,14 @@ from koordlet.system.localstorage import (
     NodeLocalStorageInfo,
     mapper_name,
     read_local_storage_info,
+    run_command,
+    scan_runner,
 )
 from tests.koordlet.metricsadvisor.conftest import make_context
+from tests.polling import eventually
+
+#: a bound on every wait for the reading thread (never reached unless the code is broken)
+WAIT_S = 30.0
 
 LV = "yoda-15199981-7229-45e9-b3a0-b5b30a6a162b"
 MOUNT = f"/var/lib/kubelet/pods/0ef5/volumes/kubernetes.io~csi/{LV}/mount"
@@ -84,14 +93,19 @@ def test_collector_stores_the_layout_and_keeps_the_last_good_one(fake_host, stat
     collector = NodeStorageInfoCollector(ctx, run=recorded(outputs))
     assert collector.enabled()
     assert collector.interval == 1.0
-    collector.collect(1.0)
-    stored = ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO)
-    assert isinstance(stored, NodeLocalStorageInfo)
-    assert stored.vg_disk_map["yoda-pool0"] == "/dev/vdb"
-    assert collector.started
-    outputs[FINDMNT] = "garbage\n"
-    collector.collect(2.0)
-    assert ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO) is stored
+    try:
+        collector.collect(1.0)
+        assert collector.wait_idle(WAIT_S)
+        stored = ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO)
+        assert isinstance(stored, NodeLocalStorageInfo)
+        assert stored.vg_disk_map["yoda-pool0"] == "/dev/vdb"
+        assert collector.started
+        outputs[FINDMNT] = "garbage\n"
+        collector.collect(2.0)
+        assert collector.wait_idle(WAIT_S)
+        assert ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO) is stored
+    finally:
+        collector.close()
     status = ctx.metrics.registry.get_sample_value
     counter = "koordlet_collect_node_local_storage_info_status_total"
     assert status(counter, {"node": "node-1", "status": "succeeded"}) == 1
@@ -100,3 +114,138 @@ def test_collector_stores_the_layout_and_keeps_the_last_good_one(fake_host, stat
 
 def test_collector_needs_the_blkio_gate(fake_host, states):
     assert not NodeStorageInfoCollector(make_context(fake_host, states)).enabled()
+
+
+class Ticking:
+    """Another collector of the shared worker (node usage, say): journals its ticks."""
+
+    NAME = "NodeResourceCollector"
+
+    def __init__(self, interval: float, journal: list[str]) -> None:
+        self.interval = interval
+        self.started = False
+        self.threads: set[str] = set()
+        self._journal = journal
+
+    def enabled(self) -> bool:
+        return True
+
+    def collect(self, now: float) -> None:
+        self.threads.add(threading.current_thread().name)
+        self._journal.append("usage tick")
+        self.started = True
+
+    def close(self) -> None:
+        pass
+
+
+class LockedVgs:
+    """The four commands, with ``vgs`` waiting on the LVM lock until the test releases it."""
+
+    def __init__(self, journal: list[str]) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.threads: list[str] = []
+        self._journal = journal
+
+    def __call__(self, args: Sequence[str]) -> str | None:
+        if args[0] == "vgs":
+            self.threads.append(threading.current_thread().name)
+            self._journal.append("vgs waits")
+            self.entered.set()
+            self.release.wait(WAIT_S)
+            self._journal.append("vgs done")
+        return OUTPUTS[tuple(args)]
+
+
+async def test_a_reading_stuck_in_vgs_holds_neither_the_other_collectors_nor_a_second_reading(
+    fake_host_v1, states
+):
+    journal: list[str] = []
+    ctx = make_context(
+        fake_host_v1, states, {"BlkIOReconcile": True}, collect_node_storage_info_interval=0.02
+    )
+    commands = LockedVgs(journal)
+    storage = NodeStorageInfoCollector(ctx, run=commands)
+    usage = Ticking(0.02, journal)
+    runner = CollectorRunner([usage, storage])
+    runner.start()
+    try:
+        await eventually(commands.entered.is_set, within=WAIT_S)
+        ticks, skipped = journal.count("usage tick"), storage.skipped
+        # the worker goes on: the usage collector ticks, the storage ticks are skipped
+        await eventually(
+            lambda: journal.count("usage tick") >= ticks + 5 and storage.skipped >= skipped + 3,
+            within=WAIT_S,
+        )
+        assert "vgs done" not in journal
+        assert ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO) is None
+        assert not runner.all_started()  # the storage collector has no data yet
+        commands.release.set()
+        await eventually(lambda: ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO) is not None, within=WAIT_S)
+        await runner.wait_started()
+        assert storage.started
+    finally:
+        commands.release.set()
+        await runner.stop()
+    waits = journal.index("vgs waits")
+    assert journal[waits + 1 : waits + 6] == ["usage tick"] * 5  # while vgs waited
+    # one reading at a time, on its own thread; the usage collector on the shared worker
+    assert commands.threads[0] == "koordlet-storage-info"
+    assert set(commands.threads) == {"koordlet-storage-info"}
+    assert all(name.startswith("koordlet-collect") for name in usage.threads)
+    assert journal.count("vgs waits") == journal.count("vgs done")
+
+
+def test_a_reading_that_ends_after_close_is_not_published(fake_host_v1, states):
+    journal: list[str] = []
+    ctx = make_context(fake_host_v1, states, {"BlkIOReconcile": True})
+    commands = LockedVgs(journal)
+    collector = NodeStorageInfoCollector(ctx, run=commands)
+    collector.collect(1.0)
+    assert commands.entered.wait(WAIT_S)
+    collector.close()  # does not wait for the command
+    commands.release.set()
+    assert collector.wait_idle(WAIT_S)
+    collector.collect(2.0)  # closed: no new reading
+    assert collector.wait_idle(WAIT_S)
+    assert journal == ["vgs waits", "vgs done"]
+    assert ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO) is None
+    assert not collector.started
+
+
+def test_a_failing_reading_is_said_once_and_keeps_the_thread(fake_host_v1, states, caplog):
+    ctx = make_context(fake_host_v1, states, {"BlkIOReconcile": True})
+    outputs: dict[tuple[str, ...], str | None] = {**OUTPUTS, LSBLK: None}
+    collector = NodeStorageInfoCollector(ctx, run=recorded(outputs))
+    try:
+        for tick in range(3):
+            collector.collect(float(tick))
+            assert collector.wait_idle(WAIT_S)
+        outputs[LSBLK] = OUTPUTS[LSBLK]
+        collector.collect(3.0)
+        assert collector.wait_idle(WAIT_S)
+    finally:
+        collector.close()
+    assert [r.getMessage() for r in caplog.records if "local storage" in r.getMessage()] == [
+        "cannot read the node's local storage: lsblk is not installed"
+    ]
+    assert isinstance(ctx.kv.get(kinds.NODE_LOCAL_STORAGE_INFO), NodeLocalStorageInfo)
+
+
+def test_the_commands_of_a_reading_share_one_deadline():
+    now = [100.0]
+    run = scan_runner(timeout=10.0, clock=lambda: now[0])
+    assert run(("echo", "NAME=vda")) == "NAME=vda\n"
+    now[0] = 110.0  # the reading's 10 s are spent: the next command is not started
+    with pytest.raises(LocalStorageError, match="vgs not run: the reading's 10 s are spent"):
+        run(VGS)
+
+
+def test_a_command_past_its_time_is_killed():
+    with pytest.raises(LocalStorageError, match=r"sleep did not finish within 0\.2 s"):
+        run_command(("sleep", "60"), timeout=0.2)
+
+
+def test_an_absent_program_is_none():
+    assert run_command(("koordlet-no-such-program-lsblk",)) is None

@@ -1,7 +1,10 @@
 """resctrlCollector on fake resctrl trees: LLC occupancy, bandwidth rates from cumulative
-counters (a reset counter primes again), a missing group, and upstream's label bug fixed."""
+counters (a reset counter primes again), a missing group, upstream's label bug fixed, and
+the bandwidth gauge holding the raw counters as upstream's does."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
@@ -68,6 +71,15 @@ def test_llc_and_bandwidth_per_group_and_cache(fake_host, states):
     assert _last(ctx, kinds.RESCTRL_RESOURCE_LLC, qos="BE", cache_id="0") == 1024
     assert _last(ctx, kinds.RESCTRL_RESOURCE_LLC, qos="LSR", cache_id="0") is None
     assert _last(ctx, kinds.RESCTRL_RESOURCE_MB, qos="LS", cache_id="0", mb_type="mbm_total_bytes") is None
+    # the gauge holds the raw counters from the first reading on (no rate yet in the cache)
+    assert _bandwidth_gauge(ctx) == {
+        ("0", "LS", "mbm_local_bytes"): 1000,
+        ("0", "LS", "mbm_total_bytes"): 5000,
+        ("1", "LS", "mbm_local_bytes"): 0,
+        ("1", "LS", "mbm_total_bytes"): 0,
+        ("0", "BE", "mbm_local_bytes"): 2000,
+        ("0", "BE", "mbm_total_bytes"): 2000,
+    }
 
     fake_host.populate_resctrl_group("LS", {0: _mon(4096, 3000, 15000), 1: _mon(8192, 100, 200)})
     # BE's group was re-created: its counters restarted below their last values
@@ -89,12 +101,31 @@ def test_llc_and_bandwidth_per_group_and_cache(fake_host, states):
     gauges = ctx.metrics.registry
     labels = {"node": "node-1", "cache_id": "0", "qos": "BE"}
     assert gauges.get_sample_value("koordlet_resctrl_llc_occupancy", labels) == 512
-    labels = {"node": "node-1", "cache_id": "0", "qos": "LS", "mb_type": "mbm_total_bytes"}
-    assert gauges.get_sample_value("koordlet_resctrl_memory_bandwidth", labels) == 1000
+    # upstream's gauge: the cumulative counters as read (a re-created group's too), not rates
+    assert _bandwidth_gauge(ctx) == {
+        ("0", "LS", "mbm_local_bytes"): 3000,
+        ("0", "LS", "mbm_total_bytes"): 15000,
+        ("1", "LS", "mbm_local_bytes"): 100,
+        ("1", "LS", "mbm_total_bytes"): 200,
+        ("0", "BE", "mbm_local_bytes"): 10,
+        ("0", "BE", "mbm_total_bytes"): 20,
+    }
 
     fake_host.populate_resctrl_group("BE", {0: _mon(512, 30, 70)})
+    shutil.rmtree(fake_host.paths.resctrl_root / "LS")  # LS's group went away: its series go too
     collector.collect(T0 + 20)
     assert _last(ctx, mb, qos="BE", cache_id="0", mb_type="mbm_total_bytes") == 5.0
+    assert _bandwidth_gauge(ctx) == {("0", "BE", "mbm_local_bytes"): 30, ("0", "BE", "mbm_total_bytes"): 70}
+
+
+def _bandwidth_gauge(ctx: CollectContext) -> dict[tuple[str, str, str], float]:
+    """``koordlet_resctrl_memory_bandwidth`` as scraped: (cache_id, qos, mb_type) -> value."""
+    [family] = [m for m in ctx.metrics.registry.collect() if m.name == "koordlet_resctrl_memory_bandwidth"]
+    return {
+        (s.labels["cache_id"], s.labels["qos"], s.labels["mb_type"]): s.value
+        for s in family.samples
+        if s.labels["node"] == "node-1"
+    }
 
 
 def test_unmounted_resctrl_collects_nothing(fake_host, states, caplog):
