@@ -42,9 +42,9 @@ beside it in the native child, on the same metric cache:
   collector checks once, with a real ``perf_event_open``, whether this host can count
   cycles and instructions; where it cannot (a VM without a PMU: ``params.cpi_supported``
   false, with the reason) a tick costs only the remembered answer, and the check itself is
-  ``native_cpi_check_cpu_ms`` (paid once per agent). Where it can, a tick opens the counter
-  groups of every container, which on the fake tree have no ``perf_event`` cgroup, so that
-  figure is the cost of trying, not of counting.
+  ``native_cpi_check_cpu_ms`` (paid once per agent). The fake tree is cgroup v1 without a
+  ``perf_event`` hierarchy, so on a host with a PMU the check says that instead, and the
+  tick is again the remembered answer: counting itself is not measured here.
 * ``native_prediction_cpu_ms``: one training of the peak predictor
   (:class:`koordlet.prediction.PeakPredictServer`, the agent's defaults, checkpoints under
   the fake node's var-run root) over the 100 pods: the p90 of the last training interval
@@ -371,7 +371,7 @@ def run(quick: bool = False) -> Result:
                 f"{cpi['reason']}: the check runs once (native_cpi_check_cpu_ms), "
                 "a CPI tick after it costs only its remembered answer"
                 if not cpi["supported"]
-                else "counters open on this host; the fake tree has no perf_event cgroups to count"
+                else "counters open on this host and the tree has a perf_event hierarchy"
             ),
             "prediction_models": prediction["models"],
             "prediction_training_interval_s": PREDICTION_EVERY_N_TICKS,
