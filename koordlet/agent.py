@@ -83,6 +83,7 @@ from koordlet.statesinformer.standalone import CgroupPodsSource, describe_node, 
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.devices import nvml, rdma, xpu
 from koordlet.system.paths import HostPaths
+from koordlet.system.resctrl import Resctrl
 
 log = logging.getLogger(__name__)
 
@@ -297,8 +298,9 @@ class Agent:
         return states
 
     def _kubelet_cpu_state(self) -> KubeletCPUState:
-        assignments = read_cpu_manager_state(self.config.paths.var_lib_kubelet / "cpu_manager_state")
-        return KubeletCPUState(policy="static" if assignments else "none", assignments=assignments)
+        """The kubelet's CPU manager policy (``policyName``) and static assignments, from its
+        checkpoint; a static-policy node is static before any pod gets exclusive CPUs."""
+        return read_cpu_manager_state(self.config.paths.var_lib_kubelet / "cpu_manager_state")
 
     async def run(self, stop: asyncio.Event) -> None:
         config = self.config
@@ -462,7 +464,12 @@ class Agent:
         if self.client is not None:
             evictor = self.evictor = Evictor(self.client, self.metrics, self.recorder)
         self.qos = QoSManager(
-            strategies(config.qos_interval, config.memory_evict_cooldown, config.cpu_evict_cooldown),
+            strategies(
+                config.qos_interval,
+                config.memory_evict_cooldown,
+                config.cpu_evict_cooldown,
+                mount_resctrl=Resctrl.mount,  # the agent alone mounts resctrl
+            ),
             self.snapshot,
             self.executor,
             evictor,

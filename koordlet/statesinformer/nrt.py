@@ -74,22 +74,36 @@ class KubeletCPUState:
     assignments: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
 
-def read_cpu_manager_state(path: Path) -> dict[str, frozenset[int]]:
-    """Static assignments of ``<var-lib-kubelet>/cpu_manager_state`` (pod UID -> CPUs)."""
+def read_cpu_manager_state(path: Path) -> KubeletCPUState:
+    """The kubelet's CPU manager as its checkpoint ``<var-lib-kubelet>/cpu_manager_state``
+    records it: the policy (``policyName``, ``none`` or ``static``) and the CPUs of the
+    static assignments by pod UID (``entries``: pod UID -> container -> cpuset).
+
+    The policy is read on its own, not inferred from the assignments: a static-policy node
+    has no entries until a pod gets exclusive CPUs, yet its kubelet already owns the
+    containers' cpusets. A missing, unreadable or malformed checkpoint is the ``none``
+    policy without assignments; a malformed entry is skipped."""
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        return {}
-    out: dict[str, frozenset[int]] = {}
-    for uid, containers in (data.get("entries") or {}).items() if isinstance(data, dict) else ():
+        return KubeletCPUState()
+    if not isinstance(data, dict):
+        return KubeletCPUState()
+    policy = data.get("policyName")
+    policy = policy.strip() if isinstance(policy, str) else ""
+    entries = data.get("entries")
+    assignments: dict[str, frozenset[int]] = {}
+    for uid, containers in entries.items() if isinstance(entries, dict) else ():
+        if not isinstance(containers, dict):
+            continue
         cpus: set[int] = set()
-        for text in (containers or {}).values():
+        for text in containers.values():
             try:
                 cpus.update(parse_cpuset(str(text)))
             except CPUSetError:
                 continue
-        out[str(uid)] = frozenset(cpus)
-    return out
+        assignments[str(uid)] = frozenset(cpus)
+    return KubeletCPUState(policy=policy or "none", assignments=assignments)
 
 
 def share_pools(
@@ -100,16 +114,23 @@ def share_pools(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The LS and BE share pools as annotation values."""
     all_cpus = set(cpu_info.topology.cpus())
+    # the two node annotations are read independently, as upstream: one malformed still
+    # leaves the other's CPUs out of the pools
     reserved: set[int] = set()
     try:
         reservation = get_node_reservation(node_annotations)
+    except (AnnotationError, ValueError) as err:
+        log.warning("node annotation ignored for share pools: %s", err)
+    else:
         if reservation is not None:
-            reserved = cpus_or_empty(reservation.reserved_cpus)
+            reserved |= cpus_or_empty(reservation.reserved_cpus)
+    try:
         system = get_system_qos_resource(node_annotations)
+    except (AnnotationError, ValueError) as err:
+        log.warning("node annotation ignored for share pools: %s", err)
+    else:
         if system is not None and system.cpuset_exclusive is not False:
             reserved |= cpus_or_empty(system.cpuset)
-    except (AnnotationError, ValueError) as err:
-        log.warning("node annotations ignored for share pools: %s", err)
     kubelet_pinned: set[int] = set()
     koord_pinned: set[int] = set()
     lse_pinned: set[int] = set()

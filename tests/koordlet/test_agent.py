@@ -14,13 +14,18 @@ import time
 from pathlib import Path
 
 import aiohttp
+import orjson
 import pytest
 
+from koordinator.api.extension.topology import ANNOTATION_KUBELET_CPU_MANAGER_POLICY
 from koordinator.api.features import KOORDLET_FEATURES, FeatureGates
 from koordlet.__main__ import agent_config, build_parser, host_root_argv, main
 from koordlet.agent import Agent, AgentConfig
 from koordlet.metricsadvisor.framework import CollectorConfig
+from koordlet.qosmanager.registry import strategies
+from koordlet.qosmanager.strategies.resctrl import ResctrlReconcile
 from koordlet.system.paths import HostPaths
+from koordlet.system.resctrl import Resctrl
 from tests.fakes.host import FakeHost
 from tests.fakes.kubeconfig import write_kubeconfig
 from tests.polling import eventually
@@ -43,6 +48,10 @@ async def test_standalone_agent_on_a_fake_host(tmp_path):
     host.set_proc_stat([100, 0, 100, 1000, 0, 0, 0, 0], {0: [50, 0, 50, 500, 0, 0, 0, 0]})
     uid = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
     pod = host.add_pod("Burstable", uid, ["containerd://" + "f" * 64])
+    # the kubelet's static CPU policy before any pod holds exclusive CPUs: no entries yet
+    host.write(
+        "var/lib/kubelet/cpu_manager_state", '{"policyName":"static","defaultCpuSet":"0-1","checksum":1}'
+    )
     config = AgentConfig(
         node_name="fake-node",
         paths=host.paths,
@@ -77,10 +86,31 @@ async def test_standalone_agent_on_a_fake_host(tmp_path):
     assert [p.uid for p in agent.states.get_all_pods()] == [uid]
     assert agent.nrt is not None
     assert agent.nrt.current is not None
+    # the policy is the checkpoint's policyName, for the NRT, the strategies and the hooks
+    reported = orjson.loads(agent.nrt.current["annotations"][ANNOTATION_KUBELET_CPU_MANAGER_POLICY])
+    assert reported["policy"] == "static"
+    assert agent.snapshot().host.kubelet_cpu_policy == "static"
+    assert agent.node_facts().kubelet_cpu_policy == "static"
     stop.set()
     await asyncio.wait_for(run, 10)
     assert not agent.ready
     assert list((tmp_path / "metric-data").iterdir()) == []  # a stopped agent leaves no segments
+
+
+async def test_the_agent_alone_lets_resctrl_reconcile_mount_resctrl(tmp_path):
+    """The registry's strategy never mounts (``koordlet plan`` builds it too); the agent's
+    is given the real mount. The strategies are stopped before their first round."""
+    host = FakeHost(tmp_path, "v1")
+    config = AgentConfig(
+        node_name="fake-node", paths=host.paths, gates=FeatureGates(KOORDLET_FEATURES, {}), port=0
+    )
+    agent = Agent(config)
+    agent._start_qos()
+    assert agent.qos is not None
+    await agent.qos.stop()
+    resctrl = [s for s in agent.qos.strategies if isinstance(s, ResctrlReconcile)]
+    assert [s.mount for s in resctrl] == [Resctrl.mount]
+    assert [s.mount for s in strategies() if isinstance(s, ResctrlReconcile)] == [None]
 
 
 def test_tsdb_path_defaults_to_upstreams_and_empty_means_memory(tmp_path):

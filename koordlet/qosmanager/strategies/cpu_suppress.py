@@ -82,20 +82,34 @@ class PinnedCPUs:
     lse: frozenset[int]
 
 
+def _ignored(plan: Plan, err: Exception) -> None:
+    """Note, once a plan, that a malformed node annotation was ignored (the error names it)."""
+    text = f"node annotation ignored: {err}"
+    if text not in plan.notes:
+        plan.note(text)
+
+
 def pinned_cpus(snapshot: Snapshot, plan: Plan) -> PinnedCPUs:
     """Read from the Node's annotations and the pods' resource status (malformed ones are
-    ignored, with a note for the Node's)."""
+    ignored, with a note for the Node's). The two node annotations are read independently,
+    as upstream: a malformed reservation still leaves the exclusive system-QoS CPUs out,
+    and the other way round."""
     annotations = snapshot.node.annotations
     excluded: set[int] = set()
     try:
         reservation = get_node_reservation(annotations)
+    except (AnnotationError, ValueError) as err:
+        _ignored(plan, err)
+    else:
         if reservation is not None:
             excluded |= cpus_or_empty(reservation.reserved_cpus)
+    try:
         system = get_system_qos_resource(annotations)
+    except (AnnotationError, ValueError) as err:
+        _ignored(plan, err)
+    else:
         if system is not None and system.cpuset_exclusive is not False:
             excluded |= cpus_or_empty(system.cpuset)
-    except (AnnotationError, ValueError):
-        plan.note("node CPU annotations ignored (malformed)")
     lsr: set[int] = set()
     lse: set[int] = set()
     for pod in snapshot.pods:
@@ -113,9 +127,15 @@ def pinned_cpus(snapshot: Snapshot, plan: Plan) -> PinnedCPUs:
 
 
 def select_cpus(count: int, processors: Sequence[Processor]) -> list[int]:
-    """``count`` CPUs for the BE tier: hyper-thread pairs first, round-robin over
-    (NUMA node, socket) buckets (largest first), then single CPUs the same way; none at
-    all when ``processors`` has fewer than ``count`` CPUs (upstream's rule)."""
+    """``count`` CPUs for the BE tier, by upstream's ``calculateBESuppressCPUSetPolicy``.
+
+    The processors are bucketed by (NUMA node, socket), each bucket ordered by (core, cpu),
+    the buckets largest first (then by their first CPU). Hyper-thread pairs (two adjacent
+    entries of one core) are taken one per bucket in turn while more than one CPU is
+    needed, then single CPUs the same way, starting at the bucket after the last one that
+    gave a pair (where the pair phase stopped, upstream's ``startIndex := i``), so that the
+    CPUs stay spread over the nodes; each phase also stops after a whole round that took
+    nothing. None at all when ``processors`` has fewer than ``count`` CPUs."""
     if count > len(processors):
         return []
     buckets: dict[tuple[int, int], list[Processor]] = {}
@@ -123,35 +143,32 @@ def select_cpus(count: int, processors: Sequence[Processor]) -> list[int]:
         buckets.setdefault((p.node, p.socket), []).append(p)
     ordered = [sorted(b, key=lambda p: (p.core, p.cpu)) for b in buckets.values()]
     ordered.sort(key=lambda b: (-len(b), b[0].cpu))
-    need = count
     used: set[int] = set()
+
+    def pair(bucket: list[Processor]) -> list[int]:
+        for prev, cur in itertools.pairwise(bucket):
+            if prev.core == cur.core and prev.cpu not in used and cur.cpu not in used:
+                return [prev.cpu, cur.cpu]
+        return []
+
+    def single(bucket: list[Processor]) -> list[int]:
+        return next(([p.cpu] for p in bucket if p.cpu not in used), [])
+
+    need = count
     chosen: list[int] = []
-    progress = True
-    while need > 1 and progress:  # one sibling pair per bucket per round
-        progress = False
-        for bucket in ordered:
-            if need <= 1:
-                break
-            for prev, cur in itertools.pairwise(bucket):
-                if cur.core == prev.core and cur.cpu not in used and prev.cpu not in used:
-                    chosen += [cur.cpu, prev.cpu]
-                    used.update((cur.cpu, prev.cpu))
-                    need -= 2
-                    progress = True
+    index = 0  # the next bucket to visit; the single phase goes on from where pairs stopped
+    for take, size in ((pair, 2), (single, 1)):
+        start, need_at_start = index, -1
+        while need >= size:
+            if index == start:
+                if need == need_at_start:  # a whole round took nothing
                     break
-    progress = True
-    while need > 0 and progress:  # then one CPU per bucket per round
-        progress = False
-        for bucket in ordered:
-            if need <= 0:
-                break
-            for p in bucket:
-                if p.cpu not in used:
-                    chosen.append(p.cpu)
-                    used.add(p.cpu)
-                    need -= 1
-                    progress = True
-                    break
+                need_at_start = need
+            picked = take(ordered[index])
+            chosen += picked
+            used.update(picked)
+            need -= len(picked)
+            index = (index + 1) % len(ordered)
     return chosen
 
 
@@ -184,8 +201,8 @@ class CPUSuppress(GatedStrategy):
             reserved = max(
                 reserved, node_reserved_resources(node.annotations).get("cpu", Quantity()).milli_value()
             )
-        except (AnnotationError, ValueError):
-            plan.note("node reservation annotation ignored (malformed)")
+        except (AnnotationError, ValueError) as err:
+            _ignored(plan, err)
         window = 2 * snapshot.collect_interval
         node_used = snapshot.metrics.last(NODE_CPU_USAGE, snapshot.now - window, snapshot.now)
         if node_used is None:

@@ -1,7 +1,12 @@
 """ResctrlReconcile: last-level cache ways and memory bandwidth per QoS class (gate RdtResctrl).
 
 Runs where the CPU has ``cat_l3`` and ``mba`` and resctrl is mounted (the root ``schemata``
-parses and validates; mounting it is left to the operator or the runtime hook). Each round:
+parses and validates). On such a CPU, when the root schemata is missing or invalid, the
+strategy mounts resctrl at ``<sys-fs-root>/resctrl`` (``mount -t resctrl resctrl``, as
+upstream) and validates it again. It tries once: a failed mount is logged once and the
+strategy stays off until the schemata validates (someone else mounted it). The mount
+function is given by the agent; without one (``koordlet plan``, tests) nothing is mounted.
+Each round:
 
 * the groups ``LSR``, ``LS`` and ``BE`` are made when missing;
 * each group's ``L3`` line gives every cache id of the root schemata the mask of the ways
@@ -22,6 +27,9 @@ appends task ids one write each (never cached: ids are reused).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 from koordinator.api.extension.qos import QoSClass
 from koordinator.api.extension.topology import ANNOTATION_RESCTRL
 from koordinator.api.types.slo import ResourceQOS, ResourceQOSStrategy
@@ -34,9 +42,15 @@ from koordlet.system.errors import HostError
 from koordlet.system.proc import parse_id_list
 from koordlet.system.resctrl import QOS_GROUPS, Resctrl, Schemata, cpu_supports_resctrl, l3_mask, mba_value
 
+log = logging.getLogger(__name__)
+
 NAME = "ResctrlReconcile"
 GATE = "RdtResctrl"
 GROUP_OF_QOS = {QoSClass.LSE: "LSR", QoSClass.LSR: "LSR", QoSClass.LS: "LS", QoSClass.BE: "BE"}
+
+#: mounts resctrl at the root of the given :class:`Resctrl` (:meth:`Resctrl.mount`), raising
+#: HostError on failure
+MountResctrl = Callable[[Resctrl], None]
 
 
 def class_config(strategy: ResourceQOSStrategy, group: str) -> ResourceQOS | None:
@@ -46,6 +60,15 @@ def class_config(strategy: ResourceQOSStrategy, group: str) -> ResourceQOS | Non
 class ResctrlReconcile(GatedStrategy):
     NAME = NAME
     GATE = GATE
+
+    def __init__(self, interval: float = 1.0, *, mount: MountResctrl | None = None) -> None:
+        super().__init__(interval)
+        #: how to mount resctrl where the CPU supports it and it is not mounted; None: never
+        self.mount = mount
+        #: why the one mount tried failed (or left an invalid schemata); "" before any try
+        #: or after a successful one
+        self._mount_failed = ""
+        self._mount_tried = False
 
     def enabled(self, snapshot: Snapshot) -> tuple[bool, str]:
         gated, why = super().enabled(snapshot)
@@ -61,8 +84,40 @@ class ResctrlReconcile(GatedStrategy):
         try:
             resctrl.root_schemata()
         except HostError as err:
-            return False, f"resctrl is not mounted at {resctrl.root}: {err.strerror}"
-        return True, ""
+            invalid = f"resctrl is not mounted at {resctrl.root}: {err.strerror}"
+        else:
+            return True, ""
+        if self.mount is None:
+            return False, invalid
+        if not self._mount_tried:
+            self._mount_tried = True
+            self._try_mount(resctrl, invalid)
+            if not self._mount_failed:
+                return True, ""
+        return False, f"{invalid} ({self._mount_failed})" if self._mount_failed else invalid
+
+    def _try_mount(self, resctrl: Resctrl, invalid: str) -> None:
+        """Mount resctrl and validate its root schemata again; a failure is logged here,
+        once, and kept in :attr:`_mount_failed`."""
+        assert self.mount is not None
+        try:
+            self.mount(resctrl)
+        except HostError as err:
+            self._mount_failed = f"mounting it failed: {err.strerror}; not tried again"
+            log.warning("%s, and mounting it failed: %s; %s stays off", invalid, err.strerror, NAME)
+            return
+        try:
+            resctrl.root_schemata()
+        except HostError as err:
+            self._mount_failed = f"mounted by the koordlet, but its schemata is invalid: {err.strerror}"
+            log.warning(
+                "resctrl mounted at %s, but its schemata is invalid: %s; %s stays off",
+                resctrl.root,
+                err.strerror,
+                NAME,
+            )
+            return
+        log.info("resctrl mounted at %s", resctrl.root)
 
     def plan(self, snapshot: Snapshot) -> Plan:
         plan = Plan(NAME)

@@ -24,7 +24,7 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.qosmanager.framework import QoSManager, Snapshot
 from koordlet.qosmanager.strategies.cpu_suppress import CPUSuppress, select_cpus
 from koordlet.system.cgroup.cgroupfs import CgroupFS
-from koordlet.system.topology import read_cpu_topology
+from koordlet.system.topology import Processor, read_cpu_topology
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
 from tests.koordlet.qosmanager.conftest import NOW, node, snapshot
@@ -228,11 +228,59 @@ def test_gate_off():
 def test_selection_spreads_pairs_over_numa_nodes(fake_host_v1):
     fake_host_v1.set_cpu_topology(sockets=2, cores_per_socket=2, threads_per_core=2)
     topology = read_cpu_topology(fake_host_v1.paths)
-    # node 0: cores 0,1 (cpus 0,4 / 1,5); node 1: cores 2,3 (cpus 2,6 / 3,7)
+    # node 0: cores 0,1 (cpus 0,4 / 1,5); node 1: cores 0,1 of socket 1 (cpus 2,6 / 3,7)
     assert sorted(select_cpus(4, topology.processors)) == [0, 2, 4, 6]
-    assert sorted(select_cpus(3, topology.processors)) == [0, 1, 4]  # a pair, then round-robin singles
-    assert select_cpus(8, topology.processors) != []
+    # a pair on node 0, then the single from node 1, where the pairs stopped
+    assert sorted(select_cpus(3, topology.processors)) == [0, 2, 4]
+    assert sorted(select_cpus(8, topology.processors)) == list(range(8))
     assert select_cpus(9, topology.processors) == []  # fewer CPUs than asked: none (upstream)
+
+
+def _numbered(*buckets: list[tuple[int, int]]) -> list[Processor]:
+    """Processors from (core, cpu) lists, one list per NUMA node (node i on socket i)."""
+    return [Processor(node=i, socket=i, core=core, cpu=cpu) for i, b in enumerate(buckets) for core, cpu in b]
+
+
+# 2 NUMA nodes x 4 cores x 2 threads, Linux numbering (cpu i on core i % 8; its sibling i + 8):
+# buckets (by node, each by core then cpu) [0,8,1,9,2,10,3,11] and [4,12,5,13,6,14,7,15]
+TWO_NODES = _numbered(
+    [(c, c + t * 8) for c in range(4) for t in (0, 1)], [(c, c + t * 8) for c in range(4, 8) for t in (0, 1)]
+)
+# buckets of 4, 3 and 2 CPUs (largest first): node 0 cores 0,1 (cpus 0,1 / 2,3);
+# node 1 core 2 (cpus 4,5) and core 3 without a sibling (cpu 6); node 2 core 4 (cpus 7,8)
+UNEVEN = _numbered([(0, 0), (0, 1), (1, 2), (1, 3)], [(2, 4), (2, 5), (3, 6)], [(4, 7), (4, 8)])
+# no SMT, 2 nodes x 2 cores: no pair anywhere
+NO_SMT = _numbered([(0, 0), (1, 1)], [(2, 2), (3, 3)])
+
+# Upstream's calculateBESuppressCPUSetPolicy (cpusuppress/cpu_suppress.go): hyper-thread pairs
+# one bucket at a time (round-robin, largest bucket first) while need > 1, then single CPUs
+# round-robin from the bucket where the pair loop stopped (startIndex := i), each loop
+# ending after a whole round that took nothing. Results in selection order, hand-computed.
+SELECTION_CASES = {
+    # pair (0,8) on node 0 stops at node 1: the single is node 1's cpu4, not node 0's cpu1
+    "2-nodes-need-3": (TWO_NODES, 3, [0, 8, 4]),
+    "2-nodes-need-4": (TWO_NODES, 4, [0, 8, 4, 12]),
+    # pairs (0,8), (4,12) end the round: singles start again at node 0
+    "2-nodes-need-5": (TWO_NODES, 5, [0, 8, 4, 12, 1]),
+    # pairs (0,8), (4,12), (1,9) stop at node 1: its cpu5, so 4 + 3 CPUs per node
+    "2-nodes-need-7": (TWO_NODES, 7, [0, 8, 4, 12, 1, 9, 5]),
+    "uneven-need-3": (UNEVEN, 3, [0, 1, 4]),
+    # pairs (0,1), (4,5) stop at the third bucket: its cpu7
+    "uneven-need-5": (UNEVEN, 5, [0, 1, 4, 5, 7]),
+    "uneven-need-7": (UNEVEN, 7, [0, 1, 4, 5, 7, 8, 2]),
+    # pairs (0,1), (4,5), (7,8), (2,3) stop at node 1: the last CPU is its unpaired cpu6
+    "uneven-need-9": (UNEVEN, 9, [0, 1, 4, 5, 7, 8, 2, 3, 6]),
+    # a pair round that takes nothing stops at bucket 0: singles from there
+    "no-smt-need-3": (NO_SMT, 3, [0, 2, 1]),
+    "too-few-cpus": (NO_SMT, 5, []),
+}
+
+
+@pytest.mark.parametrize(
+    ("processors", "count", "expected"), SELECTION_CASES.values(), ids=list(SELECTION_CASES)
+)
+def test_selection_follows_upstreams_round_robin(processors, count, expected):
+    assert select_cpus(count, processors) == expected
 
 
 def _reserving(cpus: str) -> dict[str, Any]:
@@ -295,6 +343,53 @@ def test_a_shared_system_qos_cpuset_stays_in_the_full_set(host):
     slo = FULL_SET_CASES["slo-switch-off"]
     plan = CPUSuppress().plan(_snapshot(host, slo=slo, node_obj=node(**annotations)))
     assert plan.leveled == [_levels(host, "0-7")]
+
+
+MALFORMED_NODE_ANNOTATIONS = {
+    # upstream reads the two annotations apart: one malformed, the other's CPUs stay out
+    "malformed-reservation": (
+        {ANNOTATION_NODE_RESERVATION: "{not json", ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: '{"cpuset": "3"}'},
+        "0-2,4-7",
+    ),
+    "reservation-with-a-number": (
+        {
+            ANNOTATION_NODE_RESERVATION: '{"reservedCPUs": 5}',
+            ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: '{"cpuset": "3"}',
+        },
+        "0-2,4-7",
+    ),
+    "malformed-system-qos": (
+        {
+            ANNOTATION_NODE_RESERVATION: '{"reservedCPUs": "0"}',
+            ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: "{not json",
+        },
+        "1-7",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "full"), MALFORMED_NODE_ANNOTATIONS.values(), ids=list(MALFORMED_NODE_ANNOTATIONS)
+)
+def test_node_annotations_are_read_independently(host, annotations, full):
+    slo = FULL_SET_CASES["slo-switch-off"]
+    plan = CPUSuppress().plan(_snapshot(host, slo=slo, node_obj=node(**annotations)))
+    assert plan.leveled == [_levels(host, full)]
+    assert len([n for n in plan.notes if n.startswith("node annotation ignored: invalid ")]) == 1
+
+
+def test_a_malformed_reservation_keeps_system_qos_cpus_from_the_suppressed_set(host):
+    """Suppressing, the exclusive system-QoS CPUs stay out of the BE choice even when the
+    reservation is malformed: cpu0 (with its sibling cpu4) is the system's, so the HT pair
+    and the single come from cores 1 and 2. The malformed annotation is noted once, though
+    both the usage formula and the CPU choice read it."""
+    annotations = {
+        ANNOTATION_NODE_RESERVATION: "{not json",
+        ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: '{"cpuset": "0,4"}',
+    }
+    plan = CPUSuppress().plan(_snapshot(host, node_obj=node(**annotations)))
+    assert plan.leveled == [_levels(host, "1-2,5")]
+    assert len([n for n in plan.notes if "node.koordinator.sh/reservation" in n]) == 1
 
 
 # --- as upstream ------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """ResctrlReconcile plans: groups, L3 masks and MB values per class (Intel and AMD), tasks of
-enabled classes' pods (containers and sandbox), support and mount checks; ResctrlGroupUpdate
-through the executor."""
+enabled classes' pods (containers and sandbox), support and mount checks, mounting resctrl
+where it is missing (with a fake mount on the fake tree); ResctrlGroupUpdate through the
+executor."""
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,8 @@ from koordlet.executor import (
 from koordlet.qosmanager.strategies.resctrl import ResctrlReconcile
 from koordlet.system.cgroup.cgroupfs import CgroupFS
 from koordlet.system.cgroup.registry import CPU_TASKS
+from koordlet.system.errors import from_errno
+from koordlet.system.resctrl import Resctrl
 from tests.fakes.host import FakeHost
 from tests.fakes.pods import make_pod
 from tests.koordlet.qosmanager.strategy_env import build_snapshot
@@ -210,6 +215,109 @@ def test_enabled(tmp_path, setup, gates, reason):
     ok, why = ResctrlReconcile().enabled(build_snapshot(host, gates=gates))
     assert ok is (reason == "")
     assert reason in why
+
+
+# --- mounting resctrl (a fake mount on the fake tree; nothing real is ever mounted) -------------
+
+
+class FakeMount:
+    """Stands in for ``mount -t resctrl``: fills the fake tree's resctrl root as the kernel
+    would (``schemata`` of two L3 caches with MB), or fails with ``error``; ``schemata``
+    overrides what the mounted root holds (a root the strategy cannot use)."""
+
+    def __init__(self, host: FakeHost, error: int = 0, schemata: str = "") -> None:
+        self.host = host
+        self.error = error
+        self.schemata = schemata
+
+    def __call__(self, resctrl: Resctrl) -> None:
+        assert resctrl.root == self.host.paths.resctrl_root  # never a real path
+        if self.error:
+            raise from_errno(self.error, resctrl.root)
+        self.host.add_resctrl("7ff", (0, 1))
+        if self.schemata:
+            (resctrl.root / "schemata").write_text(self.schemata)
+
+
+def unmounted(tmp_path: Path, flags: str = RDT_FLAGS) -> FakeHost:
+    """An RDT CPU, and an empty resctrl directory where the kernel mounts it."""
+    host = FakeHost(tmp_path, "v1")
+    host.set_cpu_topology(2, 2, 2, flags=flags)
+    host.paths.resctrl_root.mkdir(parents=True, exist_ok=True)
+    return host
+
+
+def test_resctrl_is_mounted_when_missing_and_then_reconciled(tmp_path):
+    host = unmounted(tmp_path)
+    strategy = ResctrlReconcile(mount=FakeMount(host))
+    snapshot = build_snapshot(host, slo=enabled_classes(), cbm_mask="7ff")
+    assert strategy.enabled(snapshot) == (True, "")
+    assert (host.paths.resctrl_root / "schemata").read_text() == "L3:0=7ff;1=7ff\nMB:0=100;1=100\n"
+    # the same round goes on with the mounted tree: the groups (made by the executor) and
+    # their schemata for both caches of the mounted root
+    plan = strategy.plan(snapshot)
+    assert ("BE", "L3:0=f;1=f") in schemata(plan)
+    executor = ResourceUpdateExecutor(CgroupFS(host.paths, 1))
+    executor.update_batch([u for u in plan.updates if isinstance(u, ResctrlGroupUpdate)])
+    assert Resctrl(host.paths).groups() == ["BE", "LS", "LSR"]
+    assert strategy.enabled(snapshot) == (True, "")  # mounted: nothing more to do
+
+
+def test_a_failed_mount_is_logged_once_and_the_strategy_stays_off(tmp_path, caplog):
+    host = unmounted(tmp_path)
+    mount = FakeMount(host, errno.EPERM)
+    strategy = ResctrlReconcile(mount=mount)
+    snapshot = build_snapshot(host, slo=enabled_classes())
+    with caplog.at_level(logging.WARNING, logger="koordlet.qosmanager.strategies.resctrl"):
+        reasons = {strategy.enabled(snapshot) for _ in range(3)}
+    assert len(reasons) == 1  # one reason, so the manager logs the disabled strategy once too
+    ok, why = reasons.pop()
+    assert not ok
+    assert why.startswith(f"resctrl is not mounted at {host.paths.resctrl_root}: ")
+    assert why.endswith("(mounting it failed: Operation not permitted; not tried again)")
+    assert [r.getMessage() for r in caplog.records if "mounting it failed" in r.getMessage()] == [
+        f"{why.split(' (')[0]}, and mounting it failed: Operation not permitted; ResctrlReconcile stays off"
+    ]
+    # a mount that would now succeed is not tried again: the tree stays unmounted
+    mount.error = 0
+    assert not strategy.enabled(snapshot)[0]
+    assert not (host.paths.resctrl_root / "schemata").exists()
+    # mounted by someone else: the strategy runs
+    host.add_resctrl("7ff", (0, 1))
+    assert strategy.enabled(snapshot) == (True, "")
+
+
+def test_a_mounted_resctrl_without_l3_leaves_the_strategy_off(tmp_path):
+    host = unmounted(tmp_path)
+    strategy = ResctrlReconcile(mount=FakeMount(host, schemata="MB:0=100;1=100\n"))
+    ok, why = strategy.enabled(build_snapshot(host, slo=enabled_classes()))
+    assert not ok
+    assert "(mounted by the koordlet, but its schemata is invalid: schemata needs at least one" in why
+    assert (host.paths.resctrl_root / "schemata").read_text() == "MB:0=100;1=100\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "gates"),
+    [
+        pytest.param("fpu sse2 ht mba", None, id="cpu-without-cat_l3"),
+        pytest.param("fpu sse2 ht cat_l3", None, id="cpu-without-mba"),
+        pytest.param(RDT_FLAGS, {"RdtResctrl": False}, id="gate-off"),
+    ],
+)
+def test_resctrl_is_not_mounted_where_it_cannot_be_used(tmp_path, flags, gates):
+    host = unmounted(tmp_path, flags)
+    strategy = ResctrlReconcile(mount=FakeMount(host))
+    assert not strategy.enabled(build_snapshot(host, slo=enabled_classes(), gates=gates))[0]
+    assert list(host.paths.resctrl_root.iterdir()) == []
+
+
+def test_without_a_mount_function_nothing_is_mounted(tmp_path):
+    """What ``koordlet plan`` builds: it only describes, so it never mounts."""
+    host = unmounted(tmp_path)
+    ok, why = ResctrlReconcile().enabled(build_snapshot(host, slo=enabled_classes()))
+    assert not ok
+    assert why.startswith(f"resctrl is not mounted at {host.paths.resctrl_root}: ")
+    assert list(host.paths.resctrl_root.iterdir()) == []
 
 
 # --- the executor makes groups ------------------------------------------------------------------

@@ -10,12 +10,15 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from koordinator.api.extension.node import ANNOTATION_NODE_RESERVATION
 from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
 from koordinator.api.extension.topology import (
     ANNOTATION_BE_CPU_SHARED_POOLS,
     ANNOTATION_CPU_BASIC_INFO,
     ANNOTATION_CPU_SHARED_POOLS,
     ANNOTATION_CPU_TOPOLOGY,
+    ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
+    ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
     ANNOTATION_POD_CPU_ALLOCS,
 )
 from koordinator.kube import resources as res
@@ -34,6 +37,8 @@ from tests.fakes.pods import PodBuilder, make_pod
 from testsupport.fake import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[3]
+RESERVATION = ANNOTATION_NODE_RESERVATION
+SYSTEM_QOS = ANNOTATION_NODE_SYSTEM_QOS_RESOURCE
 
 
 @pytest.fixture
@@ -143,13 +148,73 @@ def test_zones(cpu_info):
     assert len(out[1]["resources"]) == 1
 
 
-def test_cpu_manager_state(tmp_path):
+CPU_MANAGER_STATES = {
+    # what the kubelet writes with --cpu-manager-policy=static before any pod holds
+    # exclusive CPUs: the node is static although no CPU is assigned yet
+    "static-no-entries": (
+        '{"policyName":"static","defaultCpuSet":"0-7","checksum":1}',
+        KubeletCPUState("static"),
+    ),
+    "static-with-entries": (
+        '{"policyName":"static","defaultCpuSet":"0-1","entries":{"u1":{"c":"2-3","d":"5"}},"checksum":2}',
+        KubeletCPUState("static", assignments={"u1": frozenset({2, 3, 5})}),
+    ),
+    "none": ('{"policyName":"none","defaultCpuSet":"","checksum":3}', KubeletCPUState("none")),
+    "no-policy-name": ('{"defaultCpuSet":"0-7"}', KubeletCPUState("none")),
+    "malformed-entry": (
+        '{"policyName":"static","entries":{"u1":{"c":"x-"},"u2":["2"],"u3":{"c":"4"}}}',
+        KubeletCPUState("static", assignments={"u1": frozenset(), "u3": frozenset({4})}),
+    ),
+    "corrupt": ("garbage", KubeletCPUState("none")),
+    "not-an-object": ('["static"]', KubeletCPUState("none")),
+}
+
+
+@pytest.mark.parametrize(("content", "expected"), CPU_MANAGER_STATES.values(), ids=list(CPU_MANAGER_STATES))
+def test_cpu_manager_state(tmp_path, content, expected):
     path = tmp_path / "cpu_manager_state"
-    path.write_text('{"policyName":"static","defaultCpuSet":"0-1","entries":{"u1":{"c":"2-3","d":"5"}}}')
-    assert read_cpu_manager_state(path) == {"u1": frozenset({2, 3, 5})}
-    path.write_text("garbage")
-    assert read_cpu_manager_state(path) == {}
-    assert read_cpu_manager_state(tmp_path / "missing") == {}
+    path.write_text(content)
+    assert read_cpu_manager_state(path) == expected
+
+
+def test_a_missing_cpu_manager_state_is_the_none_policy(tmp_path):
+    assert read_cpu_manager_state(tmp_path / "missing") == KubeletCPUState("none")
+
+
+@pytest.mark.parametrize("name", ["static-no-entries", "none"])
+def test_the_reported_cpu_manager_policy_is_the_checkpoints(tmp_path, cpu_info, name):
+    path = tmp_path / "cpu_manager_state"
+    path.write_text(CPU_MANAGER_STATES[name][0])
+    annotations = topology_annotations(cpu_info, [], {}, read_cpu_manager_state(path))
+    policy = orjson.loads(annotations[ANNOTATION_KUBELET_CPU_MANAGER_POLICY])
+    assert policy == {"policy": name.split("-")[0], "options": {}, "reservedCPUs": ""}
+    assert orjson.loads(annotations[ANNOTATION_POD_CPU_ALLOCS]) == []
+
+
+MALFORMED_NODE_ANNOTATIONS = {
+    # each annotation is read on its own: one malformed, the other's CPUs still leave the pools
+    "malformed-reservation": (
+        {RESERVATION: "{broken", SYSTEM_QOS: '{"cpuset":"6-7"}'},
+        [{"socket": 0, "node": 0, "cpuset": "0-1,4-5"}, {"socket": 1, "node": 1, "cpuset": "2-3"}],
+    ),
+    "reservation-with-a-number": (
+        {RESERVATION: '{"reservedCPUs": 5}', SYSTEM_QOS: '{"cpuset":"6-7"}'},
+        [{"socket": 0, "node": 0, "cpuset": "0-1,4-5"}, {"socket": 1, "node": 1, "cpuset": "2-3"}],
+    ),
+    "malformed-system-qos": (
+        {RESERVATION: '{"reservedCPUs":"0"}', SYSTEM_QOS: "{broken"},
+        [{"socket": 0, "node": 0, "cpuset": "1,4-5"}, {"socket": 1, "node": 1, "cpuset": "2-3,6-7"}],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("node", "pools"), MALFORMED_NODE_ANNOTATIONS.values(), ids=list(MALFORMED_NODE_ANNOTATIONS)
+)
+def test_node_annotations_are_read_independently_for_the_share_pools(cpu_info, node, pools):
+    annotations = topology_annotations(cpu_info, [], node, KubeletCPUState())
+    assert orjson.loads(annotations[ANNOTATION_CPU_SHARED_POOLS]) == pools
+    assert orjson.loads(annotations[ANNOTATION_BE_CPU_SHARED_POOLS]) == pools
 
 
 async def test_the_report_keeps_the_zone_resources_koord_manager_wrote(fake_host_v1, cpu_info):
