@@ -3,7 +3,11 @@
 * **Cache**: the last value written to each file and when. An update equal to it is
   skipped unless ``--resource-force-update-seconds`` (60 s) passed, so a value changed
   behind the koordlet's back is restored within a minute. A write is also preceded by a
-  read: a file already holding the value is not written.
+  read: a file already holding the value is not written. Entries expire: one not refreshed
+  for ``CACHE_TTL_PERIODS`` force-update periods (a file no longer managed: a removed pod's
+  cgroup ...) is dropped by a sweep that runs at most once a period (upstream's expiring
+  cache with its GC). Updates of files that belong to a process (``/proc/<pid>/...``) are
+  not cached at all (a reused PID is another process); their writers read the value first.
 * **Validation**: values go through the cgroup registry (ranges, syntax, cgroup version)
   or the update's own range; an invalid value raises before anything is written.
 * **Leveled updates** (``leveled``): parents before children with a merged value first —
@@ -39,6 +43,8 @@ from koordlet.system.errors import CgroupVanishedError, HostError, UnsupportedRe
 log = logging.getLogger(__name__)
 
 FORCE_UPDATE_SECONDS = 60.0
+#: a cache entry not refreshed for this many force-update periods is dropped
+CACHE_TTL_PERIODS = 3
 AUDIT_SIZE = 1024
 
 
@@ -73,6 +79,7 @@ class ResourceUpdateExecutor:
         self.force_update_seconds = force_update_seconds
         self.clock = clock
         self._cache: dict[str, tuple[str, float]] = {}
+        self._swept = clock()
         self._lock = threading.Lock()
         self.audit: collections.deque[AuditEvent] = collections.deque(maxlen=AUDIT_SIZE)
 
@@ -88,6 +95,7 @@ class ResourceUpdateExecutor:
         try:
             key, text = target if target is not None else update.target(self.host)
             now = self.clock()
+            self._sweep(now)
             with self._lock:
                 cached = self._cache.get(key)
             if cacheable and update.cached and self._fresh(cached, text, now):
@@ -117,6 +125,27 @@ class ResourceUpdateExecutor:
             log.warning("update %s failed: %s", update.describe(), wrapped)
             self._observe(update.kind, "failed", started)
             return Outcome(update, False, wrapped)
+
+    @property
+    def cache_size(self) -> int:
+        """How many files the cache holds a value for."""
+        with self._lock:
+            return len(self._cache)
+
+    def _sweep(self, now: float) -> None:
+        """Drop the entries not refreshed for ``CACHE_TTL_PERIODS`` force-update periods (at
+        most once a period, or a second when forcing every time)."""
+        period = max(self.force_update_seconds, 1.0)
+        if now - self._swept < period:
+            return
+        ttl = CACHE_TTL_PERIODS * period
+        with self._lock:
+            self._swept = now
+            expired = [key for key, (_, at) in self._cache.items() if now - at >= ttl]
+            for key in expired:
+                del self._cache[key]
+        if expired:
+            log.debug("executor cache: %d entries expired", len(expired))
 
     def _fresh(self, cached: tuple[str, float] | None, text: str, now: float) -> bool:
         """Whether a cache entry says ``text`` was written within the force-update period."""

@@ -116,8 +116,10 @@ class FileUpdate:
     low: int | None = None
     high: int | None = None
     owner: str = ""
+    #: the executor caches the last text written; False for a file of a process
+    #: (``/proc/<pid>/...``): a reused PID is another process, so its file is always read
+    cached: bool = True
 
-    cached: ClassVar[bool] = True
     kind: ClassVar[str] = "FileUpdate"
 
     def describe(self) -> str:

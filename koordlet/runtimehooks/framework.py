@@ -12,9 +12,13 @@ host support — the reason is logged once when it changes), and implements any 
   had is removed;
 * ``remove_pod(ctx)`` — PostStopPodSandbox.
 
-Hooks at a stage run in name order. With the ``Fail`` policy the first failure stops the
-stage; with ``Ignore`` (upstream's default, ``--runtime-hooks-plugin-failure-policy``) it is
-logged and the next hook runs. Every invocation is timed in
+Hooks at a stage run in name order. At a runtime stage (NRI, the runtime proxy) the
+``Fail`` policy makes the first failure stop the stage; with ``Ignore`` (upstream's default,
+``--runtime-hooks-plugin-failure-policy``) it is logged and the next hook runs. The
+reconciler runs hooks with ``runtime=False``: as upstream's reconciler, it logs a failure and
+goes on whatever the policy (which is the runtime's answer to a failed call), and the
+disabled stages (``--runtime-hooks-disable-stages``, hook points the runtime is not asked
+for) do not apply. Every invocation is timed in
 ``koordlet_runtime_hook_invoked_duration_milliseconds{hook,stage,status}``.
 """
 
@@ -106,14 +110,17 @@ class HookManager:
                 out.append(hook)
         return out
 
-    def _invoke(self, hook: HookBase, stage: str, call: Callable[[], object]) -> None:
+    def _invoke(
+        self, hook: HookBase, stage: str, call: Callable[[], object], *, runtime: bool = False
+    ) -> None:
+        """Run one hook; a failure raises HookError only at a runtime stage under Fail."""
         started = time.monotonic()
         status = "succeeded"
         try:
             call()
         except Exception as err:
             status = "failed"
-            if self.failure_policy is FailurePolicy.FAIL:
+            if runtime and self.failure_policy is FailurePolicy.FAIL:
                 raise HookError(f"hook {hook.NAME} failed at {stage}: {err}") from err
             log.exception("hook %s failed at %s (ignored)", hook.NAME, stage)
         finally:
@@ -122,21 +129,30 @@ class HookManager:
                 labels = (self.metrics.node, hook.NAME, stage, status)
                 self.metrics.runtime_hook_invoked_duration_milliseconds.labels(*labels).observe(elapsed)
 
-    def run_pod(self, ctx: PodContext, stage: Stage = Stage.PRE_RUN_POD_SANDBOX) -> PodContext:
-        if stage in self.disabled_stages:
+    def run_pod(
+        self, ctx: PodContext, stage: Stage = Stage.PRE_RUN_POD_SANDBOX, *, runtime: bool = True
+    ) -> PodContext:
+        """Pod-level hooks. ``runtime``: a call of the runtime (NRI, proxy), where the failure
+        policy and the disabled stages apply; False for the reconciler."""
+        if runtime and stage in self.disabled_stages:
             return ctx
         for hook in self.enabled(ctx.node):
             call = hook.remove_pod if stage is Stage.POST_STOP_POD_SANDBOX else hook.pod
-            self._invoke(hook, stage, functools.partial(call, ctx))
+            self._invoke(hook, stage, functools.partial(call, ctx), runtime=runtime)
         return ctx
 
     def run_container(
-        self, ctx: ContainerContext, stage: Stage = Stage.PRE_UPDATE_CONTAINER_RESOURCES
+        self,
+        ctx: ContainerContext,
+        stage: Stage = Stage.PRE_UPDATE_CONTAINER_RESOURCES,
+        *,
+        runtime: bool = True,
     ) -> ContainerContext:
-        if stage in self.disabled_stages:
+        """Container-level hooks; ``runtime`` as for :meth:`run_pod`."""
+        if runtime and stage in self.disabled_stages:
             return ctx
         for hook in self.enabled(ctx.node):
-            self._invoke(hook, stage, functools.partial(hook.container, ctx))
+            self._invoke(hook, stage, functools.partial(hook.container, ctx), runtime=runtime)
         return ctx
 
     def run_kube_qos(self, ctx: QOSContext) -> QOSContext:

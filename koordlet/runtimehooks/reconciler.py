@@ -1,13 +1,18 @@
 """The reconciler transport: hooks applied to running pods' cgroups, on every node.
 
-It runs the hooks for every pod (pod level), every started container (container level;
-init containers too, kata pods skipped), the three kube-QoS cgroups and the node-wide
-level, and writes what they ask through the executor: for each pod one leveled batch (the
-pod cgroup, then its containers), so a quota or cpuset that grows reaches the parent first
-and one that shrinks the children first. It reconciles when the pods change (the states
-informer's AllPods callback, about every 10 s), when the NodeSLO, the topology or the
-node's labels and annotations change,
-and at least every ``--runtime-hooks-reconcile-interval`` (10 s). Writes are cached by the
+It runs the hooks for the three kube-QoS cgroups, every pod (pod level), every started
+container (container level; init containers too, kata pods skipped) and the node-wide
+level, and writes what they ask through the executor: the kube-QoS cgroups (and the node
+switches hooks ask for there, such as group identity's sysctl) first, then for each pod
+one leveled batch (the pod cgroup, then its containers), so a quota or cpuset that grows
+reaches the parent first and one that shrinks the children first. A hook that fails is
+logged and the pass goes on with the other hooks and pods whatever
+``--runtime-hooks-plugin-failure-policy`` says (upstream's reconciler; the policy is the
+runtime's answer to a failed NRI or proxy call).
+
+It reconciles when the pods change (the states informer's AllPods callback, about every
+10 s), when the NodeSLO, the topology or the node's labels and annotations change, and at
+least every ``--runtime-hooks-reconcile-interval`` (10 s). Writes are cached by the
 executor, so a reconcile that changes nothing writes nothing.
 """
 
@@ -63,13 +68,13 @@ class Reconciler:
 
     def plan_pod(self, pod: PodMeta, node: NodeFacts) -> tuple[list[list[CgroupUpdate]], list[Update]]:
         """(levels for the pod and its containers, other updates) the hooks ask for."""
-        pod_ctx = self.manager.run_pod(PodContext(pod, node), Stage.PRE_RUN_POD_SANDBOX)
+        pod_ctx = self.manager.run_pod(PodContext(pod, node), Stage.PRE_RUN_POD_SANDBOX, runtime=False)
         owner = f"pod {pod.key}"
         levels = [pod_ctx.response.resources.updates(pod.cgroup_dir, owner), []]
         extra = list(pod_ctx.response.extra)
         for container in pod.containers:
             ctx = self.manager.run_container(
-                ContainerContext(pod, container, node), Stage.PRE_UPDATE_CONTAINER_RESOURCES
+                ContainerContext(pod, container, node), Stage.PRE_UPDATE_CONTAINER_RESOURCES, runtime=False
             )
             levels[1] += ctx.response.resources.updates(container.cgroup_dir, f"{owner} {container.name}")
             extra += ctx.response.extra
@@ -98,21 +103,25 @@ class Reconciler:
         """One pass over the node (blocking I/O: run it in a worker thread)."""
         node = self.facts()
         pods = [p for p in self.pods() if not _skip(p)]
-        outcomes: list[Outcome] = []
-        started = time.monotonic()
-        for pod in pods:
-            levels, extra = self.plan_pod(pod, node)
-            outcomes += self.executor.leveled(levels)
-            outcomes += self.executor.update_batch(extra)
-        self._observe("pod", outcomes, started)
+        # parents first: the kube-QoS cgroups and the node switches hooks need before the pods
         started = time.monotonic()
         qos = self.executor.update_batch(self.plan_kube_qos(node))
         self._observe("kubeqos", qos, started)
+        outcomes: list[Outcome] = []
+        started = time.monotonic()
+        for pod in pods:
+            try:
+                levels, extra = self.plan_pod(pod, node)
+                outcomes += self.executor.leveled(levels)
+                outcomes += self.executor.update_batch(extra)
+            except Exception:  # one pod's trouble must not stop the pass (hooks' are caught already)
+                log.exception("runtime hooks reconcile of pod %s failed", pod.key)
+        self._observe("pod", outcomes, started)
         started = time.monotonic()
         node_wide = self.executor.update_batch(self.manager.run_all_pods(pods, node), cacheable=False)
         self._observe("allpods", node_wide, started)
         self.runs += 1
-        return outcomes + qos + node_wide
+        return qos + outcomes + node_wide
 
     def trigger(self, *_: object) -> None:
         """Reconcile soon (a states-informer callback)."""

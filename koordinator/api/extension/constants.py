@@ -140,11 +140,11 @@ def eviction_priority(annotations: Mapping[str, str] | None) -> int | None:
 def oom_score_adj(annotations: Mapping[str, str] | None, container: str) -> int | None:
     """The OOM score adjustment of a container: the per-container spec first, then the pod value.
 
-    Values outside [-1000, 1000] are refused.
+    An empty annotation counts as unset, as upstream. Values outside [-1000, 1000] are refused.
     """
-    spec = decode_json(annotations, ANNOTATION_POD_OOM_SCORE_ADJ_SPEC)
-    value: object = None
     key = ANNOTATION_POD_OOM_SCORE_ADJ_SPEC
+    spec = decode_json(annotations, key) if (annotations or {}).get(key) else None
+    value: object = None
     if spec is not None:
         if not isinstance(spec, dict):
             raise AnnotationError(key, "expected a JSON object of container name to integer")
@@ -152,7 +152,7 @@ def oom_score_adj(annotations: Mapping[str, str] | None, container: str) -> int 
     if value is None:
         key = ANNOTATION_POD_OOM_SCORE_ADJ
         raw = (annotations or {}).get(key)
-        if raw is None:
+        if not raw:
             return None
         try:
             value = parse_int(raw, 10, 64)

@@ -65,8 +65,8 @@ class OOMScoreAdj(HookBase):
             except (OSError, ValueError):
                 continue  # the process exited
             holding += 1
-            if current != value:
-                ctx.response.extra.append(FileUpdate(path, str(value), LOW, HIGH, NAME))
+            if current != value:  # not cached: the PID may be another process's next time
+                ctx.response.extra.append(FileUpdate(path, str(value), LOW, HIGH, NAME, cached=False))
         if holding and self.metrics is not None:
             pod = ctx.pod
             labels = (self.metrics.node, pod.name, pod.namespace, pod.uid, ctx.container.name)

@@ -135,3 +135,36 @@ def test_file_updates_are_range_checked(executor, tmp_path):
     refused = ex.update(FileUpdate(knob, "1000", 10, 400))
     assert isinstance(refused.error, InvalidValueError)
     assert knob.read_text() == "150"
+
+
+def test_cache_entries_of_files_no_longer_managed_expire(executor):
+    ex, host, clock = executor
+    gone = host.make_cgroup("kubepods.slice/gone")
+    kept = host.make_cgroup("kubepods.slice/kept")
+    ex.update(CgroupUpdate("cpu.shares", gone, 512))
+    ex.update(CgroupUpdate("cpu.shares", kept, 512))
+    assert ex.cache_size == 2
+    host.remove_cgroup(gone)  # the pod ended: nothing asks for its cgroup again
+    for now in range(10, 250, 10):  # 'kept' is reconciled every 10 s
+        clock.now = now
+        ex.update(CgroupUpdate("cpu.shares", kept, 512))
+    assert ex.cache_size == 1  # 'gone' expired after three force-update periods
+    # what is still managed keeps its entry: within the period the cache answers
+    host.set("cpu.shares", kept, 1024)
+    clock.now = 250
+    assert not ex.update(CgroupUpdate("cpu.shares", kept, 512)).written
+
+
+def test_uncached_file_updates_are_always_read(executor, tmp_path):
+    """A process's file (/proc/<pid>/oom_score_adj): the PID may be another process's the next
+    moment, so no cached value stands for it; the file is read every time."""
+    ex, _, _ = executor
+    adj = tmp_path / "oom_score_adj"
+    adj.write_text("0\n")
+    update = FileUpdate(adj, "500", -1000, 1000, cached=False)
+    assert ex.update(update).written
+    adj.write_text("0\n")  # the PID was reused, at the same moment
+    assert ex.update(update).written
+    assert adj.read_text() == "500"
+    assert not ex.update(update).written  # read first: already right
+    assert ex.cache_size == 0

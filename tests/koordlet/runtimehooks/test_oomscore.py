@@ -52,6 +52,32 @@ def test_invalid_values_are_ignored(fake_host):
     assert _plan(fake_host, {}) == []
 
 
+def test_empty_annotations_are_unset(fake_host):
+    assert _plan(fake_host, {"koordinator.sh/oom-score-adj": ""}) == []
+    updates = _plan(
+        fake_host, {"koordinator.sh/oom-score-adj-spec": "", "koordinator.sh/oom-score-adj": "-999"}
+    )
+    assert [u.value for u in updates] == ["-999", "-999"]
+
+
+def test_a_reused_pid_gets_the_value_again(fake_host):
+    """/proc/<pid> writes are not cached: a new process with the PID of one the koordlet
+    wrote a moment ago gets the value on the next pass, not a minute later."""
+    builder = make_pod("p").kube_qos("Burstable").container("main", cid=CID)
+    pod = meta(fake_host, builder.annotation("koordinator.sh/oom-score-adj", "-500").build())
+    rel = fake_host.make_cgroup(pod.containers[0].cgroup_dir)
+    (fake_host.cgroups.directory("cpu", rel) / "cgroup.procs").write_text("101\n")
+    fake_host.write("proc/101/oom_score_adj", "0\n")
+    node = facts(fake_host, gates={"OOMScoreAdj": True})
+    executor = ResourceUpdateExecutor(node.cgroups, clock=lambda: 0.0)  # time stands still
+    reconciler = Reconciler(HookManager([OOMScoreAdj()]), lambda: node, lambda: [pod], executor)
+    reconciler.reconcile()
+    assert fake_host.read("proc/101/oom_score_adj").strip() == "-500"
+    fake_host.write("proc/101/oom_score_adj", "0\n")  # 101 exited; a new process got its PID
+    reconciler.reconcile()
+    assert fake_host.read("proc/101/oom_score_adj").strip() == "-500"
+
+
 def test_gate_off_by_default(fake_host_v1):
     assert not OOMScoreAdj().enabled(facts(fake_host_v1))[0]
 

@@ -10,7 +10,7 @@ from koordinator.api.extension.resources import BATCH_CPU, BATCH_MEMORY
 from koordinator.api.runtimehook import FailurePolicy
 from koordlet.executor import ResourceUpdateExecutor, Update
 from koordlet.runtimehooks.framework import HookBase, HookError, HookManager
-from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext, Stage
+from koordlet.runtimehooks.protocol import ContainerContext, NodeFacts, PodContext, QOSContext, Stage
 from koordlet.runtimehooks.reconciler import Reconciler
 from koordlet.runtimehooks.registry import hooks
 from koordlet.statesinformer.podmeta import PodMeta
@@ -119,12 +119,65 @@ def test_fail_policy_stops_the_stage(fake_host_v1):
     assert recorder.seen == []
 
 
+class FailsFirst(HookBase):
+    """Fails for the pod named ``first``, at every level."""
+
+    NAME = "Aaa-FailsFirst"
+
+    def pod(self, ctx: PodContext) -> None:
+        if ctx.pod.name == "first":
+            raise RuntimeError("one pod's problem")
+
+    def container(self, ctx: ContainerContext) -> None:
+        self.pod(PodContext(ctx.pod, ctx.node))
+
+    def kube_qos(self, ctx: QOSContext) -> None:
+        raise RuntimeError("kube-QoS problem")
+
+    def all_pods(self, pods: Sequence[PodMeta], node: NodeFacts) -> list[Update]:
+        raise RuntimeError("node-wide problem")
+
+
+def test_fail_policy_does_not_stop_the_reconciler(tmp_path):
+    """The failure policy is the runtime's answer to a failed call: the reconciler logs a
+    failure and goes on with the other hooks, pods, kube-QoS cgroups and the node level."""
+    host = FakeHost(tmp_path, "v1", features={"bvt"})
+    host.write("proc/sys/kernel/sched_group_identity_enabled", "0\n")
+    pods = []
+    for i, name in enumerate(["first", "second"]):
+        cid = "containerd://" + str(i) * 64
+        builder = make_pod(name).qos("BE").kube_qos("BestEffort")
+        m = meta(
+            host,
+            builder.container(
+                "main", cid=cid, requests={BATCH_CPU: "500"}, limits={BATCH_CPU: "1000"}
+            ).build(),
+        )
+        host.add_pod("BestEffort", m.uid, [cid])
+        pods.append(m)
+    recorder = Recorder()
+    manager = HookManager([FailsFirst(), recorder, *hooks()], failure_policy=FailurePolicy.FAIL)
+    slo = {"resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True}}}}
+    node = facts(host, slo=slo)
+    Reconciler(manager, lambda: node, lambda: pods, ResourceUpdateExecutor(node.cgroups)).reconcile()
+    for pod in pods:  # the failing pod too gets the other hooks' values
+        assert host.get("cpu.cfs_quota_us", pod.cgroup_dir) == 100000
+        assert host.get("cpu.shares", pod.containers[0].cgroup_dir) == 4  # Zzz-Recorder, after BatchResource
+    assert recorder.seen == ["first", "second"]
+    assert recorder.gc == [pods]
+    assert host.read("proc/sys/kernel/sched_group_identity_enabled").strip() == "1"  # kube-QoS level ran
+
+
 def test_disabled_stages_are_skipped(fake_host_v1):
     pod = _be_pod(fake_host_v1)
     recorder = Recorder()
     manager = HookManager([recorder], disabled_stages=[Stage.PRE_RUN_POD_SANDBOX])
     manager.run_pod(PodContext(pod, facts(fake_host_v1)))
     assert recorder.seen == []
+    # they are hook points the runtime is not asked for: the reconciler runs every level
+    node = facts(fake_host_v1)
+    Reconciler(manager, lambda: node, lambda: [pod], ResourceUpdateExecutor(node.cgroups)).reconcile()
+    assert recorder.seen == ["batch"]
 
 
 def test_unique_names():

@@ -245,6 +245,11 @@ def test_misc_pod_keys():
     assert c.oom_score_adj({c.ANNOTATION_POD_OOM_SCORE_ADJ: "100"}, "main") == 100
     with pytest.raises(AnnotationError):
         c.oom_score_adj({c.ANNOTATION_POD_OOM_SCORE_ADJ: "1001"}, "main")
+    # an empty annotation is unset, as upstream
+    assert c.oom_score_adj({c.ANNOTATION_POD_OOM_SCORE_ADJ: ""}, "main") is None
+    assert c.oom_score_adj({c.ANNOTATION_POD_OOM_SCORE_ADJ_SPEC: ""}, "main") is None
+    both = {c.ANNOTATION_POD_OOM_SCORE_ADJ_SPEC: "", c.ANNOTATION_POD_OOM_SCORE_ADJ: "-10"}
+    assert c.oom_score_adj(both, "main") == -10
     assert c.parse_replace_resources(
         {c.ANNOTATION_REPLACE_RESOURCES: "nvidia.com/gpu:koordinator.sh/gpu,foo:"}
     ) == [
