@@ -18,7 +18,7 @@ import contextlib
 import random
 import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,6 +148,12 @@ class Framework:
                 use = getattr(plugin, "use_feature_gates", None)
                 if callable(use):
                     use(gates)
+        for plugin in plugins.values():
+            # plug-ins that follow the nodes from the start, before any cycle (ElasticQuota's
+            # cluster total, which its controller needs while no pod is scheduled)
+            follow_cluster = getattr(plugin, "bind_cluster", None)
+            if callable(follow_cluster):
+                follow_cluster(cluster)
         #: the PreFilter plug-ins, in order (VolumeBinding, Coscheduling ...): one may reject
         #: the pod everywhere or narrow the nodes before any filter runs
         self.pre_filters: list[PreFilterPlugin] = [
@@ -249,12 +255,19 @@ class Framework:
                 mask = and_masks(mask, narrowed)
         return mask
 
-    def extras(self, pod: PodInfo) -> list[Extra]:
-        """The normalized score plug-ins' parts for ``pod`` (those that do not skip it)."""
+    def extras(self, pod: PodInfo, feasible: Callable[[int], bool] | None = None) -> list[Extra]:
+        """The normalized score plug-ins' parts for ``pod`` (those that do not skip it).
+        ``feasible`` tells whether a row passes every filter this cycle, for the plug-ins
+        that choose among feasible nodes (``extra_among``: Reservation's most preferred
+        node); they ask it only of the few rows they care about."""
         out = []
         for plugin, weight in self.scorers:
             started = time.perf_counter()
-            extra = plugin.extra(pod, self.cluster, weight)
+            among = getattr(plugin, "extra_among", None) if feasible is not None else None
+            if among is not None:
+                extra = among(pod, self.cluster, weight, feasible)
+            else:
+                extra = plugin.extra(pod, self.cluster, weight)
             if self._sampled:
                 self._observe_plugin(plugin.NAME, "PreScore", started)
             if extra is not None:
@@ -331,7 +344,7 @@ class Framework:
             mask = and_masks(mask, kept)
         want = num_feasible_nodes_to_find(self.percentage, all_nodes, has_scoring=self.has_scoring)
         start = self.next_start % table.count
-        extras = self.extras(pod)
+        extras = self.extras(pod, lambda row: bool(mask[row]) and not node_fails(table, row, vector))
         home = self.cluster.nodes.get(pod.nominated_node) if pod.nominated_node else None
         if home is not None and mask[home.row]:
             only = bytearray(len(mask))

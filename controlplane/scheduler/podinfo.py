@@ -17,7 +17,7 @@ from typing import Any
 
 from controlplane.scheduler import podterms
 from controlplane.scheduler.gang.member import GangMember, gang_member
-from controlplane.scheduler.podterms import Controller, PodAffinity, SpreadConstraint
+from controlplane.scheduler.podterms import Controller, OwnerReference, PodAffinity, SpreadConstraint
 from controlplane.scheduler.specdigest import spec_digest
 from koordinator.api import resourcelist
 from koordinator.api.extension.priority import get_pod_priority_class_with_default
@@ -181,6 +181,8 @@ class PodInfo:
     spread: tuple[SpreadConstraint, ...] = ()
     #: the controlling owner reference (PodTopologySpread's default constraints)
     controller: Controller | None = None
+    #: the other owner references (Reservation owners may name any reference)
+    owner_refs: tuple[OwnerReference, ...] = ()
     #: effective limits, as ``requests`` (LoadAwareScheduling's estimate)
     limits: Mapping[str, int] = field(default_factory=dict)
     #: Koordinator's priority class (``koord-prod`` ... or ``""``), with the QoS default
@@ -332,6 +334,7 @@ def _meta_fields(pod: Mapping[str, Any], meta: Mapping[str, Any], spec: Mapping[
         "terminating": bool(meta.get("deletionTimestamp")),
         "labels": {str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         "controller": podterms.controller(meta),
+        "owner_refs": podterms.other_owner_references(meta),
         "annotations": _annotations(meta),
         "scheduled_at": scheduled,
         "initialized_at": initialized,
@@ -369,8 +372,8 @@ def refresh_pod_info(pod: Mapping[str, Any], previous: PodInfo) -> PodInfo:
 
 def pod_object(pod: PodInfo) -> dict[str, Any]:
     """The parts of a pod object the Koordinator cores read from a record (they take API
-    dicts): identity, labels, Koordinator's annotations, the controlling owner, priority,
-    node and the requests (one container)."""
+    dicts): identity, labels, Koordinator's annotations, the owner references (the
+    controlling one first), priority, node and the requests (one container)."""
     meta: dict[str, Any] = {
         "name": pod.name,
         "namespace": pod.namespace,
@@ -378,8 +381,9 @@ def pod_object(pod: PodInfo) -> dict[str, Any]:
         "labels": dict(pod.labels),
         "annotations": dict(pod.annotations),
     }
+    refs: list[dict[str, Any]] = []
     if pod.controller is not None:
-        meta["ownerReferences"] = [
+        refs.append(
             {
                 "apiVersion": pod.controller.api_version,
                 "kind": pod.controller.kind,
@@ -387,7 +391,19 @@ def pod_object(pod: PodInfo) -> dict[str, Any]:
                 "uid": pod.controller.uid,
                 "controller": True,
             }
-        ]
+        )
+    for owner in pod.owner_refs:
+        ref: dict[str, Any] = {
+            "apiVersion": owner.api_version,
+            "kind": owner.kind,
+            "name": owner.name,
+            "uid": owner.uid,
+        }
+        if owner.controller is not None:
+            ref["controller"] = owner.controller
+        refs.append(ref)
+    if refs:
+        meta["ownerReferences"] = refs
     requests = {name: f"{value}m" if name == CPU else str(value) for name, value in pod.requests.items()}
     return {
         "apiVersion": "v1",

@@ -227,3 +227,44 @@ def controller(meta: Mapping[str, Any]) -> Controller | None:
                 str(ref.get("name") or ""),
             )
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    """An owner reference of the pod other than its controlling one (a Reservation's
+    ``owners[].controller`` may name any of them, as upstream's
+    ``MatchReservationControllerReference``)."""
+
+    api_version: str
+    kind: str
+    uid: str
+    name: str
+    #: the reference's ``controller`` flag (None: not set)
+    controller: bool | None = None
+
+
+def other_owner_references(meta: Mapping[str, Any]) -> tuple[OwnerReference, ...]:
+    """Every owner reference but the one :func:`controller` returns, in order (most pods
+    have none: their only reference is their controller)."""
+    refs = meta.get("ownerReferences") or ()
+    if not refs:
+        return ()
+    out = []
+    skipped = False
+    for ref in refs:
+        if not isinstance(ref, Mapping):
+            continue
+        if ref.get("controller") and not skipped:
+            skipped = True  # the controlling reference, kept as :class:`Controller`
+            continue
+        flag = ref.get("controller")
+        out.append(
+            OwnerReference(
+                str(ref.get("apiVersion") or ""),
+                str(ref.get("kind") or ""),
+                str(ref.get("uid") or ""),
+                str(ref.get("name") or ""),
+                None if flag is None else bool(flag),
+            )
+        )
+    return tuple(out)

@@ -3,7 +3,8 @@ scheduler's side of :mod:`controlplane.scheduler.quota`.
 
 The quota trees come from ElasticQuota objects (``scheduling.sigs.k8s.io/v1alpha1``) and
 the pods they count from the plug-in's own consumer of the pod informer; the cluster's
-total is the nodes' allocatable. A pod:
+total is the nodes' allocatable, followed from node adds, updates and deletes from the
+start (as upstream's node event handler), not only once pods are scheduled. A pod:
 
 * **PreFilter**: is refused everywhere when its quota's used plus its request passes the
   quota's runtime (``enableRuntimeQuota``; else its max), with upstream's "Insufficient
@@ -89,6 +90,12 @@ class ElasticQuota:
         self.pods: dict[str, QuotaPod] = {}
         #: node -> its allocatable, summed into the cluster total the default tree shares
         self._allocatable: dict[str, Mapping[str, int]] = {}
+        #: resource -> the sum over the nodes, and how many nodes list it
+        self._totals: dict[str, int] = {}
+        self._carriers: dict[str, int] = {}
+        #: the nodes came or went since the sum was taken: count them all again
+        self._rebuild = True
+        #: the forest has not been given the current sum
         self._total_stale = True
         self._cluster: Cluster | None = None
         self._notifier = QueueNotifier(QUOTA_CHANGE)
@@ -101,6 +108,7 @@ class ElasticQuota:
         self.gates = QuotaGates.from_feature_gates(gates)
         self.forest = QuotaForest(self.args, self.gates)
         self.revoker = OveruseRevoker(self.forest, self.args)
+        self._total_stale = True  # a new forest: it has no total yet
 
     def bind_handle(self, handle: Handle) -> None:
         self._notifier.handle = handle
@@ -179,42 +187,82 @@ class ElasticQuota:
             self._notifier.notify()  # its quota's request and used went down
 
     # --- the cluster total -----------------------------------------------------------------
+    #
+    # Upstream's GroupQuotaManager follows node add/update/delete; here the plug-in follows
+    # the scheduler's cluster from the moment the framework is built (bind_cluster), keeps
+    # the sum of the nodes' allocatable up to date by difference on each node change, and
+    # hands it to the forest before every PreFilter and every controller round. Before the
+    # first PreFilter the status writer and the overuse revoker thus already judge against
+    # the real total, not against each quota's min.
 
-    def _bind(self, cluster: Cluster) -> None:
-        if self._cluster is not cluster:
-            self._cluster = cluster
-            cluster.subscribe(self._node_changed)
-            self._allocatable = {name: info.allocatable for name, info in cluster.nodes.items()}
-            self._total_stale = True
+    def bind_cluster(self, cluster: Cluster) -> None:
+        """Follow ``cluster``'s nodes (the framework calls this once it is built)."""
+        if self._cluster is cluster:
+            return
+        self._cluster = cluster
+        cluster.subscribe(self._node_changed)
+        self._rebuild = True
 
     def _node_changed(self, node: str | None, pod: PodInfo | None = None, sign: int = 0) -> None:
-        cluster = self._cluster
-        if cluster is None:
-            return
+        if pod is not None:
+            return  # a pod placed or taken off: allocatable stays
         if node is None:
-            self._allocatable = {name: info.allocatable for name, info in cluster.nodes.items()}
-            self._total_stale = True
+            self._rebuild = True  # nodes came or went: recounted at the next sync
+            return
+        cluster = self._cluster
+        if cluster is None or self._rebuild:
             return
         info = cluster.nodes.get(node)
         current = info.allocatable if info is not None else None
-        if self._allocatable.get(node) is not current:
-            if current is None:
-                self._allocatable.pop(node, None)
-            else:
-                self._allocatable[node] = current
-            self._total_stale = True
+        old = self._allocatable.get(node)
+        if old is current:
+            return
+        if current is not None and old == current:
+            self._allocatable[node] = current  # the same figures: keep the cheap identity check
+            return
+        if old is not None:
+            self._count(old, -1)
+        if current is None:
+            self._allocatable.pop(node, None)
+        else:
+            self._allocatable[node] = current
+            self._count(current, 1)
+        self._total_stale = True
 
-    def sync_total(self, cluster: Cluster) -> None:
-        """Give the forest the nodes' allocatable total when nodes changed."""
-        self._bind(cluster)
+    def _count(self, allocatable: Mapping[str, int], sign: int) -> None:
+        """Add (``sign`` 1) or take off one node's allocatable from the running total."""
+        totals, carriers = self._totals, self._carriers
+        for name, value in allocatable.items():
+            totals[name] = totals.get(name, 0) + sign * value
+            left = carriers.get(name, 0) + sign
+            if left > 0:
+                carriers[name] = left
+            else:
+                carriers.pop(name, None)
+                totals.pop(name, None)
+
+    def sync_total(self, cluster: Cluster | None = None) -> None:
+        """Give the forest the nodes' allocatable total when nodes changed (``cluster``:
+        follow it first, when the framework did not bind one)."""
+        if cluster is not None:
+            self.bind_cluster(cluster)
+        cluster = self._cluster
+        if cluster is None:
+            return
+        if self._rebuild:
+            self._allocatable, self._totals, self._carriers = {}, {}, {}
+            for name, info in cluster.nodes.items():
+                self._allocatable[name] = info.allocatable
+                self._count(info.allocatable, 1)
+            self._rebuild = False
+            self._total_stale = True
         if not self._total_stale:
             return
-        totals: dict[str, int] = {}
-        for allocatable in self._allocatable.values():
-            for name, value in allocatable.items():
-                totals[name] = totals.get(name, 0) + value
         self.forest.set_cluster_total(
-            {n: Quantity.from_milli(v) if n == "cpu" else Quantity.from_int(v) for n, v in totals.items()}
+            {
+                n: Quantity.from_milli(v) if n == "cpu" else Quantity.from_int(v)
+                for n, v in self._totals.items()
+            }
         )
         self._total_stale = False
 
@@ -299,6 +347,8 @@ class ElasticQuota:
         last_revoke = 0.0
         while True:
             await asyncio.sleep(STATUS_INTERVAL_S)
+            # the runtimes both below judge by follow the nodes even while no pod is scheduled
+            self.sync_total()
             for name, patch in self.status_patches().items():
                 namespace = str((self.quotas[name].get("metadata") or {}).get("namespace") or "")
                 try:

@@ -7,22 +7,28 @@
   else the highest); **Bind** writes the Reservation's status instead of binding a pod
   (``nodeName``, phase Available, Scheduled and Ready conditions, ``allocatable``). An
   Available reservation holds on its node what its owners have not taken yet: its reserve
-  pod is placed there with ``allocatable - allocated`` as requests.
-* A pod its **owners** match (object, controller, label selector; ``reservation-affinity``
-  name, selector and tolerations; not ``reservation-ignored``) sees the matched
-  reservations' room given back on their nodes while it is scheduled (upstream's
-  BeforePreFilter transformer); a pod with reservation affinity fits only where a
-  reservation matches ("node(s) no reservations match reservation affinity"); a
-  ``Restricted`` reservation's resources come only from it ("Reservation(s) Insufficient
-  cpu"). **Score** (weight 5000 in the profile): the node of the matched reservation with
-  the smallest non-zero ``reservation-order`` gets 1000, other nodes with a matched one its
-  MostAllocated score over the reservation's allocatable; normalized. **Reserve** assigns
-  the pod to the best reservation on the chosen node; **PreBind** writes
-  ``scheduling.koordinator.sh/reservation-allocated`` ``{"name","uid"}``.
+  pod is placed there with ``allocatable - allocated`` as requests, the part its
+  ``node.koordinator.sh/reservation`` annotation keeps back (``reserved``) included.
+* A pod its **owners** match (object, controller -- any of the pod's owner references --,
+  label selector; ``reservation-affinity`` name, selector and tolerations; not
+  ``reservation-ignored``) sees the matched reservations' room less ``reserved`` given
+  back on their nodes while it is scheduled (upstream's BeforePreFilter transformer); a
+  pod with reservation affinity fits only where a reservation matches ("node(s) no
+  reservations match reservation affinity"); a ``Restricted`` reservation's resources
+  come only from it ("Reservation(s) Insufficient cpu"). The match is made once per cycle
+  and again after any change of a reservation, an owner or the cluster (a requeued pod
+  never uses a reservation that ended meanwhile). **Score** (weight 5000 in the profile):
+  among the nodes that pass every filter, the one whose matched reservations hold the
+  smallest non-zero ``reservation-order`` gets 1000, the others the MostAllocated score
+  (over its allocatable) of the reservation Reserve would put the pod in there;
+  normalized. **Reserve** assigns the pod to the best reservation on the chosen node;
+  **PreBind** writes ``scheduling.koordinator.sh/reservation-allocated`` ``{"name","uid"}``.
 * The controller (leading scheduler): status ``currentOwners`` and ``allocated`` from the
-  owners bound into it (``allocateOnce``: Succeeded after its first owner), expiry (``ttl``,
-  ``expires``, its node gone: Failed, reason Expired), and garbage collection
-  ``gcDurationSeconds`` after it ended.
+  owners the pod informer saw bound into it (``spec.nodeName`` and ``reservation-allocated``;
+  a pod only assumed at Reserve, whose binding may still fail, is not one), with
+  ``allocateOnce`` Succeeded after its first owner; expiry (``ttl``, ``expires``, its node
+  gone: Failed, reason Expired), and garbage collection ``gcDurationSeconds`` after it
+  ended.
 
 A reserve pod preempts lower-priority pods only with ``enablePreemption`` (off by default,
 as upstream), and a reservation is never a victim of preemption; its scheduling Events go to
@@ -38,13 +44,13 @@ import logging
 import math
 import time
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from controlplane.scheduler.cluster import Cluster, NodeInfo
 from controlplane.scheduler.kernel.table import CPU, PodVector
-from controlplane.scheduler.kernel.twin import Extra
+from controlplane.scheduler.kernel.twin import Extra, normalized
 from controlplane.scheduler.plugins.args import ArgsError, boolean
 from controlplane.scheduler.plugins.interface import (
     RESERVE_POD_PATCH,
@@ -70,7 +76,7 @@ from controlplane.scheduler.reservation.messages import (
 from controlplane.scheduler.reservation.phases import is_available, is_expired, is_failed, is_succeeded
 from controlplane.scheduler.reservation.prebind import reservation_allocated_value
 from controlplane.scheduler.reservation.reservepod import ReservationError, reserve_pod, validate_reservation
-from controlplane.scheduler.reservation.scoring import most_preferred_by_order, score_reservation
+from controlplane.scheduler.reservation.scoring import NO_ORDER, most_preferred_by_order, score_reservation
 from controlplane.scheduler.reservation.transformer import PodContext, classify
 from koordinator.api.extension.annotations import AnnotationError
 from koordinator.api.extension.reservation import (
@@ -176,6 +182,17 @@ def _owner_key(owner: Mapping[str, Any]) -> tuple[str, ...] | None:
     return None
 
 
+def _owner_view(pod: PodInfo) -> tuple[Any, ...]:
+    """What the controller's owner sync reads of a bound owner."""
+    return (
+        pod.namespace,
+        pod.name,
+        pod.node_name,
+        pod.requests,
+        pod.annotations.get(ANNOTATION_RESERVATION_ALLOCATED),
+    )
+
+
 def _ints(resources: ResourceList) -> dict[str, int]:
     """Positive amounts in the table's units (CPU in milli-cores), ``pods`` apart."""
     out = {}
@@ -197,6 +214,25 @@ class _Matched:
     by_node: dict[str, list[ReservationInfo]]
 
 
+@dataclass(frozen=True)
+class _MatchKey:
+    """What a cached match was computed from: the pod's record (the same object for one
+    cycle), the plug-in's generation (reservations and their owners) and the cluster's
+    (nodes and placed pods). A requeued pod's next cycle finds at least one of them moved
+    when anything it was matched against changed."""
+
+    pod: PodInfo
+    generation: int
+    cluster_generation: int
+
+    def holds(self, pod: PodInfo, generation: int, cluster_generation: int) -> bool:
+        return (
+            self.pod is pod
+            and self.generation == generation
+            and self.cluster_generation == cluster_generation
+        )
+
+
 class Reservation:
     NAME = NAME
     PREEMPTION_HELPS = False
@@ -209,13 +245,26 @@ class Reservation:
         self.clock = clock
         #: reservation name -> its info (owners assigned included)
         self.infos: dict[str, ReservationInfo] = {}
-        #: owner pod UID -> (reservation name, the pod)
+        #: owner pod UID -> (reservation name, the pod): assigned at Reserve (assumed, maybe
+        #: never bound) or seen bound; what scheduling counts in the reservation
         self.owners: dict[str, tuple[str, PodInfo]] = {}
+        #: reservation name -> UID -> the owner pods the informer saw bound into it (spec.nodeName
+        #: set, ``reservation-allocated`` naming it): all the controller writes as its owners
+        self._bound: dict[str, dict[str, PodInfo]] = {}
+        #: owner pod UID -> the reservation :attr:`_bound` has it under
+        self._bound_in: dict[str, str] = {}
+        #: reservation UID -> name
+        self._by_uid: dict[str, str] = {}
+        #: bumped on every change of a reservation or of its owners (the match cache's key)
+        self._generation = 0
         #: reservation name -> the reserve pod handed to the scheduler last
         self.reserve_pods: dict[str, PodInfo] = {}
         self._handle: Handle | None = None
         self._notifier = QueueNotifier(RESERVATION_CHANGE)
+        #: the last match computed, with what it was computed from (None: no reservation
+        #: concerned the pod)
         self._matched: _Matched | None = None
+        self._match_key: _MatchKey | None = None
         self._cluster: Cluster | None = None
         #: owner key -> the reservations one of whose owner entries names it; reservations
         #: with an entry no key names (a selector of expressions only) are always checked
@@ -254,7 +303,13 @@ class Reservation:
             if owner == name and uid:
                 info.add_assigned_pod(pod_object(pod))
         self._unindex(name)
+        previous = self.infos.get(name)
+        if previous is not None and self._by_uid.get(previous.uid) == name:
+            del self._by_uid[previous.uid]
         self.infos[name] = info
+        if info.uid:
+            self._by_uid[info.uid] = name
+        self._generation += 1
         self._index(name, info)
         self._changed.add(name)
         self._due[name] = self._deadline(reservation)
@@ -262,7 +317,10 @@ class Reservation:
         self._notifier.notify()
 
     def on_reservation_deleted(self, name: str) -> None:
-        self.infos.pop(name, None)
+        info = self.infos.pop(name, None)
+        if info is not None and self._by_uid.get(info.uid) == name:
+            del self._by_uid[info.uid]
+        self._generation += 1
         self._unindex(name)
         self._changed.discard(name)
         self._due.pop(name, None)
@@ -296,6 +354,8 @@ class Reservation:
         ]
         if pod.controller is not None:
             keys += [("controller-uid", pod.controller.uid), ("controller", pod.controller.name)]
+        for ref in pod.owner_refs:  # an owner's controller may name any owner reference
+            keys += [("controller-uid", ref.uid), ("controller", ref.name)]
         keys += [("label", k, v) for k, v in pod.labels.items()]
         for key in keys:
             names = self._by_owner.get(key)
@@ -324,7 +384,9 @@ class Reservation:
             log.warning("Reservation %s ignored: %s", info.name, err)
             return
         if is_available(reservation) and info.node_name:
-            pod = dataclasses.replace(pod, requests=_ints(info.remaining()), node_name=info.node_name)
+            # what its owners have not taken, ``reserved`` included: that part is kept from
+            # every pod (owners get back only :meth:`ReservationInfo.remaining`)
+            pod = dataclasses.replace(pod, requests=_ints(info.held()), node_name=info.node_name)
         elif pod.node_name:
             return  # placed per its status but not Available: nothing to hold
         if self.reserve_pods.get(info.name) == pod:
@@ -336,25 +398,61 @@ class Reservation:
 
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
         """Bound pods with ``reservation-allocated`` count in their reservation (restored after
-        a restart); deleted ones leave it."""
+        a restart) and are its owners for the controller; deleted ones leave it."""
         if new is None:
             if old is not None:
+                self._forget_bound(old.uid)
                 self._unassign(old.uid)
             return
-        if new.reservation or not new.node_name or new.uid in self.owners:
+        if new.reservation:
             return
+        name = self._allocated_to(new) if new.node_name else None
+        if name is None:
+            self._forget_bound(new.uid)
+            return
+        self._remember_bound(name, new)
+        if new.uid not in self.owners:
+            self._assign(name, new)
+
+    def _allocated_to(self, pod: PodInfo) -> str | None:
+        """The reservation the pod's ``reservation-allocated`` names (by UID, else its name)."""
+        if ANNOTATION_RESERVATION_ALLOCATED not in pod.annotations:
+            return None
         try:
-            record = get_reservation_allocated(new.annotations)
+            record = get_reservation_allocated(pod.annotations)
         except AnnotationError:
-            return
+            return None
         if record is None:
+            return None
+        return self._by_uid.get(record.uid, record.name)
+
+    def _remember_bound(self, name: str, pod: PodInfo) -> None:
+        """The informer saw ``pod`` bound into reservation ``name``."""
+        before = self._bound_in.get(pod.uid)
+        if before is not None and before != name:
+            self._forget_bound(pod.uid)
+        owners = self._bound.setdefault(name, {})
+        known = owners.get(pod.uid)
+        owners[pod.uid] = pod
+        self._bound_in[pod.uid] = name
+        if known is None or _owner_view(known) != _owner_view(pod):
+            self._changed.add(name)
+
+    def _forget_bound(self, uid: str) -> None:
+        name = self._bound_in.pop(uid, None)
+        if name is None:
             return
-        name = next((n for n, i in self.infos.items() if i.uid == record.uid), record.name)
-        self._assign(name, new)
+        owners = self._bound.get(name)
+        if owners is not None:
+            owners.pop(uid, None)
+            if not owners:
+                del self._bound[name]
+        self._changed.add(name)
 
     def _assign(self, name: str, pod: PodInfo) -> None:
         self.owners[pod.uid] = (name, pod)
         self._changed.add(name)
+        self._generation += 1
         info = self.infos.get(name)
         if info is not None:
             info.add_assigned_pod(pod_object(pod))
@@ -366,6 +464,7 @@ class Reservation:
             return
         name, pod = found
         self._changed.add(name)
+        self._generation += 1
         info = self.infos.get(name)
         if info is not None:
             info.remove_assigned_pod(pod_object(pod))
@@ -375,11 +474,15 @@ class Reservation:
     # --- the pod's view of the nodes ---------------------------------------------------------
 
     def _match(self, pod: PodInfo, cluster: Cluster) -> _Matched | None:
-        """The reservations ``pod`` may use, by node (None: no reservation concerns it)."""
+        """The reservations ``pod`` may use, by node (None: no reservation concerns it);
+        computed once per cycle, again whenever a reservation, an owner or the cluster
+        changed since."""
         self._cluster = cluster
-        if self._matched is not None and self._matched.pod is pod:
+        key = self._match_key
+        if key is not None and key.holds(pod, self._generation, cluster.generation):
             return self._matched
         self._matched = None
+        self._match_key = _MatchKey(pod, self._generation, cluster.generation)
         if pod.reservation or not self.infos:
             return None
         if not self._candidates(pod) and ANNOTATION_RESERVATION_AFFINITY not in pod.annotations:
@@ -405,7 +508,8 @@ class Reservation:
         return self._matched
 
     def restore(self, pod: PodInfo, cluster: Cluster) -> list[tuple[str, PodVector]]:
-        """The room of the reservations the pod may use, given back on their nodes."""
+        """The room of the reservations the pod may use, given back on their nodes: what
+        their owners may still take (:meth:`ReservationInfo.remaining`), ``reserved`` kept."""
         matched = self._match(pod, cluster)
         if matched is None:
             return []
@@ -460,33 +564,84 @@ class Reservation:
         matched = self._match(pod, cluster)
         return self._node_verdict(matched, node.name) if matched is not None else None
 
-    def _scores(self, matched: _Matched) -> dict[str, int]:
-        """Raw node scores: 1000 for the node of the most preferred ordered reservation,
-        else the best MostAllocated score of the node's matched reservations."""
-        all_matched = [info for infos in matched.by_node.values() for info in infos]
-        preferred, _ = most_preferred_by_order(all_matched)
+    def _cycle_match(self, pod: PodInfo) -> _Matched | None:
+        """The match of ``pod``'s cycle while no reservation or owner changed since (its
+        Reserve follows the placement, which moves only the cluster's generation)."""
+        key = self._match_key
+        if key is None or key.pod is not pod or key.generation != self._generation:
+            return None
+        return self._matched
+
+    def _scores(self, matched: _Matched, nodes: Iterable[str]) -> dict[str, int]:
+        """Raw scores of ``nodes`` (feasible nodes with a matched reservation, in the order
+        upstream's PreScore is given them): 1000 for the first whose matched reservations
+        hold the smallest non-zero ``reservation-order``, else the MostAllocated score of
+        the reservation Reserve would nominate there (0 without one)."""
+        nodes = list(nodes)
+        preferred, best = None, NO_ORDER
+        for node in nodes:
+            _, order = most_preferred_by_order(matched.by_node.get(node, ()))
+            if order < best:
+                preferred, best = node, order
         scores = {}
-        for node, infos in matched.by_node.items():
-            if preferred is not None and preferred.node_name == node:
+        for node in nodes:
+            if node == preferred:
                 scores[node] = MOST_PREFERRED_SCORE
-            else:
-                scores[node] = max(score_reservation(matched.ctx.requests, info) for info in infos)
+                continue
+            nominated = self._nominate(matched, node)
+            scores[node] = score_reservation(matched.ctx.requests, nominated) if nominated is not None else 0
         return scores
 
+    def _feasible_nodes(
+        self, matched: _Matched, cluster: Cluster, feasible: Callable[[int], bool] | None
+    ) -> list[str]:
+        """The nodes with a matched reservation that the pod may be placed on (this
+        plug-in's verdict, and ``feasible`` of their rows when the framework tells), by row:
+        two nodes whose best order is the same go to the lower row (upstream: the first in
+        the scoring window; the window here is all feasible nodes, not only those sampled)."""
+        found = []
+        for node in matched.by_node:
+            info = cluster.nodes.get(node)
+            if info is None or self._node_verdict(matched, node) is not None:
+                continue
+            if feasible is None or feasible(info.row):
+                found.append((info.row, node))
+        return [node for _, node in sorted(found)]
+
     def extra(self, pod: PodInfo, cluster: Cluster, weight: int) -> Extra | None:
+        return self.extra_among(pod, cluster, weight, None)
+
+    def extra_among(
+        self, pod: PodInfo, cluster: Cluster, weight: int, feasible: Callable[[int], bool] | None
+    ) -> Extra | None:
+        """:meth:`extra` knowing which rows pass every filter: the most preferred node is
+        chosen among those (upstream's PreScore sees only feasible nodes). Only the few
+        rows holding a matched reservation are asked."""
         matched = self._match(pod, cluster)
         if matched is None or not matched.by_node:
             return None
         scores = array("q", bytes(8 * cluster.table.count))
-        for node, score in self._scores(matched).items():
-            info = cluster.nodes.get(node)
-            if info is not None:
-                scores[info.row] = score
+        for node, score in self._scores(matched, self._feasible_nodes(matched, cluster, feasible)).items():
+            scores[cluster.nodes[node].row] = score
         return row_scores(self.NAME, weight, scores)
 
+    def window_scores(self, pod: PodInfo, cluster: Cluster, rows: Sequence[int]) -> list[int]:
+        """The normalized scores of ``rows``, the feasible window in visiting order
+        (``simulate``, the extender): the most preferred node is the window's."""
+        matched = self._match(pod, cluster)
+        if matched is None or not matched.by_node:
+            return [0] * len(rows)
+        names = [info.name if (info := cluster.by_row[row]) is not None else "" for row in rows]
+        scores = self._scores(matched, [n for n in names if n in matched.by_node])
+        raws = [scores.get(name, 0) for name in names]
+        highest = max(raws, default=0)
+        return [normalized(raw, highest, False) for raw in raws]
+
     def raw_score(self, pod: PodInfo, node: NodeInfo) -> int:
-        matched = self._matched if self._matched is not None and self._matched.pod is pod else None
-        return self._scores(matched).get(node.name, 0) if matched is not None else 0
+        matched = self._cycle_match(pod)
+        if matched is None or self._cluster is None:
+            return 0
+        return self._scores(matched, self._feasible_nodes(matched, self._cluster, None)).get(node.name, 0)
 
     def _nominate(self, matched: _Matched, node: str) -> ReservationInfo | None:
         """The reservation the pod goes into on ``node``: the smallest non-zero order, then
@@ -506,14 +661,14 @@ class Reservation:
         )
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> str | None:
-        matched = self._matched if self._matched is not None and self._matched.pod is pod else None
+        matched = self._cycle_match(pod)
         if matched is None or pod.reservation:
             return None
         info = self._nominate(matched, node)
         if info is None:
             return ERR_REASON_RESERVATION_AFFINITY if matched.ctx.affinity is not None else None
         current = self.infos.get(info.name)
-        if current is None:
+        if current is None or current.uid != info.uid or not current.is_available():
             return ERR_REASON_RESERVATION_INACTIVE
         state[_STATE_KEY] = (info.name, current.uid)
         self._assign(info.name, dataclasses.replace(pod, node_name=node))
@@ -560,17 +715,10 @@ class Reservation:
     # --- the controller ----------------------------------------------------------------------
 
     def _owner_objects(self, name: str) -> list[dict[str, Any]]:
-        info = self.infos.get(name)
-        out = []
-        for owner, pod in self.owners.values():
-            if owner != name or info is None:
-                continue
-            obj = pod_object(pod)
-            obj["metadata"]["annotations"][ANNOTATION_RESERVATION_ALLOCATED] = reservation_allocated_value(
-                name, info.uid
-            )
-            out.append(obj)
-        return out
+        """The owners the controller writes: pods the informer saw bound with
+        ``reservation-allocated`` naming the reservation (upstream lists them from its pod
+        informer), never those only assumed at Reserve, whose binding may still fail."""
+        return [pod_object(pod) for pod in self._bound.get(name, {}).values()]
 
     def _deadline(self, reservation: Obj) -> float:
         """When the controller must look at the reservation again though nothing changed:

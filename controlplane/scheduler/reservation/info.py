@@ -5,7 +5,9 @@
 * ``resource_names`` -- the keys of ``allocatable``; for the ``Restricted`` policy narrowed
   to ``reservation-restricted-options`` ``resources`` when that leaves any.
 * ``reserved`` -- kept back inside the reservation (``node.koordinator.sh/reservation``
-  on the Reservation: ``resources`` plus the size of ``reservedCPUs`` as cpu).
+  on the Reservation: ``resources`` plus the size of ``reservedCPUs`` as cpu): held on
+  the node with the rest (:meth:`~ReservationInfo.held`) but not for its owners to use
+  (:meth:`~ReservationInfo.remaining`).
 * ``allocated`` -- the sum of the assigned owner pods' requests restricted to
   ``resource_names``; pods are tracked by UID, adding twice or removing an unknown pod
   changes nothing, and removal never drives an amount below zero.
@@ -232,8 +234,15 @@ class ReservationInfo:
     # ---- amounts -------------------------------------------------------------------------------
 
     def remaining(self) -> ResourceList:
-        """``allocatable - allocated - reserved`` (may go negative, as upstream's arithmetic)."""
+        """``allocatable - allocated - reserved`` (may go negative, as upstream's arithmetic):
+        what an owner may still take from the reservation."""
         return resourcelist.subtract(resourcelist.subtract(self.allocatable, self.allocated), self.reserved)
+
+    def held(self) -> ResourceList:
+        """``allocatable - allocated`` floored at zero: what the reservation keeps on its node
+        for itself (upstream's reserve pod less its owners' share); ``reserved`` is part of
+        it, kept from other pods and owners alike."""
+        return resourcelist.subtract_non_negative(self.allocatable, self.allocated)
 
     def clone(self) -> ReservationInfo:
         return ReservationInfo(

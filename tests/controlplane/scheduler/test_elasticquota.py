@@ -4,6 +4,7 @@ built-in quotas are created and the quotas' status written."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,98 @@ def test_a_pod_over_its_quota_preempts_only_lower_priority_pods_of_its_own_quota
     assert result.message.startswith("0/1 nodes are available: Insufficient quotas, quotaName: a, ")
     assert result.preemption is not None, result.message
     assert [v.key for v in result.preemption.victims] == ["default/a-low"]
+
+
+def _node(name: str, cpu: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"}},
+    }
+
+
+def _revoking(delay: str) -> Any:
+    return parse(
+        {
+            **PROFILE,
+            "profiles": [
+                {
+                    **PROFILE["profiles"][0],
+                    "pluginConfig": [
+                        {
+                            "name": "ElasticQuota",
+                            "args": {"monitorAllQuotas": True, "delayEvictTime": delay},
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+
+
+async def test_a_restarted_scheduler_judges_quotas_by_the_nodes_before_any_pod_is_scheduled():
+    """No pod is pending after the restart, so no PreFilter runs: the status writer and the
+    overuse revoker must still see the cluster's 8 CPUs, not fall back to each quota's min."""
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.sigs.k8s.io_elasticquotas.yaml")
+        fake.create(res.NODES, _node("n", "8"))
+        # a: min 2, uses 4 of the 8 CPUs (within what it may borrow); b: max 2, uses 3 (over)
+        fake.create(res.ELASTIC_QUOTAS, cpu_quota("a", "2", "40"))
+        fake.create(res.ELASTIC_QUOTAS, cpu_quota("b", "1", "2"))
+        for i in range(4):
+            fake.create(res.PODS, pod(f"a-{i}", "a", "1", node="n"))
+        for i in range(3):
+            fake.create(res.PODS, pod(f"b-{i}", "b", "1", node="n"))
+
+        def evicted(name: str) -> bool:
+            live = {
+                p["metadata"]["name"]
+                for p in fake.list_objects(res.PODS, "default")
+                if not p["metadata"].get("deletionTimestamp")
+            }
+            return name not in live
+
+        async with running(fake, _revoking("1s")):
+            # a's runtime is its request (4): 8 CPUs less b's 2 leave it room to borrow
+            await eventually(
+                lambda: (
+                    f"{Q}/runtime" in fake.get(res.ELASTIC_QUOTAS, "a", "default")["metadata"]["annotations"]
+                )
+            )
+            annotations = fake.get(res.ELASTIC_QUOTAS, "a", "default")["metadata"]["annotations"]
+            assert json.loads(annotations[f"{Q}/runtime"])["cpu"] == "4"
+            # b is over its runtime (its max, 2) past delayEvictTime: one of its pods goes
+            await eventually(lambda: sum(evicted(f"b-{i}") for i in range(3)) == 1)
+            # and a, within its runtime, keeps every pod (the same rounds looked at it)
+            assert not any(evicted(f"a-{i}") for i in range(4))
+            b = fake.get(res.ELASTIC_QUOTAS, "b", "default")["metadata"]["annotations"]
+            assert json.loads(b[f"{Q}/runtime"])["cpu"] == "2"
+
+
+def test_the_cluster_total_follows_node_adds_updates_and_deletes_without_a_pod_scheduled():
+    from controlplane.scheduler.cluster import Cluster
+    from controlplane.scheduler.framework import Framework
+    from controlplane.scheduler.plugins.elasticquota import ElasticQuota
+
+    cluster = Cluster()
+    framework = Framework(parse(PROFILE).profiles[0], cluster, seed=1)
+    plugin = framework.plugins["ElasticQuota"]
+    assert isinstance(plugin, ElasticQuota)
+    plugin.take_object(cpu_quota("a", "1", "100"))
+    plugin.take_object(pod("a-0", "a", "50", node="n1"))
+
+    def runtime() -> str:
+        plugin.sync_total()  # what each controller round does first
+        patch = plugin.status_patches()["a"]
+        return str(json.loads(patch["metadata"]["annotations"][f"{Q}/runtime"])["cpu"])
+
+    cluster.set_node(_node("n1", "16"))
+    cluster.set_node(_node("n2", "16"))
+    assert runtime() == "32"
+    cluster.set_node(_node("n2", "24"))  # allocatable grew
+    assert runtime() == "40"
+    cluster.remove_node("n1")
+    assert runtime() == "24"
+    cluster.set_node(_node("n3", "64"))
+    assert runtime() == "50"  # capped at its request

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from controlplane.scheduler.podinfo import pod_info, refresh_pod_info
+from controlplane.scheduler.podinfo import pod_info, pod_object, refresh_pod_info
 from controlplane.scheduler.quota.pods import quota_pod
 from koordinator.api import resourcelist
 
@@ -106,3 +106,21 @@ def test_quota_records_keep_the_request_only_while_the_spec_is_the_same():
     resized = copy.deepcopy(bound)
     resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # type: ignore[index]
     assert quota_pod(resized, previous=previous).request["cpu"].milli_value() == 2000
+
+
+def test_every_owner_reference_is_kept_and_given_back_to_the_cores():
+    refs = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True},
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": "job-uid"},
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "cm-uid", "controller": False},
+    ]
+    obj = pod(containers=[container("a", "1", "1Gi")])
+    obj["metadata"]["ownerReferences"] = refs  # type: ignore[index]
+    info = pod_info(obj)
+    assert info.controller is not None
+    assert info.controller.name == "rs"
+    assert pod_object(info)["metadata"]["ownerReferences"] == refs
+    # a change of the references alone is seen by the refreshed record
+    changed = copy.deepcopy(obj)
+    changed["metadata"]["ownerReferences"] = refs[:1]  # type: ignore[index]
+    assert pod_object(refresh_pod_info(changed, info))["metadata"]["ownerReferences"] == refs[:1]

@@ -21,7 +21,7 @@ from tests.controlplane.scheduler.live import running
 from tests.controlplane.scheduler.profile import only_scoring
 from tests.controlplane.scheduler.test_simulate import write
 from tests.polling import eventually
-from testsupport.fake import FakeApiServer
+from testsupport.fake import FakeApiServer, Fault
 
 Obj = dict[str, Any]
 CRDS = Path(__file__).resolve().parents[3] / "crds"
@@ -344,3 +344,120 @@ async def test_a_reservation_is_never_a_preemption_victim():
             [failed] = [e for e in _events(fake, "urgent") if e["reason"] == "FailedScheduling"]
             assert "No preemption victims found" in failed["message"]
             assert status_of(fake, "held")["phase"] == "Available"
+
+
+async def test_an_owner_whose_binding_fails_is_not_written_as_the_reservations_owner():
+    async with FakeApiServer() as fake:
+        fake.register_crd(CRDS / "scheduling.koordinator.sh_reservations.yaml")
+        fake.create(res.NODES, node("n1"))
+        fake.create(res.RESERVATIONS, reservation("web-capacity", "3"))
+        async with running(fake, config()) as scheduler:
+            await eventually(lambda: status_of(fake, "web-capacity").get("phase") == "Available")
+            # the owner's first binding hangs through a controller round, then fails
+            fake.inject(Fault(status=500, method="POST", path="/pods/web-0/binding", delay=2.0))
+            fake.create(res.PODS, pod("web-0", "3", labels={"app": "web"}))
+            await eventually(lambda: scheduler.bind_failures == 1)
+            status = status_of(fake, "web-capacity")
+            assert status["phase"] == "Available"
+            assert "currentOwners" not in status
+            assert "allocated" not in status
+            # scheduled again and bound this time: now it is the owner
+            await eventually(lambda: bound_to(fake, "web-0") == "n1")
+            await eventually(lambda: status_of(fake, "web-capacity").get("phase") == "Succeeded")
+            assert status_of(fake, "web-capacity")["currentOwners"] == [
+                {"namespace": "default", "name": "web-0", "uid": _uid(fake, "web-0")}
+            ]
+
+
+def test_an_owner_may_name_any_owner_reference_of_the_pod(tmp_path):
+    """Upstream's MatchReservationControllerReference looks at every ownerReference, not
+    only the controlling one."""
+    nodes = write(tmp_path, "nodes.yaml", [node("n1"), node("n2")])
+    owners = [
+        {"controller": {"apiVersion": "batch/v1", "kind": "Job", "name": "job-a", "namespace": "default"}}
+    ]
+    objects = write(tmp_path, "objects.yaml", [reservation("r", "3", node_name="n2", owners=owners)])
+    obj = pod("p", "3")
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True},
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "job-a", "uid": "job-uid"},
+    ]
+    other = pod("q", "3")
+    other["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "job-b", "uid": "job-b-uid"},
+    ]
+    [result, unowned] = simulate(config(), nodes, write(tmp_path, "pods.yaml", [obj, other]), [objects])
+    assert (result["node"], result["reservation"]["name"]) == ("n2", "r")
+    assert "reservation" not in unowned
+
+
+def _with_reserved(obj: Obj, cpu: str) -> Obj:
+    obj["metadata"]["annotations"] = {
+        "node.koordinator.sh/reservation": json.dumps({"resources": {"cpu": cpu}})
+    }
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("name", "cpu", "labels", "fits"),
+    [
+        ("other", "1", {}, False),
+        ("owner-all", "4", {"app": "web"}, False),
+        ("owner-rest", "3", {"app": "web"}, True),
+    ],
+    ids=["non-owner-not-in-the-reserved-part", "owner-not-in-the-reserved-part", "owner-in-the-rest"],
+)
+def test_the_reserved_part_of_a_reservation_is_held_from_every_pod(tmp_path, name, cpu, labels, fits):
+    """``node.koordinator.sh/reservation`` on a Reservation limits what its owners may use;
+    the part it keeps is still held on the node, not freed for other pods."""
+    nodes = write(tmp_path, "nodes.yaml", [node("n1", cpu="4")])
+    held = _with_reserved(reservation("r", "4", node_name="n1"), "1")
+    objects = write(tmp_path, "objects.yaml", [held])
+    [result] = simulate(
+        config(), nodes, write(tmp_path, "pods.yaml", [pod(name, cpu, labels=labels)]), [objects]
+    )
+    assert (result["node"] == "n1") is fits, result["status"]
+    if fits:
+        assert result["reservation"]["name"] == "r"
+
+
+def test_the_most_preferred_reservation_order_counts_only_on_feasible_nodes(tmp_path):
+    """The node of the smallest order fails the pod (its Restricted reservation is too
+    small): the next smallest order among the nodes left gets 1000."""
+    nodes = write(tmp_path, "nodes.yaml", [node("n1"), node("n2"), node("n3")])
+    order = "scheduling.koordinator.sh/reservation-order"
+    placed = [
+        reservation("r-n1", "1", node_name="n1", labels={order: "1"}),
+        reservation("r-n2", "4", node_name="n2", labels={order: "2"}),
+        reservation("r-n3", "2", node_name="n3"),
+    ]
+    placed[0]["spec"]["allocatePolicy"] = "Restricted"
+    objects = write(tmp_path, "objects.yaml", placed)
+    [result] = simulate(
+        config(), nodes, write(tmp_path, "pods.yaml", [pod("web-0", "2", labels={"app": "web"})]), [objects]
+    )
+    assert result["filtered"]["n1"] == ["Reservation(s) Insufficient cpu"]
+    # n2: 1000 -> 100; n3: MostAllocated 2 of 2 CPUs (100) -> 10
+    assert result["scores"]["n2"]["Reservation"] == 100
+    assert result["scores"]["n3"]["Reservation"] == 10
+    assert (result["node"], result["reservation"]["name"]) == ("n2", "r-n2")
+
+
+def test_a_node_scores_by_the_reservation_reserve_would_put_the_pod_in(tmp_path):
+    """n1 holds an ordered reservation (order 5, 2 of 8 CPUs: 25) and an unordered one the
+    pod would fill (100): Reserve takes the ordered one, so n1 scores 25, not 100."""
+    nodes = write(tmp_path, "nodes.yaml", [node("n1", cpu="16"), node("n2")])
+    order = "scheduling.koordinator.sh/reservation-order"
+    placed = [
+        reservation("r-ordered", "8", node_name="n1", labels={order: "5"}),
+        reservation("r-snug", "2", node_name="n1"),
+        reservation("r-n2", "4", node_name="n2", labels={order: "3"}),
+    ]
+    objects = write(tmp_path, "objects.yaml", placed)
+    [result] = simulate(
+        config(), nodes, write(tmp_path, "pods.yaml", [pod("web-0", "2", labels={"app": "web"})]), [objects]
+    )
+    # n2 is preferred (1000 -> 100); n1's nominated reservation scores 25 (-> 2)
+    assert result["scores"]["n2"]["Reservation"] == 100
+    assert result["scores"]["n1"]["Reservation"] == 2
+    assert (result["node"], result["reservation"]["name"]) == ("n2", "r-n2")
