@@ -8,6 +8,7 @@ import pytest
 
 from controlplane.manager.webhooks.context import ClusterError
 from controlplane.manager.webhooks.elasticquota.topology import QuotaInfo, QuotaTopology
+from koordinator.api.quantity import Quantity
 from tests.controlplane.manager.builders import Admission, apply, make_pod, patch_of, quota, review
 
 MUTATE = "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
@@ -444,12 +445,36 @@ def test_overlay_expires_without_confirmation_and_confirmation_replaces_it():
 
 def test_informer_deletes_and_malformed_quotas():
     topology = QuotaTopology()
+    # unreadable namespaces and guaranteed annotations count as absent, as upstream reads them
+    lenient = quota(
+        "lenient",
+        max={"cpu": "1"},
+        labels={"quota.scheduling.koordinator.sh/is-parent": "true"},
+        annotations={
+            "quota.scheduling.koordinator.sh/namespaces": "{",
+            "quota.scheduling.koordinator.sh/guaranteed": "oops",
+        },
+    )
+    topology.upsert(lenient)
+    info = topology.view().infos["lenient"]
+    assert (info.max, info.namespaces, info.guaranteed, info.is_parent) == (
+        {"cpu": Quantity.parse("1")},
+        (),
+        {},
+        True,
+    )
+    # an unreadable shared weight leaves the quantities out, but the tree place stays known
     broken = quota(
-        "broken", max={"cpu": "1"}, annotations={"quota.scheduling.koordinator.sh/namespaces": "{"}
+        "broken",
+        max={"cpu": "1"},
+        labels={"quota.scheduling.koordinator.sh/is-parent": "true"},
+        annotations={"quota.scheduling.koordinator.sh/shared-weight": "["},
     )
     topology.upsert(broken)
-    assert topology.view().infos["broken"].max == {}
+    info = topology.view().infos["broken"]
+    assert (info.max, info.is_parent) == ({}, True)
     topology.remove("broken")
+    topology.remove("lenient")
     assert topology.view().infos == {}
 
 
@@ -458,3 +483,40 @@ async def test_debug_summary_lists_the_tree():
     summary = admission.ctx.quotas.summary()
     assert summary["quotaHierarchyInfo"]["root-a"] == ["child-1"]
     assert summary["quotaInfoMap"]["child-1"]["min"] == {"cpu": "30", "memory": "30Gi"}
+
+
+async def test_a_child_of_a_parent_with_an_unreadable_namespaces_annotation_is_admitted():
+    """Upstream ignores an unreadable ``namespaces`` annotation; refusing it, or tracking the
+    parent without its is-parent label, refused its children and let pods onto it."""
+    parent = quota(
+        "parent",
+        max={"cpu": "8"},
+        labels={"quota.scheduling.koordinator.sh/is-parent": "true"},
+        annotations={"quota.scheduling.koordinator.sh/namespaces": "team-a"},
+    )
+    admission = Admission([parent])
+    child = quota("child", max={"cpu": "2"}, labels={"quota.scheduling.koordinator.sh/parent": "parent"})
+    response = await admission.call(VALIDATE, review(child))
+    assert response["allowed"] is True, response
+
+
+async def test_a_shared_weight_naming_maxs_resources_is_left_as_written():
+    """Upstream's fixedSharedWeight rewrites the annotation only when its resources are not max's."""
+    spelled = quota(
+        "q1",
+        max={"cpu": "2", "memory": "1Gi"},
+        labels={"quota.scheduling.koordinator.sh/parent": "koordinator-root-quota"},
+        annotations={"quota.scheduling.koordinator.sh/shared-weight": '{"cpu": "2000m", "memory":"1Gi"}'},
+    )
+    response = await Admission().call(MUTATE, review(spelled))
+    assert patch_of(response) == []
+    missing = quota(
+        "q2",
+        max={"cpu": "2", "memory": "1Gi"},
+        labels={"quota.scheduling.koordinator.sh/parent": "koordinator-root-quota"},
+        annotations={"quota.scheduling.koordinator.sh/shared-weight": '{"cpu": "1", "gpu": "1"}'},
+    )
+    response = await Admission().call(MUTATE, review(missing))
+    assert apply(missing, response)["metadata"]["annotations"][
+        "quota.scheduling.koordinator.sh/shared-weight"
+    ] == ('{"cpu":"1","memory":"1Gi"}')

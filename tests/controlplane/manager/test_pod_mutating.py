@@ -488,6 +488,54 @@ async def test_multi_quota_tree_adds_node_affinity():
     ]
 
 
+async def test_batch_values_do_not_depend_on_earlier_requests():
+    """Quantities equal in value (``2Ki`` and ``2048``) once shared a cache entry, and a pod got
+    the spelling of whichever came first; the canonical text of its own value is written."""
+    admission = Admission([*CLUSTER, BATCH_PROFILE])
+    first = make_pod("a").namespace("spark").labels(app="spark").container("main", requests={"memory": "2Ki"})
+    await admission.call(MUTATE, review(first.build()))
+    pod = (
+        make_pod("b")
+        .namespace("spark")
+        .labels(app="spark")
+        .container("main", requests={"cpu": "2048m", "memory": "2048"})
+        .build()
+    )
+    requests = apply(pod, await admission.call(MUTATE, review(pod)))["spec"]["containers"][0]["resources"][
+        "requests"
+    ]
+    assert requests == {"kubernetes.io/batch-cpu": "2048", "kubernetes.io/batch-memory": "2048"}
+
+
+async def test_multi_quota_tree_takes_a_namespaces_quota_only_from_that_namespace():
+    """Without the quota-name label, upstream gets the quota named like the pod's namespace in
+    that namespace: one of that name elsewhere is not the pod's, and adds no affinity."""
+    profile = {
+        "apiVersion": "quota.koordinator.sh/v1alpha1",
+        "kind": "ElasticQuotaProfile",
+        "metadata": {
+            "name": "prof",
+            "namespace": "koordinator-system",
+            "labels": {"quota.scheduling.koordinator.sh/tree-id": "t1"},
+        },
+        "spec": {"quotaName": "team-a", "nodeSelector": {"matchLabels": {"pool": "t1"}}},
+    }
+    elsewhere = quota(
+        "team-a", namespace="koordinator-system", labels={"quota.scheduling.koordinator.sh/tree-id": "t1"}
+    )
+    admission = Admission([elsewhere, profile], feature_gates="MultiQuotaTree=true")
+    pod = make_pod("p").namespace("team-a").build()
+    assert patch_of(await admission.call(MUTATE, review(pod))) == []
+    # the label names it wherever it lives
+    labelled = (
+        make_pod("q").namespace("team-a").labels(**{"quota.scheduling.koordinator.sh/name": "team-a"}).build()
+    )
+    mutated = apply(labelled, await admission.call(MUTATE, review(labelled)))
+    assert mutated["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["t1"]}]}]
+    }
+
+
 @pytest.mark.parametrize(
     ("operation", "resource_kind", "sub_resource"),
     [

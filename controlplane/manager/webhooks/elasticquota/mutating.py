@@ -74,12 +74,14 @@ class ElasticQuotaMutatingHandler:
             except QuotaError as exc:
                 step.reject()
                 return errored(400, f"fillDefaultQuotaInfo unmarshal sharedWeight failed:{exc}")
-            if weight is None:
-                weight = maximum
-            else:
-                weight = {name: weight.get(name, value) for name, value in maximum.items()}
-            annotations = ensure_map(meta, "annotations")
-            text = marshal(resourcelist.to_json(weight))
-            if annotations.get(ANNOTATION_SHARED_WEIGHT) != text:
-                annotations[ANNOTATION_SHARED_WEIGHT] = text
+            # upstream's fixedSharedWeight: written when absent, or when its resources are
+            # not max's (missing ones take max's value, others go); a weight naming max's
+            # resources is left as the user spelled it
+            if weight is None or weight.keys() != maximum.keys():
+                if weight is None:
+                    weight = maximum
+                else:
+                    weight = {name: weight.get(name, value) for name, value in maximum.items()}
+                annotations = ensure_map(meta, "annotations")
+                annotations[ANNOTATION_SHARED_WEIGHT] = marshal(resourcelist.to_json(weight))
         return patched(create_patch(original, quota))

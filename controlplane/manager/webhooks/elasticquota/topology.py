@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from koordinator.api import resourcelist
@@ -109,21 +109,10 @@ class QuotaInfo:
     namespaces: tuple[str, ...] = ()
 
     @classmethod
-    def from_quota(cls, quota: Mapping[str, Any]) -> QuotaInfo:
-        """Read an ElasticQuota dict; raises :class:`QuotaError` for unreadable values."""
+    def from_labels(cls, quota: Mapping[str, Any]) -> QuotaInfo:
+        """What an ElasticQuota dict's name, namespace and labels say (no quantities)."""
         meta = quota.get("metadata") or {}
         labels = labels_of(quota)
-        spec = quota.get("spec") or {}
-        try:
-            minimum = resourcelist.parse(spec.get("min"), path="spec.min")
-            maximum = resourcelist.parse(spec.get("max"), path="spec.max")
-        except ResourceListError as exc:
-            raise QuotaError(str(exc)) from None
-        try:
-            namespaces = tuple(get_string_list(annotations_of(quota), ANNOTATION_NAMESPACES) or ())
-        except AnnotationError as exc:
-            raise QuotaError(str(exc)) from None
-        weight = annotation_resources(quota, ANNOTATION_SHARED_WEIGHT)
         return cls(
             name=str(meta.get("name") or ""),
             namespace=str(meta.get("namespace") or ""),
@@ -132,9 +121,37 @@ class QuotaInfo:
             tree_id=labels.get(LABEL_QUOTA_TREE_ID, ""),
             is_tree_root=labels.get(LABEL_QUOTA_IS_ROOT) == "true",
             allow_force_update=labels.get(LABEL_ALLOW_FORCE_UPDATE) == "true",
+        )
+
+    @classmethod
+    def from_quota(cls, quota: Mapping[str, Any]) -> QuotaInfo:
+        """Read an ElasticQuota dict; raises :class:`QuotaError` for unreadable ``min``,
+        ``max`` or ``shared-weight``.
+
+        The ``namespaces`` and ``guaranteed`` annotations are read as upstream reads them:
+        one that does not parse counts as absent (upstream's ``GetAnnotationQuotaNamespaces``
+        and ``GetGuaranteed`` errors are ignored), so such a quota is neither refused nor
+        tracked without its tree data."""
+        spec = quota.get("spec") or {}
+        try:
+            minimum = resourcelist.parse(spec.get("min"), path="spec.min")
+            maximum = resourcelist.parse(spec.get("max"), path="spec.max")
+        except ResourceListError as exc:
+            raise QuotaError(str(exc)) from None
+        try:
+            namespaces = tuple(get_string_list(annotations_of(quota), ANNOTATION_NAMESPACES) or ())
+        except AnnotationError:
+            namespaces = ()
+        try:
+            guaranteed = annotation_resources(quota, ANNOTATION_GUARANTEED) or {}
+        except QuotaError:
+            guaranteed = {}
+        weight = annotation_resources(quota, ANNOTATION_SHARED_WEIGHT)
+        return replace(
+            cls.from_labels(quota),
             min=minimum,
             max=maximum,
-            guaranteed=annotation_resources(quota, ANNOTATION_GUARANTEED) or {},
+            guaranteed=guaranteed,
             shared_weight=weight if weight is not None else maximum,
             namespaces=namespaces,
         )
@@ -413,7 +430,7 @@ class QuotaTopology:
         except QuotaError as exc:
             name = str((quota.get("metadata") or {}).get("name") or "")
             log.warning("ElasticQuota %s has unreadable fields, tracking it without them: %s", name, exc)
-            info = QuotaInfo(name=name, parent=labels_of(quota).get(LABEL_QUOTA_PARENT) or ROOT_QUOTA_NAME)
+            info = QuotaInfo.from_labels(quota)  # its place in the tree stays known
         if not info.name:
             return
         previous = self._confirmed.get(info.name)

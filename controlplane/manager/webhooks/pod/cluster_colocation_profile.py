@@ -65,17 +65,15 @@ async def mutate_pod_by_profiles(ctx: WebhookContext, pod: Obj, namespace: str, 
     return pod
 
 
-@functools.lru_cache(maxsize=4096)
-def _canonical(value: Quantity) -> str:
-    return str(value)
-
-
 def _extended(native: str, raw: Any) -> str:
-    """The extended resource's value for ``native``'s: milli-cores for cpu, canonical text."""
+    """The extended resource's value for ``native``'s: milli-cores for cpu, canonical text.
+
+    Not cached by value: quantities equal in value compare equal (``2Ki`` and ``2048``),
+    and a value-keyed cache would hand out the spelling of whichever came first."""
     value = quantity(raw)
     if native == "cpu":
         value = Quantity.from_int(value.milli_value(), Format.DECIMAL_SI)
-    return _canonical(value)
+    return str(value)
 
 
 #: (native resource, its text) -> the extended value; a cluster uses few spellings.

@@ -50,9 +50,11 @@ def _readable(profile: Obj) -> bool:
 
 
 def mutate_multi_quota_tree_affinity(ctx: WebhookContext, pod: Obj, namespace: str) -> None:
-    quota_name = labels_of(pod).get(LABEL_QUOTA_NAME) or namespace
-    info = ctx.quotas.view().infos.get(quota_name)
-    if info is None or not info.tree_id:
+    labelled = labels_of(pod).get(LABEL_QUOTA_NAME)
+    info = ctx.quotas.view().infos.get(labelled or namespace)
+    # without the label, upstream gets the quota named like the namespace *in* that
+    # namespace (a quota of that name elsewhere is not the pod's)
+    if info is None or not info.tree_id or (not labelled and info.namespace != namespace):
         return
     profiles = sorted(
         (
