@@ -295,6 +295,10 @@ def as_text(report: Mapping[str, Any]) -> str:
             lines.append(
                 "    low: "
                 + (", ".join(pool["lowNodes"]) or "-")
+                + "; both-low: "
+                + (", ".join(pool["bothLowNodes"]) or "-")
+                + "; prod-low: "
+                + (", ".join(pool["prodLowNodes"]) or "-")
                 + "; high: "
                 + (", ".join(pool["highNodes"]) or "-")
                 + "; prod-high: "

@@ -1,25 +1,35 @@
 """The LowNodeLoad balance plug-in: one round over each node pool (upstream's
-``low_node_load.go``).
+``low_node_load.go`` and ``evictPodsFromSourceNodes`` in ``utilization_util.go``).
 
 Per pool (its nodes are those its ``nodeSelector`` matches that no earlier pool processed as
 a source):
 
-1. usage, thresholds and classification (:mod:`.usage`); the *destinations* are the nodes
-   low on both node and prod usage. Their anomaly detectors are reset.
-2. Nothing more happens when there is no destination, when the destinations are no more
-   than ``numberOfNodes``, when every node is one, or when no node is over a threshold.
-3. A node over its high thresholds (or its prod usage over the prod high thresholds) is a
-   *source* only once its detector says anomalous (:mod:`.anomaly`; with
-   ``consecutiveAbnormalities`` 1, at once).
-4. The budget is, per resource, the sum over destinations of (high threshold - usage).
-   Sources are visited by weighted usage, highest first; a source's candidates are the pods
-   the pod filter keeps (evictor filter, ``podSelectors``, ``evictableNamespaces``; on a
-   prod-high node its prod pods only) and, with ``nodeFit``, that fit some destination by
-   its requests and whose usage keeps that destination at or under its high thresholds.
-   Candidates are evicted in :mod:`..sorting` order while the node is still over and every
-   budget resource is positive; each eviction subtracts the pod's usage (and one pod) from
-   the node and the budget and adds it to the destination it fits.
-5. Sources are marked normal once after their round; a source no longer over is reset.
+1. usage, thresholds (:mod:`.usage`) and upstream's five classes (``classifyNodes``). A node
+   under its low thresholds (and schedulable) is *prod-high* when its prod usage is over a
+   prod high threshold, else *both-low* when its prod usage is under every prod low threshold,
+   else *low*. Any other node is *high* when over a high threshold, else *prod-high*,
+   *prod-low* or neither by its prod usage. Without prod thresholds every node is prod-low,
+   so a node under its low thresholds is simply *low* and the prod classes are not reported.
+2. The underutilized nodes are the low and both-low ones; their detectors are reset (as are
+   the prod detectors of the prod-low and both-low ones). Nothing more happens when there is
+   none, when they are no more than ``numberOfNodes``, when every node is one, or when no
+   node is high or prod-high.
+3. A high node is a *source* only once its detector says anomalous, a prod-high node once
+   its prod detector does (:mod:`.anomaly`; with ``consecutiveAbnormalities`` 1, at once).
+4. Node sources first: the budget is, per resource, the sum over the low and both-low nodes
+   of (high threshold - usage), and the pods may go to those nodes. Then prod sources: the
+   budget is the prod-low nodes' (prod high threshold - prod usage) plus the both-low nodes'
+   share, capped by what the node pass left of the budget, and the prod pods may go to the
+   prod-low and both-low nodes.
+5. Sources are visited by weighted (prod) usage, highest first; a source's candidates are
+   the pods the pod filter keeps (evictor filter, ``podSelectors``, ``evictableNamespaces``;
+   on a prod source its prod pods only) and, with ``nodeFit``, that have a PodMetric, fit
+   some destination by their requests and whose usage keeps that destination at or under its
+   high (prod: prod high) thresholds. Candidates are evicted in :mod:`..sorting` order while
+   the node is still over and every budget resource is positive; each eviction subtracts the
+   pod's usage (and one pod) from the node and the budget and adds it to the destination it
+   fits. A pod without a PodMetric (evicted only without ``nodeFit``) subtracts nothing.
+6. Sources are marked normal once after their round; a source no longer over is reset.
 
 ``dryRun`` logs what would be evicted instead. Every round leaves a :class:`PoolReport` per
 pool in :attr:`LowNodeLoad.reports`, which ``koord-descheduler explain`` prints.
@@ -28,7 +38,7 @@ pool in :attr:`LowNodeLoad.reports`, which ``koord-descheduler explain`` prints.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +69,9 @@ log = logging.getLogger(__name__)
 NAME = "LowNodeLoad"
 LOW = "low"
 HIGH = "high"
+PROD_LOW = "prod-low"
 PROD_HIGH = "prod-high"
+BOTH_LOW = "both-low"
 APPROPRIATE = "appropriate"
 SKIPPED = "skipped"
 
@@ -69,7 +81,7 @@ Obj = Mapping[str, Any]
 @dataclass
 class NodeReport:
     name: str
-    #: low, high, prod-high, appropriate or skipped
+    #: low, both-low, prod-low, high, prod-high, appropriate or skipped
     classification: str
     usage_percent: dict[str, float] = field(default_factory=dict)
     prod_usage_percent: dict[str, float] = field(default_factory=dict)
@@ -120,7 +132,11 @@ class PoolReport:
     prod_high_thresholds: dict[str, float]
     nodes: list[NodeReport] = field(default_factory=list)
     outcome: str = ""
+    #: what the node sources may move onto the low and both-low nodes
     budget: dict[str, int] = field(default_factory=dict)
+    #: what the prod sources may move onto the prod-low and both-low nodes (set once the
+    #: node sources are done, only with prod thresholds)
+    prod_budget: dict[str, int] = field(default_factory=dict)
     evictions: list[Eviction] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,11 +150,14 @@ class PoolReport:
             "prodLowThresholds": self.prod_low_thresholds,
             "prodHighThresholds": self.prod_high_thresholds,
             "lowNodes": named(LOW),
+            "bothLowNodes": named(BOTH_LOW),
+            "prodLowNodes": named(PROD_LOW),
             "highNodes": named(HIGH),
             "prodHighNodes": named(PROD_HIGH),
             "anomalousNodes": sorted(n.name for n in self.nodes if n.anomaly == State.ANOMALY),
             "outcome": self.outcome,
             "budget": dict(sorted(self.budget.items())),
+            "prodBudget": dict(sorted(self.prod_budget.items())),
             "evictions": [e.to_dict() for e in self.evictions],
             "nodes": [n.to_dict() for n in sorted(self.nodes, key=lambda n: n.name)],
         }
@@ -237,7 +256,10 @@ class LowNodeLoad:
             else {}
         )
         lows: list[NodeUsage] = []
+        boths: list[NodeUsage] = []
+        prod_lows: list[NodeUsage] = []
         highs: list[_Source] = []
+        prod_highs: list[_Source] = []
         by_name: dict[str, NodeReport] = {}
         for name, u in usages.items():
             entry = NodeReport(
@@ -251,62 +273,116 @@ class LowNodeLoad:
             by_name[name] = entry
             report.nodes.append(entry)
             t = thresholds[name]
+            # upstream's classifyNodes; without prod thresholds (prod_t None) a node is never
+            # prod-high and always prod-low, which changes nothing: it is reported as low
             prod_t = prod_thresholds.get(name)
-            prod_low = prod_t is None or is_under(u.prod_usage, prod_t.low)
-            if u.schedulable and is_under(u.usage, t.low) and prod_low:
-                entry.classification = LOW
-                lows.append(u)
+            prod_over = is_over(u.prod_usage, prod_t.high) if prod_t is not None else []
+            prod_under = prod_t is not None and u.schedulable and is_under(u.prod_usage, prod_t.low)
+            prod_source = _Source(u, prod_t, prod=True) if prod_t is not None and prod_over else None
+            if u.schedulable and is_under(u.usage, t.low):
+                if prod_source is not None:
+                    entry.classification = PROD_HIGH
+                    entry.detail = "prod over " + ", ".join(prod_over)
+                    prod_highs.append(prod_source)
+                elif prod_under:
+                    entry.classification = BOTH_LOW
+                    boths.append(u)
+                else:
+                    entry.classification = LOW
+                    lows.append(u)
                 continue
             over = is_over(u.usage, t.high)
             if over:
                 entry.classification = HIGH
                 entry.detail = "over " + ", ".join(over)
                 highs.append(_Source(u, t, prod=False))
-                continue
-            prod_over = is_over(u.prod_usage, prod_t.high) if prod_t is not None else []
-            if prod_t is not None and prod_over:
+            elif prod_source is not None:
                 entry.classification = PROD_HIGH
                 entry.detail = "prod over " + ", ".join(prod_over)
-                highs.append(_Source(u, prod_t, prod=True))
+                prod_highs.append(prod_source)
+            elif prod_under:
+                entry.classification = PROD_LOW
+                prod_lows.append(u)
+        # the nodes under the low thresholds: the node sources' destinations
+        underutilized = [*lows, *boths]
         log.info(
-            "nodePool %r: %d under low thresholds, %d above high thresholds, of %d nodes",
+            "nodePool %r: %d low, %d both-low, %d prod-low, %d high, %d prod-high, of %d nodes",
             pool.name,
             len(lows),
+            len(boths),
+            len(prod_lows),
             len(highs),
+            len(prod_highs),
             len(nodes),
         )
-        if not lows:
+        if not underutilized:
             report.outcome = "no nodes are underutilized, nothing to do here"
             return report
-        for u in lows:
-            for cache in (self.detectors, self.prod_detectors):
+        for cache, reset in ((self.detectors, underutilized), (self.prod_detectors, [*prod_lows, *boths])):
+            for u in reset:
                 detector = cache.get(u.name)
                 if detector is not None:
                     detector.reset()
-        if len(lows) <= self.args.number_of_nodes:
+        if len(underutilized) <= self.args.number_of_nodes:
             report.outcome = (
-                f"the number of underutilized nodes ({len(lows)}) is at most numberOfNodes "
+                f"the number of underutilized nodes ({len(underutilized)}) is at most numberOfNodes "
                 f"({self.args.number_of_nodes}), nothing to do here"
             )
             return report
-        if len(lows) == len(nodes):
+        if len(underutilized) == len(nodes):
             report.outcome = "all nodes are underutilized, nothing to do here"
             return report
-        if not highs:
+        if not highs and not prod_highs:
             report.outcome = "all nodes are under target utilization, nothing to do here"
             return report
         sources = self._anomalous(highs, pool, by_name)
-        if not sources:
+        prod_sources = self._anomalous(prod_highs, pool, by_name)
+        if not sources and not prod_sources:
             report.outcome = "none of the nodes were detected as anomalous, nothing to do here"
             return report
         weights = pool.resource_weights
         sources.sort(key=lambda s: usage_score(s.usage.usage, s.usage.allocatable, weights), reverse=True)
-        budget = {r: sum(thresholds[d.name].high[r] - d.usage.get(r, 0) for d in lows) for r in low_pct}
+        prod_sources.sort(
+            key=lambda s: usage_score(s.usage.prod_usage, s.usage.allocatable, weights), reverse=True
+        )
+        # the destinations' usage and prod usage as this round moves pods onto them
+        planned = _Planned(
+            {d.name: dict(d.usage) for d in [*underutilized, *prod_lows]},
+            {d.name: dict(d.prod_usage) for d in [*underutilized, *prod_lows]},
+        )
+        budget = _available(underutilized, thresholds, low_pct, prod=False)
+        both_budget = _available(boths, thresholds, low_pct, prod=False)
         report.budget = dict(budget)
-        await self._evict(sources, lows, thresholds, budget, weights, high_pct, prod_high_pct, report)
-        for source in sources:
+        highs_of = {name: t.high for name, t in thresholds.items()}
+        await self._evict(
+            sources, underutilized, highs_of, budget, planned, weights, high_pct, prod_high_pct, report
+        )
+        if prod_enabled:
+            # the both-low nodes serve both passes: the prod sources get their prod room, but
+            # no more than what the node sources left of the budget
+            prod_budget = _available(prod_lows, prod_thresholds, prod_low_pct, prod=True)
+            both_prod = _available(boths, prod_thresholds, prod_low_pct, prod=True)
+            for r in prod_budget:
+                share = both_prod[r]
+                if r in both_budget:
+                    share = min(share, both_budget[r], budget[r])
+                prod_budget[r] += share
+            report.prod_budget = dict(prod_budget)
+            prod_highs_of = {name: t.high for name, t in prod_thresholds.items()}
+            await self._evict(
+                prod_sources,
+                [*prod_lows, *boths],
+                prod_highs_of,
+                prod_budget,
+                planned,
+                weights,
+                high_pct,
+                prod_high_pct,
+                report,
+            )
+        for source in [*sources, *prod_sources]:
             self._mark_normal(source)
-        for s in highs:
+        for s in [*highs, *prod_highs]:
             processed.add(s.usage.name)
         report.outcome = f"{sum(1 for e in report.evictions if e.accepted)} pod(s) evicted"
         return report
@@ -345,51 +421,62 @@ class LowNodeLoad:
     async def _evict(
         self,
         sources: list[_Source],
-        lows: list[NodeUsage],
-        thresholds: Mapping[str, NodeThresholds],
+        destinations: list[NodeUsage],
+        limits: Mapping[str, Mapping[str, int]],
         budget: dict[str, int],
+        planned: _Planned,
         weights: Mapping[str, int],
         high_pct: Mapping[str, float],
         prod_high_pct: Mapping[str, float],
         report: PoolReport,
     ) -> None:
-        # the destinations' usage as this round moves pods onto them
-        planned = {d.name: dict(d.usage) for d in lows}
+        """One of upstream's ``balancePods`` passes: ``sources`` all node sources or all prod
+        sources, ``limits`` the destinations' high (or prod high) thresholds."""
+        if not sources:
+            return
+        prod = sources[0].prod
+        if not destinations:
+            log.info("no %s destination for %d source node(s)", "prod" if prod else "node", len(sources))
+            return
         for source in sources:
             u = source.usage
             candidates: list[tuple[Obj, str]] = []
             for pod in u.pods:
                 key = pod_key(pod)
-                if source.prod and key not in u.prod_pods:
+                if prod and key not in u.prod_pods:
                     continue
                 if not self.pod_filter(pod):
                     continue
                 destination = ""
                 if self.args.node_fit:
-                    destination = self._fitting(pod, u.pod_usage.get(key, {}), lows, thresholds, planned)
+                    usage = u.pod_usage.get(key)
+                    if usage is None:
+                        # upstream: with nodeFit a pod without a PodMetric is never removable
+                        log.debug("no PodMetric for pod %s on node %s", key, u.name)
+                        continue
+                    destination = self._fitting(pod, usage, destinations, limits, planned.of(prod))
                     if not destination:
                         continue
                 candidates.append((pod, destination))
             if not candidates:
                 log.info("no removable pods on node %s", u.name)
                 continue
-            current = u.prod_usage if source.prod else u.usage
+            current = u.prod_usage if prod else u.usage
             overage = {r: current.get(r, 0) - limit for r, limit in source.thresholds.high.items()}
             candidates.sort(key=lambda c: pod_order(c[0], u.pod_usage, overage, weights, pod_key(c[0])))
             for pod, destination in candidates:
-                current = u.prod_usage if source.prod else u.usage
+                current = u.prod_usage if prod else u.usage
                 if not is_over(current, source.thresholds.high):
-                    cache = self._cache(source.prod)
-                    detector = cache.get(u.name)
+                    detector = self._cache(prod).get(u.name)
                     if detector is not None:
                         detector.reset()
                     break
                 if any(value <= 0 for value in budget.values()):
                     break
                 key = pod_key(pod)
-                if self.args.node_fit and destination:
+                if self.args.node_fit:
                     # the destinations filled by earlier evictions of this round
-                    destination = self._fitting(pod, u.pod_usage.get(key, {}), lows, thresholds, planned)
+                    destination = self._fitting(pod, u.pod_usage[key], destinations, limits, planned.of(prod))
                     if not destination:
                         continue
                 reason = _reason(u, source, high_pct, prod_high_pct)
@@ -401,36 +488,68 @@ class LowNodeLoad:
                 report.evictions.append(Eviction(key, u.name, reason, destination, accepted))
                 if not accepted:
                     continue
-                moved = dict(u.pod_usage.get(key, {}))
-                moved[PODS] = 1
+                usage = u.pod_usage.get(key)
+                if usage is None:
+                    # upstream: an evicted pod without a PodMetric (no nodeFit) moves no usage
+                    continue
+                moved = {**usage, PODS: 1}
                 for r in budget:
                     budget[r] -= moved.get(r, 0)
-                for target in (u.usage, *((u.prod_usage,) if key in u.prod_pods else ())):
+                is_prod_pod = key in u.prod_pods
+                for target in (u.usage, *((u.prod_usage,) if is_prod_pod else ())):
                     for r in list(target):
                         target[r] -= moved.get(r, 0)
                 if destination:
-                    for r, value in moved.items():
-                        planned[destination][r] = planned[destination].get(r, 0) + value
+                    for into in (planned.usage, *((planned.prod_usage,) if is_prod_pod else ())):
+                        for r, value in moved.items():
+                            into[destination][r] = into[destination].get(r, 0) + value
 
     def _fitting(
         self,
         pod: Obj,
         usage: Mapping[str, int],
-        lows: list[NodeUsage],
-        thresholds: Mapping[str, NodeThresholds],
+        destinations: list[NodeUsage],
+        limits: Mapping[str, Mapping[str, int]],
         planned: Mapping[str, Mapping[str, int]],
     ) -> str:
-        """The first destination the pod fits by requests whose high thresholds its usage
-        keeps (""; none)."""
+        """The first destination the pod fits by requests whose high thresholds (``limits``)
+        its usage keeps, counted on ``planned`` (""; none)."""
         moved = {**usage, PODS: 1}
-        for d in lows:
-            high = thresholds[d.name].high
+        for d in destinations:
             after = planned[d.name]
-            if any(after.get(r, 0) + moved.get(r, 0) > limit for r, limit in high.items()):
+            if any(after.get(r, 0) + moved.get(r, 0) > limit for r, limit in limits[d.name].items()):
                 continue
             if misfit(pod, d.node, self.handle.pods_on_node(d.name)) is None:
                 return d.name
         return ""
+
+
+@dataclass
+class _Planned:
+    """The destinations' usage and prod usage as a round moves pods onto them."""
+
+    usage: dict[str, dict[str, int]]
+    prod_usage: dict[str, dict[str, int]]
+
+    def of(self, prod: bool) -> dict[str, dict[str, int]]:
+        return self.prod_usage if prod else self.usage
+
+
+def _available(
+    destinations: Sequence[NodeUsage],
+    thresholds: Mapping[str, NodeThresholds],
+    resources: Iterable[str],
+    *,
+    prod: bool,
+) -> dict[str, int]:
+    """Upstream's ``targetAvailableUsage``: per resource, the sum over ``destinations`` of
+    (high threshold - usage), or of (prod high threshold - prod usage)."""
+    return {
+        r: sum(
+            thresholds[d.name].high[r] - (d.prod_usage if prod else d.usage).get(r, 0) for d in destinations
+        )
+        for r in resources
+    }
 
 
 def _reason(

@@ -14,9 +14,10 @@ low threshold gets 100% for both (0% in deviation mode, where it is then not che
 deviation mode the percentages are relative to the pool's mean usage: low = mean - low%,
 high = mean + high%, each clamped to [0, 100].
 
-A node is *low* when it is schedulable and every resource is at or under its low threshold,
-*high* when any resource is over its high threshold; with prod thresholds set, the same
-tests on its prod usage make it *prod-low* and *prod-high*.
+A node is *under* its low thresholds when it is schedulable and every resource is at or
+under its low threshold, *over* its high thresholds when any resource is over its high
+threshold; with prod thresholds set, the same tests on its prod usage apply to the prod
+thresholds. The plug-in combines the two into upstream's classes.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ class NodeUsage:
     prod_usage: dict[str, int]
     #: ``namespace/name`` -> the pod's reported usage
     pod_usage: dict[str, dict[str, int]]
+    #: the keys of its prod pods: by the priority class the koordlet reported, else (a pod the
+    #: NodeMetric does not report) the pod's own
     prod_pods: set[str] = field(default_factory=set)
 
     @property
@@ -157,6 +160,8 @@ def node_usages(
                     prod_usage[r] += value
         usage[PODS] = len(pods)
         prod_usage[PODS] = sum(1 for pod in pods if is_prod(pod, "") or pod_key(pod) in prod_pods)
+        # a prod pod the NodeMetric does not report yet is still one of the node's prod pods
+        prod_pods.update(key for key, pod in by_key.items() if key not in record.pods and is_prod(pod, ""))
         usages[name] = NodeUsage(
             node, name, pods, node_allocatable(node), usage, prod_usage, pod_usage, prod_pods
         )

@@ -5,8 +5,10 @@ Defaults: ``maxConcurrentReconciles`` 1, ``maxMigratingPerNode`` 2, ``defaultJob
 ReservationFirst, ``defaultJobTTL`` 5m, ``evictionPolicy`` Eviction, ``evictQPS`` 10 (a
 number or a numeric string), ``evictBurst`` 1, ``schedulerNames`` [koord-scheduler],
 ``objectLimiters`` {workload: {duration: 5m}} (only when none is given), ``arbitrationArgs``
-{enabled: true, interval: 500ms}. The per-namespace, global and per-workload limits are off
-unless set; a limit of 0 is off too.
+{enabled: true, interval: 500ms} when it is not given at all (``enabled`` is a plain bool in
+upstream: a given ``arbitrationArgs`` without it is disabled; a missing ``interval`` is 500ms
+either way). The per-namespace, global and per-workload limits are off unless set; a limit of
+0 is off too.
 
 ``skipEvictionGates`` names the gates of :data:`EVICTION_GATES` that are not applied (the
 names are this implementation's: upstream does not publish its list).
@@ -264,7 +266,9 @@ def parse_args(raw: Any, path: str = "args") -> MigrationControllerArgs:
         default_delete_options=mapping(delete_options, f"{path}.defaultDeleteOptions")
         if delete_options
         else None,
-        arbitration_enabled=boolean(arbitration, "enabled", f"{path}.arbitrationArgs", True),
+        arbitration_enabled=boolean(
+            arbitration, "enabled", f"{path}.arbitrationArgs", args.get("arbitrationArgs") is None
+        ),
         arbitration_interval_s=duration(arbitration, "interval", f"{path}.arbitrationArgs", 0.5) or 0.5,
         skip_eviction_gates=frozenset(skip),
     )

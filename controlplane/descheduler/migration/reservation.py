@@ -1,15 +1,21 @@
 """The Reservation a ReservationFirst job creates for its pod (upstream's
 ``migration/reservation`` ``CreateOrUpdateReservationOptions``).
 
-* name: the job's UID; labels ``app.kubernetes.io/created-by: koord-descheduler`` and
-  ``scheduling.koordinator.sh/reservation-order`` (now, in Unix milliseconds: the scheduler
-  prefers lower orders);
-* ``spec.template``: the pod's metadata and spec with ``nodeName`` cleared, and a required
-  node affinity ``metadata.name NotIn [its node]`` added to every term (or as the only term);
-* ``spec.owners``: the pod itself when it is Pending and unschedulable, else its controller
-  (with its namespace); a pod with neither gets none, and the apiserver refuses the
-  Reservation;
-* ``spec.allocateOnce: true`` and ``spec.ttl`` the job's TTL (when it has one).
+The job's ``spec.reservationOptions.template`` (a ReservationTemplateSpec), when set, is the
+starting point: its metadata (name, labels, annotations...) and spec (``ttl``/``expires``,
+taints, ...) are kept, and only what it leaves out is filled in from the pod. Then:
+
+* name: the template's, else the job's UID; labels ``app.kubernetes.io/created-by:
+  koord-descheduler`` and ``scheduling.koordinator.sh/reservation-order`` (now, in Unix
+  milliseconds: the scheduler prefers lower orders) over the template's;
+* ``spec.template``: the template's, else the pod's metadata and spec; either way with
+  ``nodeName`` cleared and, for a pod on a node, a required node affinity
+  ``metadata.name NotIn [its node]`` added to every term (or as the only term);
+* ``spec.owners``: the template's, else the pod itself when it is Pending and unschedulable,
+  else its controller (with its namespace); a pod with neither gets none, and the apiserver
+  refuses the Reservation;
+* ``spec.allocateOnce: true`` always, and ``spec.ttl`` the job's TTL (when it has one) unless
+  the template sets ``ttl`` or ``expires``.
 """
 
 from __future__ import annotations
@@ -43,28 +49,30 @@ def _unschedulable(pod: Obj) -> bool:
 
 def _exclude_node(spec: dict[str, Any], node: str) -> None:
     requirement = {"key": "metadata.name", "operator": "NotIn", "values": [node]}
-    affinity = spec.setdefault("affinity", {})
-    node_affinity = affinity.setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    affinity = _child(spec, "affinity")
+    node_affinity = _child(affinity, "nodeAffinity")
+    required = _child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         required["nodeSelectorTerms"] = [{"matchFields": [requirement]}]
         return
     for term in terms:
-        term.setdefault("matchFields", []).append(dict(requirement, values=[node]))
+        term["matchFields"] = [*(term.get("matchFields") or ()), dict(requirement, values=[node])]
 
 
-def reservation_for(pod: Obj, job_uid: str, ttl_s: float | None, now_ms: int) -> dict[str, Any]:
+def _child(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """``parent[key]``, made an empty object when it is missing or null."""
+    child = parent.get(key)
+    if not isinstance(child, dict):
+        child = parent[key] = {}
+    return child
+
+
+def _owners(pod: Obj) -> list[dict[str, Any]]:
+    """Upstream's ``GenerateReserveResourceOwners``."""
     meta = pod.get("metadata") or {}
-    spec = copy.deepcopy(dict(pod.get("spec") or {}))
-    node = str(spec.pop("nodeName", "") or "")
-    if node:
-        _exclude_node(spec, node)
-    template_meta = {k: copy.deepcopy(meta[k]) for k in _TEMPLATE_META if k in meta}
-    owners: list[dict[str, Any]] = []
-    workload = controller_of(pod)
     if _unschedulable(pod):
-        owners.append(
+        return [
             {
                 "object": {
                     "uid": meta.get("uid"),
@@ -73,25 +81,57 @@ def reservation_for(pod: Obj, job_uid: str, ttl_s: float | None, now_ms: int) ->
                     "namespace": meta.get("namespace"),
                 }
             }
-        )
-    elif workload is not None:
-        ref = next(
-            r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping) and r.get("controller")
-        )
-        owners.append({"controller": {**copy.deepcopy(dict(ref)), "namespace": workload.namespace}})
-    reservation_spec: dict[str, Any] = {
-        "template": {"metadata": template_meta, "spec": spec},
-        "owners": owners,
-        "allocateOnce": True,
+        ]
+    workload = controller_of(pod)
+    if workload is None:
+        return []
+    ref = next(r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping) and r.get("controller"))
+    return [{"controller": {**copy.deepcopy(dict(ref)), "namespace": workload.namespace}}]
+
+
+def _pod_template(pod: Obj) -> dict[str, Any]:
+    meta = pod.get("metadata") or {}
+    return {
+        "metadata": {k: copy.deepcopy(meta[k]) for k in _TEMPLATE_META if k in meta},
+        "spec": copy.deepcopy(dict(pod.get("spec") or {})),
     }
-    if ttl_s:
-        reservation_spec["ttl"] = format_duration(round(ttl_s * 1e9))
+
+
+def reservation_for(
+    pod: Obj, job_uid: str, ttl_s: float | None, now_ms: int, template: Obj | None = None
+) -> dict[str, Any]:
+    """The Reservation for ``pod``; ``template`` is the job's
+    ``spec.reservationOptions.template`` (None: none)."""
+    given: Obj = template if isinstance(template, Mapping) else {}
+    given_meta = given.get("metadata")
+    given_spec = given.get("spec")
+    meta = copy.deepcopy(dict(given_meta)) if isinstance(given_meta, Mapping) else {}
+    spec = copy.deepcopy(dict(given_spec)) if isinstance(given_spec, Mapping) else {}
+    if not meta.get("name"):
+        meta["name"] = job_uid
+    if not isinstance(spec.get("template"), dict):
+        spec["template"] = _pod_template(pod)
+    if not spec.get("owners"):
+        spec["owners"] = _owners(pod)
+    # a migration's Reservation is not reused once consumed
+    spec["allocateOnce"] = True
+    # the replacement must be placed anew
+    pod_spec = _child(spec["template"], "spec")
+    pod_spec.pop("nodeName", None)
+    labels = meta.get("labels")
+    meta["labels"] = {
+        **(labels if isinstance(labels, Mapping) else {}),
+        LABEL_CREATED_BY: CREATED_BY,
+        LABEL_RESERVATION_ORDER: str(now_ms),
+    }
+    if spec.get("ttl") is None and spec.get("expires") is None and ttl_s:
+        spec["ttl"] = format_duration(round(ttl_s * 1e9))
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    if node:
+        _exclude_node(pod_spec, node)
     return {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
         "kind": "Reservation",
-        "metadata": {
-            "name": job_uid,
-            "labels": {LABEL_CREATED_BY: CREATED_BY, LABEL_RESERVATION_ORDER: str(now_ms)},
-        },
-        "spec": reservation_spec,
+        "metadata": meta,
+        "spec": spec,
     }

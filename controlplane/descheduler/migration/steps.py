@@ -282,11 +282,18 @@ class JobSteps:
             await self._missing_pod(job)
             return None
         job_uid = str(job_api.meta(job).get("uid") or job_api.meta(job).get("name"))
-        body = reservation_for(pod, job_uid, job_api.ttl_seconds(job) or None, int(self.clock.time() * 1000))
+        options = dict((job.get("spec") or {}).get("reservationOptions") or {})
+        body = reservation_for(
+            pod,
+            job_uid,
+            job_api.ttl_seconds(job) or None,
+            int(self.clock.time() * 1000),
+            options.get("template"),
+        )
         try:
             created = await self.client.create(res.RESERVATIONS, body)
         except AlreadyExistsError:
-            created = await self.client.get(res.RESERVATIONS, job_uid)
+            created = await self.client.get(res.RESERVATIONS, body["metadata"]["name"])
         except ApiError as err:
             message = f"Failed to create Reservation caused by {err.message or err}"
             edit = job_api.StatusEdit(job, self.clock.time())
@@ -300,7 +307,8 @@ class JobSteps:
             await self._event(job, WARNING, job_api.REASON_FAILED_CREATE_RESERVATION, message)
             raise TemporaryError(f"PodMigrationJob {job_api.meta(job).get('name')}: {message}") from err
         meta = job_api.meta(created)
-        options = dict((job.get("spec") or {}).get("reservationOptions") or {})
+        # as upstream, the job keeps the template the Reservation was made from
+        options["template"] = {"metadata": body["metadata"], "spec": body["spec"]}
         options["reservationRef"] = {
             "kind": "Reservation",
             "apiVersion": "v1alpha1",

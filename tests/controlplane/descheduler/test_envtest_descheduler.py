@@ -363,7 +363,8 @@ def descheduler_config(tag: str, *, node_fit: bool, job_ttl: str) -> Obj:
                             "kind": "MigrationControllerArgs",
                             "evictionPolicy": "Eviction",
                             "defaultJobTTL": job_ttl,
-                            "arbitrationArgs": {"interval": "200ms"},
+                            # a given arbitrationArgs is off unless it says enabled (upstream)
+                            "arbitrationArgs": {"enabled": True, "interval": "200ms"},
                         },
                     },
                 ],

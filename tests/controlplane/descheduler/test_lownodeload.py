@@ -432,3 +432,233 @@ def test_pod_order_classes_first_then_the_overage_match() -> None:
     # free (koord-free) first; the batch pods by overage match, those without usage last,
     # newer first; prod last
     assert [p["metadata"]["name"] for p in order] == ["free", "be-small", "be-big", "be-new", "prod"]
+
+
+# ---- prod thresholds: upstream's five classes ----------------------------------------------
+
+PROD_THRESHOLDS = {"prodLowThresholds": {"cpu": 10}, "prodHighThresholds": {"cpu": 20}}
+
+
+def prod_pod(name: str, node_name: str) -> Obj:
+    return pod(name, node_name, qos="LS", priority=9500)
+
+
+async def test_prod_thresholds_keep_node_balancing_onto_a_node_low_on_node_usage() -> None:
+    """A node under the low thresholds whose prod usage sits between the prod thresholds is a
+    *low* node: still a destination for the node sources."""
+    cluster = three_nodes()
+    cluster.pods.append(prod_pod("prod-c", "cool"))
+    # cool: 20% of the node, its prod pod 15% (between prod low 10% and prod high 20%)
+    cluster.metrics["cool"] = metric("cool", ("0.5", "1Gi"), {"default/prod-c": ("1.5", "1Gi")})
+    report = await balance(plugin(cluster, **PROD_THRESHOLDS), cluster)
+    assert report["lowNodes"] == ["cool"]
+    assert report["bothLowNodes"] == []
+    assert report["highNodes"] == ["hot"]
+    assert report["budget"]["cpu"] == 7500 - 2000
+    assert [name for name, _ in cluster.plugin.evicted] == ["be-2"]
+    assert report["evictions"][0]["fitsNode"] == "cool"
+
+
+async def test_every_class_of_upstreams_classify_nodes() -> None:
+    names = ["low", "both-low", "low-but-prod-high", "high", "prod-high", "prod-low", "mid"]
+    cluster = Cluster([node(n) for n in names])
+    cluster.pods = [
+        prod_pod("p-low", "low"),
+        pod("b-both", "both-low"),
+        prod_pod("p-lph", "low-but-prod-high"),
+        pod("b-high", "high"),
+        prod_pod("p-high", "high"),
+        prod_pod("p-ph", "prod-high"),
+        pod("b-pl", "prod-low"),
+        prod_pod("p-mid", "mid"),
+    ]
+    cluster.metrics = {
+        # node 40% (under 45%), prod 15% (between 10% and 20%)
+        "low": metric("low", ("2.5", "1Gi"), {"default/p-low": ("1.5", "0")}),
+        # node 20%, prod 0%
+        "both-low": metric("both-low", ("1", "1Gi"), {"default/b-both": ("1", "0")}),
+        # node 45% (under), prod 45% (over 20%): a prod source
+        "low-but-prod-high": metric("low-but-prod-high", ("0", "1Gi"), {"default/p-lph": ("4.5", "0")}),
+        # node 80% (over 75%) and prod 30%: high wins
+        "high": metric("high", ("2", "1Gi"), {"default/b-high": ("3", "0"), "default/p-high": ("3", "0")}),
+        # node 60%, prod 50%
+        "prod-high": metric("prod-high", ("1", "1Gi"), {"default/p-ph": ("5", "0")}),
+        # node 60%, prod 0%
+        "prod-low": metric("prod-low", ("4", "1Gi"), {"default/b-pl": ("2", "0")}),
+        # node 60%, prod 15%: neither
+        "mid": metric("mid", ("4.5", "1Gi"), {"default/p-mid": ("1.5", "0")}),
+    }
+    pl = plugin(cluster, **PROD_THRESHOLDS, anomalyCondition={"consecutiveAbnormalities": 5})
+    report = await balance(pl, cluster)
+    assert report["lowNodes"] == ["low"]
+    assert report["bothLowNodes"] == ["both-low"]
+    assert report["prodLowNodes"] == ["prod-low"]
+    assert report["highNodes"] == ["high"]
+    assert report["prodHighNodes"] == ["low-but-prod-high", "prod-high"]
+    classes = {n["name"]: n["classification"] for n in report["nodes"]}
+    assert classes["mid"] == "appropriate"
+    assert classes["low-but-prod-high"] == "prod-high"
+    # every source counts its first abnormal round, the prod ones on their own detectors
+    anomalies = {n["name"]: n.get("anomaly") for n in report["nodes"]}
+    for source in ("high", "prod-high", "low-but-prod-high"):
+        assert anomalies[source] == {"state": "OK", "consecutiveAbnormalities": 1}
+    assert cluster.plugin.evicted == []
+
+
+def prod_cluster(destination_usage: tuple[str, str], *, prod_on_destination: str = "0") -> Cluster:
+    """prod-hot: node at 65% (not over 75%), its three 2-core prod pods at 60% (over prod
+    20%); cool: a *low* node (node 20%, prod 15%); dest: the prod destination under test."""
+    cluster = Cluster([node("prod-hot"), node("cool"), node("dest")])
+    cluster.pods = [
+        prod_pod("p-1", "prod-hot"),
+        prod_pod("p-2", "prod-hot"),
+        prod_pod("p-3", "prod-hot"),
+        prod_pod("p-cool", "cool"),
+        prod_pod("p-dest", "dest"),
+    ]
+    cluster.metrics = {
+        "prod-hot": metric(
+            "prod-hot",
+            ("0.5", "1Gi"),
+            {"default/p-1": ("2", "0"), "default/p-2": ("2", "0"), "default/p-3": ("2", "0")},
+        ),
+        "cool": metric("cool", ("0.5", "1Gi"), {"default/p-cool": ("1.5", "0")}),
+        "dest": metric("dest", destination_usage, {"default/p-dest": (prod_on_destination, "0")}),
+    }
+    return cluster
+
+
+async def test_prod_sources_move_to_prod_low_nodes_and_never_to_a_low_one() -> None:
+    # dest: node 60% (between the thresholds), prod 0%: prod-low, room for one 2-core prod pod
+    cluster = prod_cluster(("6", "1Gi"))
+    report = await balance(plugin(cluster, **PROD_THRESHOLDS), cluster)
+    assert (report["prodHighNodes"], report["prodLowNodes"], report["lowNodes"]) == (
+        ["prod-hot"],
+        ["dest"],
+        ["cool"],
+    )
+    assert [e["fitsNode"] for e in report["evictions"]] == ["dest"]
+    assert cluster.plugin.evicted[0][1] == (
+        "node is overutilized by prod pods, cpu usage(60.00%)>threshold(20.00%)"
+    )
+    # dest is no longer prod-low: cool, only low, has room for a prod pod but is no prod
+    # destination, and nothing moves
+    cluster = prod_cluster(("5", "1Gi"), prod_on_destination="1.5")
+    report = await balance(plugin(cluster, **PROD_THRESHOLDS), cluster)
+    assert (report["prodLowNodes"], report["lowNodes"]) == ([], ["cool"])
+    assert report["outcome"] == "0 pod(s) evicted"
+    assert cluster.plugin.evicted == []
+
+
+async def test_the_prod_budget_is_the_prod_room_under_the_prod_high_thresholds() -> None:
+    # dest: node 60%, prod 5%: prod-low; its prod room (to prod high 20%) is 1500m, its node
+    # room (to high 75%) would be 1500m more
+    cluster = prod_cluster(("5.5", "1Gi"), prod_on_destination="0.5")
+    report = await balance(plugin(cluster, nodeFit=False, **PROD_THRESHOLDS), cluster)
+    assert report["prodLowNodes"] == ["dest"]
+    assert report["prodBudget"] == {"cpu": 2000 - 500}
+    # one 2-core prod pod spends the 1500m: prod-hot, still at 40% prod, keeps the others
+    assert len(cluster.plugin.evicted) == 1
+
+
+async def test_both_low_nodes_share_what_the_node_sources_left() -> None:
+    """A both-low node takes node-source pods first; the prod sources get its prod room, but
+    no more than what is left of the node budget (upstream's evictPodsFromSourceNodes)."""
+    cluster = Cluster([node("hot"), node("prod-hot"), node("both")])
+    cluster.pods = [
+        pod("be-1", "hot", cpu="3"),
+        pod("be-2", "hot", cpu="3"),
+        *(prod_pod(f"p-{i}", "prod-hot") for i in range(4)),
+        pod("be-both", "both"),
+    ]
+    cluster.metrics = {
+        # 80%: over 75% by 500m
+        "hot": metric("hot", ("2", "1Gi"), {"default/be-1": ("3", "0"), "default/be-2": ("3", "0")}),
+        # node 60%, prod 40% (over 20%)
+        "prod-hot": metric("prod-hot", ("2", "1Gi"), {f"default/p-{i}": ("1", "0") for i in range(4)}),
+        # node 40%, prod 0%: both-low; node room 3500m, prod room 2000m
+        "both": metric("both", ("3", "1Gi"), {"default/be-both": ("1", "0")}),
+    }
+    report = await balance(plugin(cluster, **PROD_THRESHOLDS), cluster)
+    assert (report["bothLowNodes"], report["highNodes"], report["prodHighNodes"]) == (
+        ["both"],
+        ["hot"],
+        ["prod-hot"],
+    )
+    assert report["budget"]["cpu"] == 3500
+    # one 3-core BE pod leaves 500m of the node budget: the prod room is capped to it
+    assert report["prodBudget"] == {"cpu": 500}
+    evicted = [name for name, _ in cluster.plugin.evicted]
+    assert evicted[0] in ("be-1", "be-2")
+    # a 1-core prod pod spends the 500m; prod-hot stays at 30% prod
+    assert len(evicted) == 2
+    assert evicted[1].startswith("p-")
+    assert {e["fitsNode"] for e in report["evictions"]} == {"both"}
+
+
+@pytest.mark.parametrize(
+    ("number_of_nodes", "outcome"),
+    [
+        pytest.param(1, "1 pod(s) evicted", id="low-and-both-low-count-together"),
+        pytest.param(
+            2,
+            "the number of underutilized nodes (2) is at most numberOfNodes (2), nothing to do here",
+            id="at-most-numberOfNodes",
+        ),
+    ],
+)
+async def test_the_underutilized_nodes_are_the_low_and_both_low_ones(
+    number_of_nodes: int, outcome: str
+) -> None:
+    cluster = three_nodes()
+    cluster.nodes.append(node("cool-prod"))
+    cluster.pods.append(prod_pod("prod-c", "cool-prod"))
+    # cool: both-low (no prod); cool-prod: low (prod 15%)
+    cluster.metrics["cool-prod"] = metric("cool-prod", ("0.5", "1Gi"), {"default/prod-c": ("1.5", "1Gi")})
+    report = await balance(plugin(cluster, numberOfNodes=number_of_nodes, **PROD_THRESHOLDS), cluster)
+    assert (report["lowNodes"], report["bothLowNodes"]) == (["cool-prod"], ["cool"])
+    assert report["outcome"] == outcome
+
+
+async def test_prod_low_nodes_alone_are_not_underutilized() -> None:
+    # hot is prod-high, dest prod-low; no node is under the node low thresholds
+    cluster = prod_cluster(("5.5", "1Gi"), prod_on_destination="0.5")
+    cluster.metrics["cool"] = metric("cool", ("5", "1Gi"), {"default/p-cool": ("1.5", "0")})
+    report = await balance(plugin(cluster, **PROD_THRESHOLDS), cluster)
+    assert report["prodLowNodes"] == ["dest"]
+    assert report["outcome"] == "no nodes are underutilized, nothing to do here"
+    assert cluster.plugin.evicted == []
+
+
+# ---- pods without a PodMetric ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("node_fit", "evicted"),
+    [
+        # upstream's balancePods: with nodeFit a pod without a PodMetric is never removable
+        pytest.param(True, ["be-1"], id="nodeFit"),
+        # without nodeFit it may go, and moves nothing off the node or the budget: hot stays
+        # over and the round goes on to the next pod
+        pytest.param(False, ["be-1", "be-new"], id="no-nodeFit"),
+    ],
+)
+async def test_a_pod_without_a_pod_metric(node_fit: bool, evicted: list[str]) -> None:
+    cluster = Cluster([node("hot"), node("cool"), node("mid")])
+    cluster.pods = [pod("be-1", "hot"), pod("be-new", "hot")]
+    # hot at 95%: system 8 cores and be-1's 1.5; be-new has no podsMetric entry yet
+    cluster.metrics = {
+        "hot": metric("hot", ("8", "1Gi"), {"default/be-1": ("1.5", "1Gi")}),
+        "cool": metric("cool", ("1", "1Gi")),
+        "mid": metric("mid", ("5", "5Gi")),
+    }
+    await balance(plugin(cluster, nodeFit=node_fit), cluster)
+    assert [name for name, _ in cluster.plugin.evicted] == evicted
+
+
+async def test_a_prod_pod_without_a_pod_metric_is_still_a_prod_pod() -> None:
+    cluster = prod_cluster(("6", "1Gi"))
+    cluster.pods.append(prod_pod("p-new", "prod-hot"))
+    cluster.plugin.refuse = {"p-1", "p-2", "p-3"}
+    await balance(plugin(cluster, nodeFit=False, **PROD_THRESHOLDS), cluster)
+    assert [name for name, _ in cluster.plugin.evicted] == ["p-new"]

@@ -94,6 +94,24 @@ def test_arbitration_interval_defaults_when_only_enabled_is_given() -> None:
     assert parse_args({"arbitrationArgs": {"enabled": True}}).arbitration_interval_s == 0.5
 
 
+@pytest.mark.parametrize(
+    ("arbitration_args", "enabled"),
+    [
+        pytest.param(None, True, id="absent"),
+        # upstream's Enabled is a plain bool: a given block without it is off
+        pytest.param({}, False, id="empty"),
+        pytest.param({"interval": "1s"}, False, id="interval-only"),
+        pytest.param({"enabled": True}, True, id="enabled"),
+        pytest.param({"enabled": False, "interval": "1s"}, False, id="disabled"),
+    ],
+)
+def test_arbitration_is_on_by_default_only_without_arbitration_args(
+    arbitration_args: dict[str, Any] | None, enabled: bool
+) -> None:
+    raw = {} if arbitration_args is None else {"arbitrationArgs": arbitration_args}
+    assert parse_args(raw).arbitration_enabled is enabled
+
+
 def test_a_zero_ttl_is_valid() -> None:
     assert parse_args({"defaultJobTTL": "0s"}).default_job_ttl_s == 0.0
 

@@ -761,6 +761,53 @@ async def test_a_users_reservation_gets_an_order() -> None:
         assert [r["metadata"]["name"] for r in c.reservations()] == ["mine"]
 
 
+async def test_the_jobs_reservation_template_shapes_the_reservation() -> None:
+    """``spec.reservationOptions.template``: its name, labels, ttl and pod template are used;
+    what it leaves empty (owners: the CRD requires the field) comes from the pod; the job
+    records the template used."""
+    async with cluster(None, NODES) as c:
+        p = c.add(running_pod("web-1", "node-a", web(c)))
+        await c.cached(lambda ctl: ctl.pods.store.get("default/web-1") is not None)
+        job = user_job(p, "move-to-b", admitted=True)
+        pinned = {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": "node-b"},
+                "containers": [{"name": "main", "image": "app"}],
+            },
+        }
+        job["spec"]["reservationOptions"] = {
+            "template": {
+                "metadata": {"name": "my-reservation", "labels": {"team": "x"}},
+                "spec": {"ttl": "30m", "template": pinned, "owners": []},
+            }
+        }
+        c.add(job)
+        c.start()
+        await c.until(lambda: reservation_of(c, "move-to-b") != "")
+        assert reservation_of(c, "move-to-b") == "my-reservation"
+        reservation = c.reservation("my-reservation")
+        assert reservation is not None
+        assert reservation["metadata"]["labels"]["team"] == "x"
+        assert reservation["metadata"]["labels"]["app.kubernetes.io/created-by"] == "koord-descheduler"
+        spec = reservation["spec"]
+        assert (spec["ttl"], spec["allocateOnce"]) == ("30m", True)
+        assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "node-b"}
+        owner = p["metadata"]["ownerReferences"][0]
+        assert spec["owners"] == [{"controller": {**owner, "namespace": "default"}}]
+        recorded = c.job("move-to-b")["spec"]["reservationOptions"]["template"]
+        assert recorded["metadata"] == {"name": "my-reservation", "labels": reservation["metadata"]["labels"]}
+        assert (recorded["spec"]["template"], recorded["spec"]["owners"]) == (
+            spec["template"],
+            spec["owners"],
+        )
+        assert [r["metadata"]["name"] for r in c.reservations()] == ["my-reservation"]
+        # the job goes on with the Reservation it named
+        c.write_status(res.RESERVATIONS, "my-reservation", scheduled("node-b"))
+        await c.until(lambda: c.pod("web-1") is None)
+        assert c.job("move-to-b")["status"]["nodeName"] == "node-b"
+
+
 async def test_the_object_limiter_holds_the_next_pod_of_the_workload() -> None:
     """10 replicas may migrate 2 per 5 minutes: after one eviction the next pod waits 150 s."""
     async with cluster(EVICT_DIRECTLY, NODES) as c:

@@ -120,3 +120,79 @@ def test_ttl_formatting() -> None:
     assert reservation_for(p, "u", 3600.0, 1)["spec"]["ttl"] == "1h0m0s"
     assert "ttl" not in reservation_for(p, "u", None, 1)["spec"]
     assert "ttl" not in reservation_for(p, "u", 0.0, 1)["spec"]
+
+
+# ---- the job's spec.reservationOptions.template ----------------------------------------------
+
+PINNED = {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {
+        "nodeName": "n1",
+        "nodeSelector": {"kubernetes.io/hostname": "n2"},
+        "containers": [{"name": "main", "image": "app"}],
+    },
+}
+OWNERS = [{"labelSelector": {"matchLabels": {"app": "web"}}}]
+
+
+def test_a_template_is_the_starting_point() -> None:
+    p = pod("web-1", namespace="prod", node="n1", labels={"app": "web"})
+    template = {
+        "metadata": {"name": "my-reservation", "labels": {"team": "x"}, "annotations": {"note": "y"}},
+        "spec": {"ttl": "30m", "owners": OWNERS, "template": PINNED, "allocateOnce": False},
+    }
+    given = copy.deepcopy(template)
+    r = reservation_for(p, "job-uid-1", 300.0, 42, template)
+    # the template's name, labels and annotations, with the descheduler's labels over them
+    assert r["metadata"] == {
+        "name": "my-reservation",
+        "labels": {
+            "team": "x",
+            "app.kubernetes.io/created-by": "koord-descheduler",
+            "scheduling.koordinator.sh/reservation-order": "42",
+        },
+        "annotations": {"note": "y"},
+    }
+    spec = r["spec"]
+    # its ttl, not the job's; its owners; allocate-once whatever it says
+    assert spec["ttl"] == "30m"
+    assert spec["owners"] == OWNERS
+    assert spec["allocateOnce"] is True
+    # its pod template, without a node and kept off the pod's node
+    assert spec["template"]["metadata"] == {"labels": {"app": "web"}}
+    assert "nodeName" not in spec["template"]["spec"]
+    assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n2"}
+    assert spec["template"]["spec"]["containers"] == [{"name": "main", "image": "app"}]
+    assert spec["template"]["spec"]["affinity"] == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [NOT_ON_N1]}]
+            }
+        }
+    }
+    # the job's template is left as it was
+    assert template == given
+
+
+def test_what_the_template_leaves_out_comes_from_the_pod() -> None:
+    p = pod("web-1", namespace="prod", node="n1", labels={"app": "web"})
+    r = reservation_for(p, "job-uid-1", 300.0, 42, {"metadata": {"labels": {"team": "x"}}})
+    assert r["metadata"]["name"] == "job-uid-1"
+    assert r["metadata"]["labels"]["team"] == "x"
+    assert r["spec"]["ttl"] == "5m0s"
+    assert list(r["spec"]["owners"][0]) == ["controller"]
+    assert r["spec"]["template"]["metadata"]["name"] == "web-1"
+    assert r["spec"]["template"]["spec"]["containers"] == p["spec"]["containers"]
+    assert r["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ] == {"nodeSelectorTerms": [{"matchFields": [NOT_ON_N1]}]}
+    # without a template at all: the same as none
+    assert reservation_for(p, "u", 300.0, 1, None) == reservation_for(p, "u", 300.0, 1)
+
+
+def test_a_template_with_expires_gets_no_ttl() -> None:
+    p = pod("web-1", node="n1")
+    spec = {"expires": "2026-11-27T13:00:00Z"}
+    r = reservation_for(p, "u", 300.0, 1, {"spec": spec})
+    assert r["spec"]["expires"] == "2026-11-27T13:00:00Z"
+    assert "ttl" not in r["spec"]
