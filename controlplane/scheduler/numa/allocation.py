@@ -104,6 +104,11 @@ class NodeAllocation:
         """CPU -> how many pods hold it and the exclusive policy it was last taken with."""
         return dict(self._cpus)
 
+    def bound_cpu_count(self) -> int:
+        """How many CPUs cpusets hold on the node (each counted once, however many pods share
+        it): upstream's ``allocated.CPUs().Size()``."""
+        return len(self._cpus)
+
     def allocated_numa_resources(self) -> dict[int, ResourceList]:
         return {node: dict(resources) for node, resources in self._numa.items()}
 

@@ -195,12 +195,14 @@ def request_cpu_bind(request: PodNUMARequest, node_cpu_bind: str) -> bool:
 @dataclass(frozen=True)
 class NodeCPUUsage:
     """What the amplified-CPU check needs of a node: allocatable and requested milli-CPU (the
-    framework's NodeInfo), CPUs held by cpusets and the cpu amplification ratio."""
+    framework's NodeInfo), CPUs held by cpusets and the cpu amplification ratio
+    (``invalid_ratio``: the node's ``resource-amplification-ratio`` does not parse)."""
 
     allocatable_milli: int
     requested_milli: int
     bound_cpus: int = 0
     amplification_ratio: float = 0.0
+    invalid_ratio: bool = False
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,9 @@ def check_node(
 ) -> NodeDecision:
     """The Filter's policy checks for the pod on one node; raises :class:`RejectionError`.
     With ``usage`` the amplified-CPU check runs where upstream runs it (after the bind
-    decision, before the topology checks)."""
+    decision, before the topology checks): a pod requesting cpu is refused by a node whose
+    ratio does not parse (``node(s) invalid CPU amplification ratio``) or that has too
+    little amplified cpu left (``Insufficient amplified cpu``)."""
     node_bind = node_cpu_bind_policy(node_labels, options.kubelet_policy)
     exclusive = request.numa_exclusive
     if not exclusive and request.numa_topology_policy:
@@ -241,7 +245,10 @@ def check_node(
         node_numa_topology_policy(node_labels, options.numa_topology_policy), request.numa_topology_policy
     )
     bind = request_cpu_bind(request, node_bind)
-    if usage is not None:
+    if usage is not None and usage.invalid_ratio:
+        if request.requested_milli_cpu:
+            raise RejectionError(UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_INVALID_CPU_AMPLIFICATION_RATIO)
+    elif usage is not None:
         filter_amplified_cpus(
             request.requested_milli_cpu,
             usage.amplification_ratio,

@@ -41,6 +41,7 @@ __all__ = [
     "least_requested_score",
     "most_requested_score",
     "node_score",
+    "node_score_units",
     "numa_allocation_score",
     "resource_units",
 ]
@@ -121,12 +122,33 @@ def node_score(
     """The node-level score (``scoreWithAmplifiedCPUs``): ``pod_requests`` are the resource
     options' requests (amplified for a binding pod), ``bound_cpus`` how many CPUs cpusets hold on
     the node (counted amplified when the ratio is above 1)."""
-    requested = resource_units(node_requested)
-    pod = resource_units(pod_requests)
-    if pod.get("cpu", 0) != 0 and cpu_amplification_ratio > 1:
+    return node_score_units(
+        scorer,
+        resource_units(node_requested),
+        resource_units(node_allocatable),
+        resource_units(pod_requests),
+        cpu_amplification_ratio=cpu_amplification_ratio,
+        bound_cpus=bound_cpus,
+    )
+
+
+def node_score_units(
+    scorer: ResourceAllocationScorer,
+    node_requested: Mapping[str, int],
+    node_allocatable: Mapping[str, int],
+    pod_requests: Mapping[str, int],
+    *,
+    cpu_amplification_ratio: float = 0.0,
+    bound_cpus: int = 0,
+) -> int:
+    """:func:`node_score` over values already in framework units (cpu in milli)."""
+    if pod_requests.get("cpu", 0) != 0 and cpu_amplification_ratio > 1:
         bound = bound_cpus * 1000
-        requested["cpu"] = requested.get("cpu", 0) - bound + amplify(bound, cpu_amplification_ratio)
-    return scorer.score_units(requested, resource_units(node_allocatable), pod)
+        node_requested = {
+            **node_requested,
+            "cpu": node_requested.get("cpu", 0) - bound + amplify(bound, cpu_amplification_ratio),
+        }
+    return scorer.score_units(node_requested, node_allocatable, pod_requests)
 
 
 def numa_allocation_score(

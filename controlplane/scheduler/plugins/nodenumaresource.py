@@ -7,19 +7,32 @@
   CPUs ("the requested CPUs must be integer");
 * **Filter**: on a node with a NUMA topology policy (node label
   ``node.koordinator.sh/numa-topology-policy``, the pod's ``numa-topology-spec``, or the
-  kubelet's policy in the NRT) the pod must fit the NUMA nodes the policy allows; a binding
-  pod needs a valid CPU topology, a bind policy the node agrees with, whole cores for
-  FullPCPUs and, for a required policy, a cpuset the accumulator can take;
-* **Score**: a binding pod scores the node's CPUs held by cpusets with it (LeastAllocated by
-  default); under a NUMA policy, the NUMA nodes it would use; other pods score 0;
+  kubelet's policy in the NRT) the pod must fit the NUMA nodes the policy allows; on a node
+  whose ``node.koordinator.sh/resource-amplification-ratio`` amplifies cpu, a pod asking for
+  cpu must fit the amplified cpu left, a binding pod's request and the CPUs cpusets hold
+  there counted amplified ("Insufficient amplified cpu"; "node(s) invalid CPU amplification
+  ratio" when the ratio does not parse); a binding pod needs a valid CPU topology, a bind
+  policy the node agrees with, whole cores for FullPCPUs and, for a required policy, a
+  cpuset the accumulator can take;
+* **Score**: a binding pod scores the node's requests with its own, the CPUs held by
+  cpusets counted amplified (LeastAllocated by default); under a NUMA policy, the NUMA
+  nodes it would use; other pods score 0;
 * **Reserve / Unreserve**: the cpuset and NUMA resources are booked on the node;
 * **PreBind**: ``scheduling.koordinator.sh/resource-status`` (the cpuset and NUMA resources
   the koordlet applies) and, for a binding pod, the ``resource-spec`` policy it was bound with.
 
+NUMA zones are amplified by the node's ratios (upstream's ``amplifyNUMANodeResources``) and
+a binding pod asks them for its cpu amplified, while its cpuset takes as many CPUs as it
+requests. CPUs are taken from the NUMA node the ``node.koordinator.sh/numa-allocate-strategy``
+label prefers, else the one ``numaScoringStrategy`` implies (MostAllocated packs, anything
+else spreads; upstream's ``GetDefaultNUMAAllocateStrategy``).
+
 Pods bound with a ``resource-status`` are booked from it. A pod neither binding CPUs nor on a
-node with a NUMA policy costs nothing here. Not applied: the amplified-CPU check and score
-(CPU normalization and amplification ratios, wave 1's leftovers), reservations' CPUs
-(restored only for the pods the reservation plug-in gives them), preemption of bound CPUs.
+node with a NUMA policy costs nothing here, unless some node with an amplified cpu ratio has
+CPUs bound by cpusets (or a ratio that does not parse): then its cpu is checked against the
+amplified cpu left. Not applied: reservations' CPUs (restored only for the pods the
+reservation plug-in gives them), preemption of bound CPUs, the node-level score of pods that
+bind no CPUs.
 """
 
 from __future__ import annotations
@@ -34,8 +47,16 @@ from controlplane.scheduler.kernel.twin import Extra
 from controlplane.scheduler.numa.admission import admit
 from controlplane.scheduler.numa.allocation import NodeAllocation, PodAllocation
 from controlplane.scheduler.numa.allocator import allocate
-from controlplane.scheduler.numa.options import TopologyOptions, new_topology_options
+from controlplane.scheduler.numa.options import (
+    TopologyOptions,
+    amplify,
+    amplify_resource_list,
+    default_numa_allocate_strategy,
+    new_topology_options,
+    with_amplification,
+)
 from controlplane.scheduler.numa.podpolicy import (
+    NodeCPUUsage,
     NodeDecision,
     PodNUMARequest,
     check_node,
@@ -52,9 +73,10 @@ from controlplane.scheduler.numa.scoring import (
     LEAST_ALLOCATED,
     MOST_ALLOCATED,
     ResourceAllocationScorer,
+    node_score_units,
     numa_allocation_score,
 )
-from controlplane.scheduler.numa.status import RejectionError
+from controlplane.scheduler.numa.status import UNSCHEDULABLE_AND_UNRESOLVABLE, RejectionError
 from controlplane.scheduler.plugins.args import ArgsError, resource_weights
 from controlplane.scheduler.plugins.interface import (
     CycleState,
@@ -69,6 +91,11 @@ from controlplane.scheduler.plugins.interface import (
 from controlplane.scheduler.plugins.rowverdicts import PodShapes, RowVerdicts, Verdict
 from controlplane.scheduler.podinfo import PodInfo, pod_object
 from controlplane.scheduler.queue import ClusterEvent
+from koordinator.api.extension.annotations import AnnotationError
+from koordinator.api.extension.node import (
+    ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO,
+    get_resource_amplification_ratios,
+)
 from koordinator.api.extension.numa import (
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
     ANNOTATION_RESOURCE_SPEC,
@@ -95,6 +122,24 @@ Obj = Mapping[str, Any]
 #: a pod's shape here: requests, QoS and priority labels, priority and the two annotations
 Shape = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...], int, str, str]
 _EMPTY = TopologyOptions()
+#: distinct ratio annotations parsed and kept at once; past it they are all dropped
+MAX_RATIOS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Amplification:
+    """A node's ``node.koordinator.sh/resource-amplification-ratio`` as read: the ratios
+    (empty when absent or malformed) and, for one that does not parse, why."""
+
+    ratios: Mapping[str, float] = field(default_factory=dict)
+    problem: str = ""
+
+    @property
+    def cpu(self) -> float:
+        return self.ratios.get("cpu", 0.0)
+
+
+_NO_AMPLIFICATION = Amplification()
 
 
 @dataclass(frozen=True)
@@ -194,6 +239,23 @@ class NodeNUMAResource:
         self._requests: PodShapes[Shape, PodNUMARequest | RejectionError] = PodShapes(_shape, self._parse)
         self._notifier = QueueNotifier(NRT_CHANGE)
         self._cluster: Cluster | None = None
+        #: the NUMA allocate strategy of nodes without the label (upstream's
+        #: ``GetDefaultNUMAAllocateStrategy``: MostAllocated with a MostAllocated NUMA score)
+        self._numa_allocate_strategy = default_numa_allocate_strategy(self.args.numa_scorer.strategy)
+        #: ratio annotation -> its parsed ratios (a cluster has few distinct ones)
+        self._ratios: dict[str, Amplification] = {}
+        #: node -> (its NRT options, its amplification, those options with NUMA zones amplified)
+        self._amplified_options: dict[str, tuple[TopologyOptions, Amplification, TopologyOptions]] = {}
+        #: nodes where cpusets hold CPUs
+        self._bound_nodes: set[str] = set()
+        #: nodes whose ratio amplifies cpu, and nodes whose ratio does not parse, as of the
+        #: node objects last looked at (``_ratio_dirty`` changed since; all of them when
+        #: ``_ratio_rescan``)
+        self._amplified_nodes: set[str] = set()
+        self._bad_ratio_nodes: set[str] = set()
+        self._ratio_dirty: set[str] = set()
+        self._ratio_rescan = True
+        self._followed: Cluster | None = None
 
     # --- wiring ----------------------------------------------------------------------------
 
@@ -224,6 +286,7 @@ class NodeNUMAResource:
 
     def on_topology_deleted(self, node: str) -> None:
         self.options.pop(node, None)
+        self._amplified_options.pop(node, None)
         self._policy_nodes.discard(node)
         self._verdicts.touch(node)
 
@@ -242,6 +305,8 @@ class NodeNUMAResource:
     def _book(self, node: str, allocation: PodAllocation) -> None:
         self.allocations.setdefault(node, NodeAllocation(node)).add(allocation)
         self.booked[allocation.uid] = node
+        if allocation.cpuset:
+            self._bound_nodes.add(node)
         self._verdicts.touch(node)
 
     def _release(self, uid: str) -> None:
@@ -251,6 +316,8 @@ class NodeNUMAResource:
         allocation = self.allocations.get(node)
         if allocation is not None:
             allocation.release(uid)
+            if not allocation.bound_cpu_count():
+                self._bound_nodes.discard(node)
         self._verdicts.touch(node)
         self._notifier.notify()
 
@@ -267,9 +334,111 @@ class NodeNUMAResource:
         except RejectionError as err:
             return err
 
-    def _decide(self, request: PodNUMARequest, info: NodeInfo) -> tuple[TopologyOptions, NodeDecision]:
+    # --- amplification ---------------------------------------------------------------------
+
+    def _amplification(self, info: NodeInfo) -> Amplification:
+        raw = info.annotations.get(ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO, "")
+        if not raw:
+            return _NO_AMPLIFICATION
+        found = self._ratios.get(raw)
+        if found is None:
+            try:
+                found = Amplification(
+                    get_resource_amplification_ratios({ANNOTATION_NODE_RESOURCE_AMPLIFICATION_RATIO: raw})
+                )
+            except AnnotationError as err:
+                found = Amplification(problem=str(err))
+            if len(self._ratios) >= MAX_RATIOS:
+                self._ratios.clear()
+            self._ratios[raw] = found
+        return found
+
+    def _topology(self, info: NodeInfo) -> tuple[TopologyOptions, Amplification]:
+        """The node's options with its NUMA zones amplified by its ratios (kept until the
+        NRT or the ratios change), and the ratios."""
         options = self.options.get(info.name, _EMPTY)
-        return options, check_node(request, info.labels, options)
+        amplification = self._amplification(info)
+        if not amplification.ratios:
+            return options, amplification
+        kept = self._amplified_options.get(info.name)
+        if kept is not None and kept[0] is options and kept[1] is amplification:
+            return kept[2], amplification
+        amplified = with_amplification(options, info.annotations)
+        self._amplified_options[info.name] = (options, amplification, amplified)
+        return amplified, amplification
+
+    def _bound_cpus(self, node: str) -> int:
+        allocation = self.allocations.get(node)
+        return allocation.bound_cpu_count() if allocation is not None else 0
+
+    def _cpu_usage(self, info: NodeInfo, amplification: Amplification) -> NodeCPUUsage | None:
+        """What the amplified-CPU check reads of the node (None: its ratio amplifies nothing)."""
+        if not amplification.problem and amplification.cpu <= 1:
+            return None
+        cluster = self._cluster
+        requested = 0
+        if cluster is not None:
+            table = cluster.table
+            requested = table.req[info.row * table.width + table.column["cpu"]]
+        return NodeCPUUsage(
+            allocatable_milli=info.allocatable.get("cpu", 0),
+            requested_milli=requested,
+            bound_cpus=self._bound_cpus(info.name),
+            amplification_ratio=amplification.cpu,
+            invalid_ratio=bool(amplification.problem),
+        )
+
+    def _follow(self, cluster: Cluster) -> None:
+        if self._followed is not cluster:
+            self._followed = cluster
+            cluster.subscribe(self._node_changed)
+            self._ratio_rescan = True
+
+    def _node_changed(self, node: str | None, pod: PodInfo | None = None, sign: int = 0) -> None:
+        if node is None:
+            self._ratio_rescan = True
+        elif pod is None:
+            self._ratio_dirty.add(node)
+
+    def _classify(self, info: NodeInfo) -> None:
+        amplification = self._amplification(info)
+        if amplification.problem:
+            self._bad_ratio_nodes.add(info.name)
+        elif amplification.cpu > 1:
+            self._amplified_nodes.add(info.name)
+
+    def _amplification_matters(self, cluster: Cluster) -> bool:
+        """Whether a pod binding no CPUs may be refused for amplified cpu somewhere: a node
+        whose ratio does not parse, or one amplifying cpu where cpusets hold CPUs (elsewhere
+        the check is NodeResourcesFit's own)."""
+        self._follow(cluster)
+        if self._ratio_rescan:
+            self._ratio_rescan = False
+            self._ratio_dirty.clear()
+            self._amplified_nodes.clear()
+            self._bad_ratio_nodes.clear()
+            for info in cluster.nodes.values():
+                self._classify(info)
+        elif self._ratio_dirty:
+            for name in self._ratio_dirty:
+                self._amplified_nodes.discard(name)
+                self._bad_ratio_nodes.discard(name)
+                changed = cluster.nodes.get(name)
+                if changed is not None:
+                    self._classify(changed)
+            self._ratio_dirty.clear()
+        return bool(self._bad_ratio_nodes) or not self._amplified_nodes.isdisjoint(self._bound_nodes)
+
+    # --- a pod on a node, continued ----------------------------------------------------------
+
+    def _decide(
+        self, request: PodNUMARequest, info: NodeInfo, *, filtering: bool = True
+    ) -> tuple[TopologyOptions, NodeDecision]:
+        """The node's options and the Filter's checks (``filtering``: with the amplified-CPU
+        check, which Reserve does not make: the pod is counted on the node by then)."""
+        options, amplification = self._topology(info)
+        usage = self._cpu_usage(info, amplification) if filtering else None
+        return options, check_node(request, info.labels, options, usage)
 
     def _allocate(
         self,
@@ -282,12 +451,16 @@ class NodeNUMAResource:
         """The pod's allocation on the node (None: it needs none there); raises RejectionError."""
         if not decision.needs_numa_admission and not decision.request_cpu_bind:
             return None
+        problem = self._amplification(info).problem
+        if problem:  # upstream's getResourceOptions fails amplifying the NUMA zones
+            raise RejectionError(UNSCHEDULABLE_AND_UNRESOLVABLE, problem)
         allocation = self.allocations.get(info.name) or NodeAllocation(info.name)
         ro = resource_options(
             request,
             options,
             info.labels,
             decision.request_cpu_bind,
+            default_numa_allocate_strategy=self._numa_allocate_strategy,
             numa_scorer=self.args.numa_scorer,
         )
         if decision.needs_numa_admission:
@@ -314,8 +487,12 @@ class NodeNUMAResource:
     ) -> int:
         """Upstream's Score: under a NUMA policy, the NUMA nodes of the trial allocation (with
         every CPU held by cpusets on the node counted as requested); else the node's requests
-        with the pod's, over the scored resources (a binding pod only: see the module)."""
+        with the pod's, over the scored resources (a binding pod only: see the module). With
+        a cpu amplification ratio a binding pod's cpu counts amplified, and so do the CPUs
+        cpusets hold (``scoreWithAmplifiedCPUs``)."""
         requested = self._node_requested(info)
+        ratio = options.cpu_amplification_ratio()
+        amplified = decision.request_cpu_bind and ratio > 1
         if decision.needs_numa_admission and trial is not None:
             booked = self.allocations.get(info.name) or NodeAllocation(info.name)
             return numa_allocation_score(
@@ -325,9 +502,21 @@ class NodeNUMAResource:
                 booked,
                 _quantities(requested),
                 _quantities(info.allocatable),
-                request.requests,
+                amplify_resource_list(request.requests, options.amplification_ratios or {}, ["cpu"])
+                if amplified
+                else request.requests,
             )
-        return self.args.scorer.score_units(requested, info.allocatable, pod.requests)
+        wanted: Mapping[str, int] = pod.requests
+        if amplified and wanted.get("cpu"):
+            wanted = {**wanted, "cpu": amplify(wanted["cpu"], ratio)}
+        return node_score_units(
+            self.args.scorer,
+            requested,
+            info.allocatable,
+            wanted,
+            cpu_amplification_ratio=ratio,
+            bound_cpus=self._bound_cpus(info.name),
+        )
 
     def _node_requested(self, info: NodeInfo) -> dict[str, int]:
         """What the pods placed on the node request (the kernel table's row)."""
@@ -368,11 +557,13 @@ class NodeNUMAResource:
             return False
         if request.request_cpu_bind or request.numa_topology_policy:
             return True
-        return bool(
+        if (
             self._policy_nodes
             or cluster.rows_with(LABEL_NUMA_TOPOLOGY_POLICY)
             or cluster.rows_with(LABEL_NODE_CPU_BIND_POLICY)
-        )
+        ):
+            return True
+        return request.requested_milli_cpu > 0 and self._amplification_matters(cluster)
 
     # --- the points ------------------------------------------------------------------------
 
@@ -434,7 +625,7 @@ class NodeNUMAResource:
         if not self._concerned(request, cluster):
             return None
         try:
-            options, decision = self._decide(request, info)
+            options, decision = self._decide(request, info, filtering=False)
             allocation = self._allocate(pod, request, info, options, decision)
         except RejectionError as err:
             return "; ".join(err.reasons)

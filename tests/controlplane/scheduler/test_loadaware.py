@@ -4,6 +4,7 @@ and through the live scheduler against the fake apiserver."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from controlplane.scheduler.config import ConfigError, parse
 from controlplane.scheduler.framework import Framework
 from controlplane.scheduler.kernel.twin import go_round
 from controlplane.scheduler.plugins.loadaware.args import load_aware_args
-from controlplane.scheduler.plugins.loadaware.estimate import estimate_pod
+from controlplane.scheduler.plugins.loadaware.estimate import estimate_pod, estimated_deadline
 from controlplane.scheduler.plugins.loadaware.plugin import LoadAwareScheduling
 from controlplane.scheduler.plugins.loadaware.usage import headroom, load_score
 from controlplane.scheduler.podinfo import pod_info
@@ -385,3 +386,180 @@ def test_pods_placed_and_confirmed_shift_the_load_exactly_as_a_recomputation():
     assert shifted == recomputed
     assert recomputed is not None
     assert recomputed.score_used == (1000 + 2 * 425, GI + 2 * 751619277)
+
+
+def bound(name: str, cpu: str = "1", *, scheduled: float = NOW - 3600, priority: int | None = None) -> Obj:
+    """A pod bound to node ``n`` (PodScheduled at ``scheduled``)."""
+    placed = pod(name, cpu, "1Gi", node_name="n", priority=priority)
+    placed["status"] = {
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(scheduled)}
+        ]
+    }
+    return placed
+
+
+def usage_of(name: str, cpu: str, memory: str = "1Gi", priority: str = "") -> Obj:
+    entry: Obj = {
+        "namespace": "default",
+        "name": name,
+        "podUsage": {"resources": {"cpu": cpu, "memory": memory}},
+    }
+    if priority:
+        entry["priority"] = priority
+    return entry
+
+
+def filtered(fw: Framework, incoming: Obj) -> Any:
+    """The nodes the framework filters the pod out of, with their reasons."""
+    return fw.explain(pod_info(incoming))["filtered"]
+
+
+def test_aggregated_usage_without_a_window_falls_back_to_the_node_usage():
+    # no usageAggregatedDuration and no p95 in the report (only avg): upstream reads the
+    # node's plain usage, 3900m + 85m of 4000m = 100% > 65
+    args = {"aggregated": {"usageThresholds": {"cpu": 65}, "usageAggregationType": "p95"}}
+    report = metric("n", "3900m", "1Gi")
+    report["status"]["nodeMetric"]["aggregatedNodeUsages"] = [
+        {"duration": "1m", "usage": {"avg": {"resources": {"cpu": "100m"}}}}
+    ]
+    for metrics in ([metric("n", "3900m", "1Gi")], [report]):
+        fw = framework([node("n")], metrics, args)
+        assert filtered(fw, pod("p", "100m", "100Mi")) == {
+            "n": ["node(s) cpu aggregated usage exceed threshold"]
+        }
+    # the score alike: CPU 3000 + 850 of 4000 -> 3, memory 4Gi + 751619277 of 16Gi -> 70
+    scoring = {"usageThresholds": {"cpu": 0, "memory": 0}, "aggregated": {"scoreAggregationType": "p95"}}
+    fw = framework([node("n")], [metric("n", "3", "4Gi")], scoring)
+    assert fw.explain(pod_info(pod("p")))["scores"]["n"]["LoadAwareScheduling"] == 36
+
+
+def test_a_report_without_the_aggregation_window_counts_every_pod_at_its_estimate():
+    # three pods of 1 CPU (estimate 850m each) reported at 2 CPUs long ago; the report has
+    # no 5m p95: upstream counts each pod at its estimate, not at its usage nor at nothing
+    window = {"usageAggregationType": "p95", "usageAggregatedDuration": "5m"}
+    report = metric("n", "3900m", "1Gi", pods=[usage_of(f"e{i}", "2", "2Gi") for i in range(3)])
+    report["status"]["nodeMetric"]["aggregatedNodeUsages"] = [
+        {"duration": "1m", "usage": {"p95": {"resources": {"cpu": "3900m", "memory": "1Gi"}}}}
+    ]
+    placed = [bound(f"e{i}") for i in range(3)]
+    fw = framework([node("n")], [report], {"aggregated": {**window, "usageThresholds": {"cpu": 65}}}, placed)
+    # 3 x 850 + 85 = 2635 of 4000 = 65.9% -> 66 > 65
+    assert filtered(fw, pod("p", "100m", "100Mi")) == {"n": ["node(s) cpu aggregated usage exceed threshold"]}
+    scoring = {
+        "usageThresholds": {"cpu": 0, "memory": 0},
+        "aggregated": {"scoreAggregationType": "p95", "scoreAggregatedDuration": "5m"},
+    }
+    fw = framework([node("n")], [report], scoring, placed)
+    # CPU 2635 of 4000 -> 34; memory 3 x 751619277 + 73400320 of 16Gi -> 86
+    assert fw.explain(pod_info(pod("p", "100m", "100Mi")))["scores"]["n"]["LoadAwareScheduling"] == 60
+
+
+def test_a_report_without_node_usage_passes_the_filter_and_scores_zero():
+    report = metric("n", "0", "0")
+    del report["status"]["nodeMetric"]
+    fw = framework([node("n"), node("m")], [report, metric("m", "1", "1Gi")], bound=[bound("big", "2")])
+    explained = fw.explain(pod_info(pod("p")))
+    assert explained["filtered"] == {}
+    assert explained["scores"]["n"]["LoadAwareScheduling"] == 0
+    assert explained["scores"]["m"]["LoadAwareScheduling"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "annotations", "priority", "expected"),
+    [
+        ({}, {}, None, {"n": ["node(s) nodeMetric expired"]}),
+        ({"usageThresholds": {"cpu": 0, "memory": 0}}, {}, None, {}),
+        ({"aggregated": {"usageThresholds": {"cpu": 0}, "usageAggregationType": "p95"}}, {}, None, {}),
+        ({}, {"usageThresholds": {"cpu": 0, "memory": 0}}, None, {}),
+        # all-zero prod thresholds: a prod pod is held to the others' (none here)
+        ({"usageThresholds": {"cpu": 0, "memory": 0}, "prodUsageThresholds": {"cpu": 0}}, {}, 9500, {}),
+        ({"prodUsageThresholds": {"cpu": 50}}, {}, 9500, {"n": ["node(s) nodeMetric expired"]}),
+        ({"enableScheduleWhenNodeMetricsExpired": True}, {}, None, {}),
+    ],
+    ids=["default", "zero", "aggregated-zero", "annotation-zero", "prod-zero", "prod", "enabled"],
+)
+def test_an_expired_report_rejects_only_where_thresholds_hold(args, annotations, priority, expected):
+    marked = {"scheduling.koordinator.sh/usage-thresholds": json.dumps(annotations)} if annotations else {}
+    fw = framework([node("n", annotations=marked)], [metric("n", "100m", "1Gi", updated=NOW - 3600)], args)
+    assert filtered(fw, pod("p", priority=priority)) == expected
+
+
+@pytest.mark.parametrize(
+    ("initialized", "expected"),
+    [
+        # initialized 90 s ago + 60 s: the deadline passed before the report (10 s ago), so
+        # the report covers the pod although 600 s after scheduling are not over:
+        # 1700 + 850 of 4000 = 64%
+        (True, {}),
+        # not initialized: scheduled 100 s ago + 600 s, still estimated: its 850 less the
+        # 100 reported add 750: 82%
+        (False, {"n": ["node(s) cpu usage exceed threshold"]}),
+    ],
+    ids=["initialized", "scheduled"],
+)
+def test_the_initialized_deadline_replaces_the_scheduled_one(initialized, expected):
+    busy = bound("busy", scheduled=NOW - 100)
+    if initialized:
+        busy["status"]["conditions"].append(
+            {"type": "Initialized", "status": "True", "lastTransitionTime": format_time(NOW - 90)}
+        )
+    report = metric("n", "1700m", "1Gi", pods=[usage_of("busy", "100m")])
+    args = {"estimatedSecondsAfterPodScheduled": 600, "estimatedSecondsAfterInitialized": 60}
+    fw = framework([node("n")], [report], args, [busy])
+    assert filtered(fw, pod("p")) == expected
+
+
+@pytest.mark.parametrize(
+    ("annotations", "deadline"),
+    [
+        ({}, NOW - 90 + 60),
+        ({"scheduling.koordinator.sh/load-estimated-seconds-after-initialized": "0"}, NOW - 100 + 600),
+        ({"scheduling.koordinator.sh/load-estimated-seconds-after-initialized": "-1"}, NOW - 90 + 60),
+        ({"scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled": "0"}, NOW - 90 + 60),
+    ],
+    ids=["args", "custom-off", "custom-negative", "custom-scheduled-off"],
+)
+def test_estimation_deadlines_follow_upstream(annotations, deadline):
+    busy = bound("busy", scheduled=NOW - 100)
+    busy["status"]["conditions"].append(
+        {"type": "Initialized", "status": "True", "lastTransitionTime": format_time(NOW - 90)}
+    )
+    busy["metadata"]["annotations"] = annotations
+    args = load_aware_args(
+        {
+            "estimatedSecondsAfterPodScheduled": 600,
+            "estimatedSecondsAfterInitialized": 60,
+            "allowCustomizeEstimation": True,
+        }
+    )
+    assert estimated_deadline(pod_info(busy), args, NOW) == deadline
+
+
+@pytest.mark.parametrize(
+    ("reported_as", "expected"),
+    [
+        # prod in its spec and in the report: its usage, 300m: 1000 + 300 + 850 = 54%
+        ("koord-prod", {}),
+        # the report does not say prod: its full estimate, 850m: 1000 + 850 + 850 = 68%
+        ("koord-batch", {"n": ["node(s) cpu usage exceed threshold"]}),
+        ("", {"n": ["node(s) cpu usage exceed threshold"]}),
+    ],
+    ids=["prod", "batch", "none"],
+)
+def test_prod_usage_counts_a_pods_usage_only_when_the_report_says_prod_too(reported_as, expected):
+    report = metric(
+        "n",
+        "3500m",
+        "1Gi",
+        pods=[
+            usage_of("web", "1", priority="koord-prod"),
+            usage_of("changed", "300m", priority=reported_as),
+            # prod in the report only: not a prod pod, not counted
+            usage_of("promoted", "2", priority="koord-prod"),
+        ],
+    )
+    placed = [bound("web", priority=9500), bound("changed", priority=9500), bound("promoted", priority=5500)]
+    args = {"usageThresholds": {"cpu": 65}, "prodUsageThresholds": {"cpu": 55}}
+    fw = framework([node("n")], [report], args, placed)
+    assert filtered(fw, pod("new-web", priority=9500)) == expected

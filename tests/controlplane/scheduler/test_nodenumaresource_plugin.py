@@ -191,3 +191,146 @@ async def test_the_live_scheduler_writes_the_cpuset_and_a_restart_keeps_it_booke
         async with running(fake, config()):
             await eventually(lambda: _status(fake, "second") is not None)
         assert _status(fake, "second") == {"cpuset": "16-23"}
+
+
+RATIO = "node.koordinator.sh/resource-amplification-ratio"
+RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
+
+
+def amplified_node(name: str, ratio: str = '{"cpu": 1.5}', cpu: str = "48") -> Obj:
+    """32 physical CPUs (``nrt``) shown as ``cpu`` to the scheduler by a cpu ratio."""
+    built = node(name)
+    built["metadata"]["annotations"] = {RATIO: ratio, RAW_ALLOCATABLE: '{"cpu": "32", "memory": "64Gi"}'}
+    built["status"]["allocatable"]["cpu"] = cpu
+    return built
+
+
+def simulate_on(
+    tmp_path: Path, nodes: list[Obj], placed: list[Obj], pending: list[Obj], args: Obj | None = None
+) -> list[dict[str, Any]]:
+    """Every node has ``nrt``'s topology; ``placed`` pods are bound already."""
+    nodes_path = write(tmp_path, "nodes.yaml", nodes)
+    objects = write(tmp_path, "objects.yaml", [*(nrt(n["metadata"]["name"]) for n in nodes), *placed])
+    pods = write(tmp_path, "pods.yaml", [scheduled(p) for p in pending])
+    return simulate(only_scoring("NodeNUMAResource", args=args), nodes_path, pods, [objects], seed=1)
+
+
+@pytest.mark.parametrize(
+    ("filler_cpu", "expected"),
+    [
+        # 40 of 48 requested: the pod's 8 CPUs count 8 x 1.5 = 12 > 8 left
+        ("40", {"n1": ["Insufficient amplified cpu"]}),
+        # 36 requested: 12 <= 12 left, and the cpuset still takes 8 CPUs
+        ("36", {}),
+    ],
+    ids=["short", "fits"],
+)
+def test_a_binding_pod_needs_its_cpu_amplified_on_an_amplified_node(tmp_path, filler_cpu, expected):
+    filler = scheduled(make_pod("filler").qos("LS").requests(cpu=filler_cpu, memory="1Gi").build(), "n1")
+    [result] = simulate_on(tmp_path, [amplified_node("n1")], [filler], [lsr("p", cpu="8", memory="").build()])
+    assert result["filtered"] == expected
+    if expected:
+        assert result["node"] is None
+        assert result["status"].startswith("0/1 nodes are available: 1 Insufficient amplified cpu.")
+    else:
+        assert (result["node"], result["resourceStatus"]) == ("n1", {"cpuset": "0-7"})
+
+
+def test_cpus_held_by_cpusets_count_amplified_for_pods_binding_none(tmp_path):
+    # n1 requests 8 (holder) + 30 = 38 of 48, but the holder's 8 bound CPUs count 12:
+    # 42, and an LS pod asking 7 finds 6 left; NodeResourcesFit alone (45 <= 48) would pass
+    holder = scheduled(lsr("holder", cpu="8", memory="").resource_status({"cpuset": "0-7"}).build(), "n1")
+    filler = scheduled(make_pod("filler").qos("LS").requests(cpu="30").build(), "n1")
+    results = simulate_on(
+        tmp_path,
+        [amplified_node("n1")],
+        [holder, filler],
+        [
+            make_pod("seven").qos("LS").requests(cpu="7").build(),
+            make_pod("six").qos("LS").requests(cpu="6").build(),
+        ],
+    )
+    by_pod = {r["pod"]: r for r in results}
+    assert by_pod["default/seven"]["filtered"] == {"n1": ["Insufficient amplified cpu"]}
+    assert by_pod["default/six"]["node"] == "n1"
+    assert "resourceStatus" not in by_pod["default/six"]  # it binds no CPUs
+
+
+def test_a_ratio_that_does_not_parse_refuses_pods_asking_for_cpu(tmp_path):
+    bad = amplified_node("n1", ratio='{"cpu": "many"}')
+    results = simulate_on(
+        tmp_path,
+        [bad, node("n2")],
+        [],
+        [
+            make_pod("ls").qos("LS").requests(cpu="1").build(),
+            make_pod("mem").qos("LS").requests(memory="1Gi").build(),
+        ],
+    )
+    by_pod = {r["pod"]: r for r in results}
+    assert by_pod["default/ls"]["filtered"] == {"n1": ["node(s) invalid CPU amplification ratio"]}
+    assert by_pod["default/ls"]["node"] == "n2"
+    assert by_pod["default/mem"]["filtered"] == {}  # no cpu asked: the ratio is not read
+
+
+def test_numa_zones_are_amplified_by_the_nodes_ratio(tmp_path):
+    # each NUMA node has 8 CPUs, 12 amplified: a SingleNUMANode pod asking 10 CPUs (binding
+    # none, so asking them unamplified) fits one amplified zone only
+    pending = [
+        make_pod("ten")
+        .qos("LS")
+        .requests(cpu="10", memory="1Gi")
+        .numa_spec(numaTopologyPolicy="SingleNUMANode")
+        .build()
+    ]
+    [amplified] = simulate_on(tmp_path, [amplified_node("n1")], [], pending)
+    assert amplified["node"] == "n1"
+    assert amplified["resourceStatus"] == {
+        "numaNodeResources": [{"node": 0, "resources": {"cpu": "10", "memory": "1Gi"}}]
+    }
+    [plain] = simulate_on(tmp_path, [node("n1")], [], pending)
+    assert plain["node"] is None
+    assert plain["filtered"]["n1"][0].startswith("Unaligned NUMA Hint cause cpu")
+
+
+def test_a_binding_pod_scores_amplified_cpu_on_an_amplified_node(tmp_path):
+    # both nodes show 48 CPUs and hold an 8-CPU cpuset; the pod binds 4 (no memory asked:
+    # memory scores 100). LeastAllocated over cpu and memory:
+    #   amp:   the held 8 count 12 and the pod's 4 count 6: (48 - 18) * 100 / 48 = 62 -> 81
+    #   plain: 8 + 4 = 12: (48 - 12) * 100 / 48 = 75 -> 87
+    plain = node("plain")
+    plain["status"]["allocatable"]["cpu"] = "48"
+    holders = [
+        scheduled(lsr(f"holder-{n}", cpu="8", memory="").resource_status({"cpuset": "0-7"}).build(), n)
+        for n in ("amp", "plain")
+    ]
+    [result] = simulate_on(
+        tmp_path, [amplified_node("amp"), plain], holders, [lsr("p", cpu="4", memory="").build()]
+    )
+    assert {n: s["NodeNUMAResource"] for n, s in result["scores"].items()} == {"amp": 81, "plain": 87}
+    assert result["node"] == "plain"
+
+
+@pytest.mark.parametrize(
+    ("args", "labels", "cpuset"),
+    [
+        # LeastAllocated: a NUMA node with the most free CPUs (the holder's NUMA node 1 has 4)
+        (None, {}, "16-17"),
+        # MostAllocated NUMA scoring packs: NUMA node 1, next to the holder
+        ({"numaScoringStrategy": {"type": "MostAllocated"}}, {}, "12-13"),
+        # the node's label wins over the default either way
+        (
+            {"numaScoringStrategy": {"type": "MostAllocated"}},
+            {"node.koordinator.sh/numa-allocate-strategy": "LeastAllocated"},
+            "16-17",
+        ),
+        (None, {"node.koordinator.sh/numa-allocate-strategy": "MostAllocated"}, "12-13"),
+    ],
+    ids=["least", "most", "label-least", "label-most"],
+)
+def test_the_numa_scoring_strategy_sets_the_default_numa_allocate_strategy(tmp_path, args, labels, cpuset):
+    holder = scheduled(lsr("holder", cpu="4", memory="").resource_status({"cpuset": "8-11"}).build(), "n1")
+    [result] = simulate_on(
+        tmp_path, [node("n1", labels)], [holder], [lsr("p", cpu="2", memory="").build()], args
+    )
+    assert (result["node"], result["resourceStatus"]) == ("n1", {"cpuset": cpuset})

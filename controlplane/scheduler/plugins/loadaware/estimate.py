@@ -106,18 +106,34 @@ def scheduled_time(pod: PodInfo) -> float | None:
 
 
 def _window(pod: PodInfo, args: LoadAwareArgs, key: str, default: int | None) -> int | None:
+    """The pod's own estimation window with ``allowCustomizeEstimation`` (0 turns it off),
+    else the args' (also for a missing, malformed or negative annotation, as upstream)."""
     if args.allow_customize_estimation and key in pod.annotations:
         try:
-            return get_int_annotation(pod.annotations, key)
+            value = get_int_annotation(pod.annotations, key)
         except AnnotationError:
             return default
+        return value if value is not None and value >= 0 else default
     return default
 
 
 def estimated_deadline(pod: PodInfo, args: LoadAwareArgs, assumed_at: float) -> float | None:
-    """Until when the pod stays estimated whatever its reported usage: its scheduling (or
-    initialization) time plus the configured seconds; None when neither is configured."""
-    deadline: float | None = None
+    """Until when the pod stays estimated whatever its reported usage (upstream's
+    ``shouldEstimatePodDeadline``): once the pod is initialized, its initialization time
+    plus ``estimatedSecondsAfterInitialized`` when that is set (the seconds after scheduling,
+    possibly long to wait for init containers, no longer count); else its scheduling time
+    (its assume time until PodScheduled says) plus ``estimatedSecondsAfterPodScheduled``;
+    None when neither applies."""
+    after_initialized = _window(
+        pod,
+        args,
+        ANNOTATION_LOAD_ESTIMATED_SECONDS_AFTER_INITIALIZED,
+        args.estimated_seconds_after_initialized,
+    )
+    if after_initialized is not None and after_initialized > 0:
+        initialized = _time(pod.initialized_at)
+        if initialized is not None:
+            return initialized + after_initialized
     after_scheduled = _window(
         pod,
         args,
@@ -125,15 +141,5 @@ def estimated_deadline(pod: PodInfo, args: LoadAwareArgs, assumed_at: float) -> 
         args.estimated_seconds_after_pod_scheduled,
     )
     if after_scheduled is not None and after_scheduled > 0:
-        deadline = (scheduled_time(pod) or assumed_at) + after_scheduled
-    after_initialized = _window(
-        pod,
-        args,
-        ANNOTATION_LOAD_ESTIMATED_SECONDS_AFTER_INITIALIZED,
-        args.estimated_seconds_after_initialized,
-    )
-    initialized = _time(pod.initialized_at)
-    if after_initialized is not None and after_initialized > 0 and initialized is not None:
-        until = initialized + after_initialized
-        deadline = until if deadline is None else max(deadline, until)
-    return deadline
+        return (scheduled_time(pod) or assumed_at) + after_scheduled
+    return None

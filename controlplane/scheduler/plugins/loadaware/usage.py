@@ -3,10 +3,14 @@
 thresholds. Computed per node when its NodeMetric, its placed pods or its object change.
 
 The estimated usage of the pods on a node (upstream's assign cache): a placed pod is still
-estimated when the report has no usage for it, when it was scheduled after the report or
-within one report interval before it, or until its estimation deadline; such a pod counts
-with the larger of its estimate and its reported usage, and its reported usage is taken
-out of the node's usage it is already part of. Everything else is as reported.
+estimated when the report has no usage for it, when it was scheduled less than one report
+interval before the report (or after it), or until its estimation deadline; such a pod
+adds what its estimate exceeds its reported usage by (all of it without a report) to the
+node's usage. A node whose report lacks the usage asked for (an aggregation window it does
+not carry) counts every placed pod at its full estimate instead. Prod pods under
+``prodUsageThresholds`` see the reported usage of the pods that are prod both in their
+spec and in the report, plus what those still estimated exceed it by, plus the full
+estimate of every other prod pod.
 
 Filter and score compare, per resource, ``used + estimate of the incoming pod`` with the
 node's allocatable (the ``raw-allocatable`` annotation over ``status.allocatable``, to undo
@@ -92,16 +96,17 @@ def filter_profile(node: NodeInfo, args: LoadAwareArgs) -> FilterProfile:
 
 def target_aggregated_usage(record: NodeMetricRecord, duration: float, kind: str) -> Usage | None:
     """Upstream's ``getTargetAggregatedUsage``: the usage at ``kind`` over the window of
-    ``duration`` seconds, or with no duration the longest window reporting it (falling back
-    to the node's plain usage when none does)."""
-    if record.node_usage is None or not record.aggregated:
+    ``duration`` seconds, or with no duration the longest window reporting it, falling back
+    to the node's plain usage when none does (None: the report has no such usage, or no
+    ``nodeMetric`` at all)."""
+    if record.node_usage is None:
         return None
     if not duration:
         longest = max(
             (window for (window, k), usage in record.aggregated.items() if k == kind and usage), default=None
         )
         if longest is None:
-            return record.node_usage or None
+            return record.node_usage
         return record.aggregated[(longest, kind)]
     return record.aggregated.get((duration, kind)) or None
 
@@ -174,8 +179,12 @@ class NodeLoad:
     reported: bool = False
     #: it is past ``nodeMetricExpirationSeconds`` (or was never updated)
     expired: bool = False
-    #: filter limits for non-prod pods, and for prod pods (None: the node has no prod
-    #: thresholds, so prod pods use the non-prod ones); None limits pass every pod
+    #: the node holds non-prod pods to thresholds (usage or aggregated ones, any above 0),
+    #: and prod pods to prod thresholds (else prod pods are held as the others are)
+    filters: bool = False
+    prod_filters: bool = False
+    #: filter limits for non-prod pods, and for prod pods under prod thresholds; None
+    #: (the report has no ``nodeMetric``) passes every pod
     limits: Limits | None = None
     prod_limits: Limits | None = None
     #: the existing estimated usage scores compare (without the incoming pod), for
@@ -187,12 +196,19 @@ class NodeLoad:
         return self.failing(estimate, prod, args) is None
 
     def failing(self, estimate: Estimate, prod: bool, args: LoadAwareArgs) -> str | None:
-        """Why the filter rejects a pod of this estimate (None: it passes)."""
+        """Why the filter rejects a pod of this estimate (None: it passes). As upstream's
+        Filter: thresholds all off pass before the report is looked at, then an expired
+        report rejects, then a report without ``nodeMetric`` passes."""
         if not self.reported:
+            return None
+        if prod and self.prod_filters:
+            limits = self.prod_limits
+        elif self.filters:
+            limits = self.limits
+        else:
             return None
         if self.expired and args.filter_expired_node_metrics:
             return None if args.enable_schedule_when_node_metrics_expired else REASON_EXPIRED
-        limits = self.prod_limits if prod and self.prod_limits is not None else self.limits
         if limits is None:
             return None
         for i, room in enumerate(limits.headroom):
@@ -223,6 +239,8 @@ class NodeLoad:
             alloc=self.alloc,
             reported=self.reported,
             expired=self.expired,
+            filters=self.filters,
+            prod_filters=self.prod_filters,
             limits=room(self.limits, delta),
             prod_limits=room(self.prod_limits, prod_delta),
             score_used=used(self.score_used, delta),
@@ -247,6 +265,12 @@ def _sum(resources: tuple[str, ...], usages: Iterable[Usage]) -> list[int]:
     return out
 
 
+def thresholds_active(thresholds: Mapping[str, int], resources: Iterable[str]) -> bool:
+    """Whether ``thresholds`` hold any compared resource (upstream's ``!Empty()`` of the
+    threshold vector: a threshold of 0, or on a resource not compared, holds nothing)."""
+    return any(thresholds.get(name, 0) for name in resources)
+
+
 Estimator = Callable[[PodInfo], Estimate]
 
 
@@ -258,12 +282,13 @@ def still_estimated(
     args: LoadAwareArgs,
 ) -> bool:
     """Whether the report does not cover the pod yet (upstream's assign cache): it has no
-    usage there, was scheduled after the report or within one report interval before it,
-    or its estimation deadline is past the report."""
+    usage there, was scheduled less than one report interval before the report (or after
+    it), or its estimation deadline is past the report."""
+    if not reported:
+        return True
     updated = record.update_time or 0.0
     assumed = first_seen.get(pod.key, 0.0)
-    since = scheduled_time(pod) or assumed
-    if not reported or since > updated or (since < updated and updated - since < record.report_interval_s):
+    if (scheduled_time(pod) or assumed) > updated - record.report_interval_s:
         return True
     deadline = estimated_deadline(pod, args, assumed)
     return deadline is not None and deadline > updated
@@ -277,45 +302,54 @@ def existing_usage(
     *,
     prod: bool,
     usage: Usage | None,
-    all_estimated: bool = False,
     include_sys: bool = False,
     estimate_of: Estimator | None = None,
 ) -> Estimate:
-    """Upstream's ``GetEstimatedUsed`` without the incoming pod: the still-estimated pods at
-    the larger of estimate and reported usage, plus the node's usage less theirs (``usage``:
-    the plain or aggregated node usage chosen), or for prod pods the other prod pods'
-    reported usage (and the system's with ``prodUsageIncludeSys``). ``all_estimated``: every
-    pod is estimated (scores over an aggregation the NodeMetric lacks)."""
+    """Upstream's ``GetNodeMetricAndEstimatedOfExisting``: what the pods placed on the node
+    use, without the incoming pod.
+
+    Non-prod (``usage``: the plain or aggregated node usage chosen): that usage plus, for
+    each still-estimated pod, what its estimate exceeds its reported usage by; without such
+    a usage, the full estimate of every pod. Prod: the reported usage of the pods that are
+    prod both in their spec and in the report (and the system's with ``prodUsageIncludeSys``)
+    plus what the still-estimated ones exceed it by, plus the full estimate of every other
+    pod of the prod class (upstream counts a reported usage for prod only when the koordlet
+    reports the pod as prod too)."""
     resources = args.resources
-    considered = [pod for pod in pods if not prod or pod.priority_class == PROD]
-    metrics = {pod.key: record.pods[pod.key].usage for pod in considered if pod.key in record.pods}
-    estimated = [0] * len(resources)
-    estimated_keys: set[str] = set()
-    for pod in considered:
-        reported = metrics.get(pod.key)
-        if not (all_estimated or still_estimated(pod, record, bool(reported), first_seen, args)):
-            continue
-        estimated_keys.add(pod.key)
-        estimate = estimate_of(pod) if estimate_of is not None else estimate_pod(pod, args)
-        for i, name in enumerate(resources):
-            value = estimate[i]
-            if reported and name in reported:
-                value = max(value, reported[name])
-            estimated[i] += value
+    width = len(resources)
+
+    def estimate(pod: PodInfo) -> Estimate:
+        return estimate_of(pod) if estimate_of is not None else estimate_pod(pod, args)
+
     if prod:
-        others = _sum(resources, (u for key, u in metrics.items() if key not in estimated_keys))
-        if include_sys:
-            others = [o + s for o, s in zip(others, _sum(resources, [record.system_usage]), strict=True)]
-        return tuple(e + o for e, o in zip(estimated, others, strict=True))
-    if record.node_usage is None or usage is None:
-        return tuple(estimated)
-    taken = _sum(resources, (u for key, u in metrics.items() if key in estimated_keys))
-    out = []
-    for i, name in enumerate(resources):
-        value = usage.get(name, 0)
-        if taken[i] and value >= taken[i]:
-            value -= taken[i]
-        out.append(estimated[i] + value)
+        out = _sum(resources, [record.system_usage]) if include_sys else [0] * width
+    elif usage is None:
+        total = [0] * width
+        for pod in pods:
+            for i, value in enumerate(estimate(pod)):
+                total[i] += value
+        return tuple(total)
+    else:
+        out = [usage.get(name, 0) for name in resources]
+    for pod in pods:
+        if prod and pod.priority_class != PROD:
+            continue
+        entry = record.pods.get(pod.key)
+        reported = entry.usage if entry is not None and entry.usage else None
+        if prod:
+            if entry is None or reported is None or entry.priority != PROD:
+                for i, value in enumerate(estimate(pod)):
+                    out[i] += value
+                continue
+            for i, name in enumerate(resources):
+                out[i] += reported.get(name, 0)
+        if not still_estimated(pod, record, reported is not None, first_seen, args):
+            continue
+        for i, value in enumerate(estimate(pod)):
+            if reported is not None:
+                value -= reported.get(resources[i], 0)
+            if value > 0:
+                out[i] += value
     return tuple(out)
 
 
@@ -336,47 +370,66 @@ def node_load(
     if record is None:
         return NodeLoad(node.row, alloc)
     expired = record.update_time is None or now - record.update_time >= args.node_metric_expiration_s
+    window = profile.aggregated
+    thresholds = window.usage_thresholds if window is not None else profile.usage_thresholds
+    filters = thresholds_active(thresholds, resources)
+    prod_filters = thresholds_active(profile.prod_usage_thresholds, resources)
+    if record.node_usage is None:
+        # no ``nodeMetric`` in the report: upstream's Filter passes and Score gives 0
+        return NodeLoad(
+            node.row, alloc, reported=True, expired=expired, filters=filters, prod_filters=prod_filters
+        )
     usage_of = functools.partial(existing_usage, args, record, pods, first_seen, estimate_of=estimate_of)
-    limits = prod_limits = None
-    #: (usage source, all estimated) -> the non-prod existing usage computed from it
-    computed: dict[tuple[int, bool], Estimate] = {}
+    #: usage source -> the non-prod existing usage computed from it (by identity: the
+    #: filter and the score often read the same one)
+    computed: dict[int, Estimate] = {}
 
-    def non_prod(usage: Usage | None, all_estimated: bool = False) -> Estimate:
-        key = (id(usage), all_estimated)
+    def non_prod(usage: Usage | None) -> Estimate:
+        key = id(usage)
         if key not in computed:
-            computed[key] = usage_of(prod=False, usage=usage, all_estimated=all_estimated)
+            computed[key] = usage_of(prod=False, usage=usage)
         return computed[key]
 
-    if record.node_usage is not None:
-        if profile.aggregated is not None:
-            thresholds, aggregated = profile.aggregated.usage_thresholds, True
+    prod_used: Estimate | None = None
+
+    def prod_usage() -> Estimate:
+        nonlocal prod_used
+        if prod_used is None:
+            prod_used = usage_of(prod=True, usage=None, include_sys=args.prod_usage_include_sys)
+        return prod_used
+
+    limits = prod_limits = None
+    if filters:
+        if window is not None:
             usage = target_aggregated_usage(
-                record,
-                profile.aggregated.usage_aggregated_duration,
-                profile.aggregated.usage_aggregation_type,
+                record, window.usage_aggregated_duration, window.usage_aggregation_type
             )
         else:
-            thresholds, aggregated, usage = profile.usage_thresholds, False, record.node_usage
-        if thresholds:
-            limits = Limits(_headrooms(resources, thresholds, alloc, non_prod(usage)), aggregated)
-    if profile.prod_usage_thresholds:
-        used = usage_of(prod=True, usage=None, include_sys=args.prod_usage_include_sys)
-        prod_limits = Limits(_headrooms(resources, profile.prod_usage_thresholds, alloc, used), False)
+            usage = record.node_usage
+        limits = Limits(_headrooms(resources, thresholds, alloc, non_prod(usage)), window is not None)
+    if prod_filters:
+        prod_limits = Limits(_headrooms(resources, profile.prod_usage_thresholds, alloc, prod_usage()), False)
     scoring = args.aggregated if args.aggregated is not None and args.aggregated.scores else None
     if scoring is not None:
         score_usage = target_aggregated_usage(
             record, scoring.score_aggregated_duration, scoring.score_aggregation_type
         )
-        missing = score_usage is None
     else:
-        score_usage, missing = record.node_usage, False
-    score_used = non_prod(score_usage, missing)
-    prod_score_used = None
-    if args.score_according_prod_usage:
-        prod_score_used = usage_of(
-            prod=True, usage=None, all_estimated=missing, include_sys=args.prod_usage_include_sys
-        )
-    return NodeLoad(node.row, alloc, True, expired, limits, prod_limits, score_used, prod_score_used)
+        score_usage = record.node_usage
+    score_used = non_prod(score_usage)
+    prod_score_used = prod_usage() if args.score_according_prod_usage else None
+    return NodeLoad(
+        node.row,
+        alloc,
+        reported=True,
+        expired=expired,
+        filters=filters,
+        prod_filters=prod_filters,
+        limits=limits,
+        prod_limits=prod_limits,
+        score_used=score_used,
+        prod_score_used=prod_score_used,
+    )
 
 
 def node_parts(node: NodeInfo, args: LoadAwareArgs) -> tuple[Estimate, FilterProfile]:
