@@ -12,7 +12,12 @@ parsed and validated on its own (:func:`koordinator.api.sloconfig.parse_config`)
   err: ...``), followed by what was done: ``kept the last good value of <key>`` (read from
   the persisted copy, when it was), or ``no good value of <key> known: ... left as it is``.
   Keys whose new value was applied get no such Event;
-* ``colocation-config`` must also merge with the defaults into a valid cluster strategy.
+* ``colocation-config`` must also merge with the defaults into a valid cluster strategy;
+* a node entry (``nodeConfigs`` / ``nodeStrategies``) whose ``nodeSelector`` is missing or
+  does not parse does not fail its key: as in upstream's controllers it selects no node,
+  and the cluster strategy and the other entries apply. It is logged once (again only
+  when the ConfigMap changes what is said about it), as is an entry whose empty selector
+  selects every node. The ConfigMap webhook, when enabled, refuses both.
 
 **The last good values survive a failover.** The leader keeps a copy of the raw text of
 every key's last good value in a companion ConfigMap, ``<name>-last-good``
@@ -105,6 +110,8 @@ class ParsedConfig:
     config: SLOControllerConfig
     #: key -> its errors (those keys kept their previous value)
     errors: dict[str, list[FieldError]] = field(default_factory=dict)
+    #: key -> its node entries that select no node (no usable selector) or every node (``{}``)
+    notes: dict[str, list[FieldError]] = field(default_factory=dict)
 
     def messages(self) -> list[str]:
         return [str(error) for errors in self.errors.values() for error in errors]
@@ -122,21 +129,27 @@ def parse_slo_config(
     require_names: bool = False,
 ) -> ParsedConfig:
     """Parse ConfigMap ``data``; keys that fail keep their value from ``previous``."""
-    config, errors = parse_config(data, previous, require_names=require_names)
+    notes: list[FieldError] = []
+    config, errors = parse_config(data, previous, require_names=require_names, notes=notes)
     by_key: dict[str, list[FieldError]] = {}
     for error in errors:
         by_key.setdefault(_key_of(error), []).append(error)
-    if COLOCATION_CONFIG_KEY not in by_key and not cluster_colocation_strategy(config).is_valid():
+    notes_by_key: dict[str, list[FieldError]] = {}
+    for note in notes:
+        notes_by_key.setdefault(_key_of(note), []).append(note)
+    invalid = cluster_colocation_strategy(config).invalid_fields()
+    if COLOCATION_CONFIG_KEY not in by_key and invalid:
         by_key[COLOCATION_CONFIG_KEY] = [
             FieldError.invalid(
                 COLOCATION_CONFIG_KEY,
                 (data or {}).get(COLOCATION_CONFIG_KEY),
-                "the cluster strategy merged with the defaults is not valid (durations, thresholds and "
-                "resourceDiffThreshold must be positive)",
+                "the cluster strategy merged with the defaults is not valid: "
+                f"{', '.join(invalid)} out of range",
             )
         ]
+        notes_by_key.pop(COLOCATION_CONFIG_KEY, None)
         config.colocation = previous.colocation if previous is not None else SLOControllerConfig().colocation
-    return ParsedConfig(config, by_key)
+    return ParsedConfig(config, by_key, notes_by_key)
 
 
 @dataclass(frozen=True)
@@ -202,6 +215,8 @@ class SLOConfigCache:
         self.errors: dict[str, list[FieldError]] = {}
         #: broken keys with no good value known: what is derived from them is left as it is
         self.unavailable: frozenset[str] = frozenset()
+        #: key -> its node entries that select no node or every node (logged once)
+        self.notes: dict[str, list[FieldError]] = {}
         self.synced = False
         self._configmap: Obj | None = None
         #: key -> raw text of its last good value ("" = no value: the defaults); absent = none known
@@ -351,6 +366,7 @@ class SLOConfigCache:
         changed |= self.unavailable ^ unavailable
         first = not self._evaluated
         self._evaluated = True
+        self._log_notes(parsed.notes)
         self.config = parsed.config
         self.errors = parsed.errors
         self.unavailable = unavailable
@@ -380,6 +396,15 @@ class SLOConfigCache:
                 except Exception:
                     log.exception("slo-controller-config listener failed")
         return changed
+
+    def _log_notes(self, notes: Mapping[str, list[FieldError]]) -> None:
+        """Log each node entry that selects no node or every node once, not on every evaluation."""
+        logged = {str(note) for notes_of_key in self.notes.values() for note in notes_of_key}
+        for _, notes_of_key in sorted(notes.items()):
+            for note in notes_of_key:
+                if str(note) not in logged:
+                    log.warning("ConfigMap %s/%s: %s", self.namespace, self.name, note)
+        self.notes = {key: list(notes_of_key) for key, notes_of_key in notes.items()}
 
     def _outcome(self, key: str) -> str:
         """What was done about the broken ``key``, in the words of its Event."""

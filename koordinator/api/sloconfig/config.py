@@ -3,10 +3,18 @@
 :func:`parse_config` reads the ConfigMap ``data``. Each key is parsed and validated on its
 own; a key that fails keeps its previous value (or the default) and reports
 :class:`~koordinator.api.schema.FieldError` objects whose field starts with the key
-(``resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent``). Validation uses
-the same schema machinery as the CRDs (types, ranges, enums, ordering rules) plus the
-ConfigMap rules: every node entry needs a non-empty ``nodeSelector``, amplification ratios
-are at least 1, and (optionally) names are required and unique.
+(``resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent``). An object key
+that differs from a field's name only in case names that field, as with Go's decoder
+(:func:`match_field_names`). Validation uses the same schema machinery as the CRDs (types,
+ranges, enums, ordering rules) plus the ConfigMap rules: amplification ratios are at least
+1, and (optionally) names are required and unique.
+
+A node entry whose ``nodeSelector`` is missing or malformed selects no node, as in
+upstream's controllers: :func:`parse_config` keeps the key, describes the entry in
+``notes``, and the cluster strategy and the other entries apply. An empty selector
+(``{}``) selects every node (also described). The webhook refuses both
+(``strict_selectors``, the rule of :func:`validate_config_data`): every entry needs a
+non-empty, valid ``nodeSelector``.
 
 The ``*_for_node`` functions give the effective values for one node dict:
 defaults ⊕ cluster strategy, then ⊕ the first node entry whose selector matches the node's
@@ -34,10 +42,10 @@ from koordinator.api.extension.node import (
 )
 from koordinator.api.goparse import GoParseError, parse_float
 from koordinator.api.jsonutil import JSONError, nested_deeper, unmarshal
-from koordinator.api.model import Model, ModelError
+from koordinator.api.model import Model, ModelError, TypeDesc, model_fields
 from koordinator.api.openapi import model_schema
 from koordinator.api.quantity import Quantity, QuantityError
-from koordinator.api.schema.errors import FieldError
+from koordinator.api.schema.errors import ErrorType, FieldError
 from koordinator.api.schema.structural import NO_FIELD, prune, validate
 from koordinator.api.selectors import SelectorError, label_selector_matches, validate_label_selector
 from koordinator.api.sloconfig.merge import merge
@@ -90,6 +98,7 @@ __all__ = [
     "SYSTEM_CONFIG_KEY",
     "SLOControllerConfig",
     "cluster_colocation_strategy",
+    "colocation_strategy_annotation",
     "colocation_strategy_for_node",
     "cpu_burst_strategy_for_node",
     "cpu_normalization_strategy_for_node",
@@ -99,6 +108,7 @@ __all__ = [
     "host_applications_for_node",
     "invalid_key_event",
     "kept_outcome",
+    "match_field_names",
     "node_metric_spec_for_node",
     "node_slo_spec_for_node",
     "parse_config",
@@ -162,6 +172,7 @@ _EXCERPT = 80
 _EVENT_ERRORS_LIMIT = 1024
 
 M = TypeVar("M", bound=Model)
+T = TypeVar("T")
 
 
 def default_colocation_strategy() -> ColocationStrategy:
@@ -238,37 +249,174 @@ _ATTR_BY_KEY = {
 }
 
 
-def _extra_checks(key: str, data: Mapping[str, Any], require_names: bool) -> list[FieldError]:
+# ---- object keys as Go's decoder matches them -----------------------------------------------------
+
+#: The non-ASCII runes whose Unicode fold set holds an ASCII letter, as that letter: Go's
+#: decoder matches U+212A KELVIN SIGN to ``k`` and U+017F LATIN SMALL LETTER LONG S to ``s``.
+_FOLDED_TO_ASCII = str.maketrans({"\u212a": "K", "\u017f": "S"})
+
+
+def _fold(name: str) -> str:
+    """``name`` folded as Go's ``foldName`` folds it, for comparing with the (ASCII) field names.
+
+    ASCII letters are upper-cased. Of the other runes only the two of
+    :data:`_FOLDED_TO_ASCII` fold into ASCII; the rest can match no field name and stay.
+    """
+    return "".join(ch.upper() if ch.isascii() else ch for ch in name.translate(_FOLDED_TO_ASCII))
+
+
+_JSON_FIELDS: dict[type[Model], tuple[dict[str, TypeDesc], dict[str, str]]] = {}
+
+
+def _json_fields(model: type[Model]) -> tuple[dict[str, TypeDesc], dict[str, str]]:
+    """``model``'s fields by JSON name, and folded name -> the first field with it (Go's precedence)."""
+    cached = _JSON_FIELDS.get(model)
+    if cached is None:
+        by_name = {slot.info.json: slot.type for slot in model_fields(model)}
+        by_folded: dict[str, str] = {}
+        for name in by_name:
+            by_folded.setdefault(_fold(name), name)
+        cached = _JSON_FIELDS[model] = (by_name, by_folded)
+    return cached
+
+
+def match_field_names(value: Any, model: type[Model]) -> Any:
+    """Decoded JSON ``value`` of ``model``'s shape, each object key spelled as the field it sets.
+
+    Go's ``encoding/json`` gives a key to the field of exactly that name, else to the first
+    field whose name equals it ignoring case: ``{"Enable": true,
+    "CPUSuppressThresholdPercent": 50}`` sets ``enable`` and ``cpuSuppressThresholdPercent``.
+    Keys that name the same field are decoded in object order, so the last one wins. Objects
+    nested in model fields are matched too; map keys (``schedFeatures``, ``ratioModel``,
+    ``resourceAmplificationRatio`` ...) and free-form JSON are data and stay as they are, and
+    unknown keys stay for pruning to drop. Returns new objects and lists; ``value`` is not
+    changed.
+    """
+    return _match(value, TypeDesc("model", model=model))
+
+
+def _match(value: Any, desc: TypeDesc) -> Any:
+    item = desc.item
+    if desc.kind == "list" and item is not None and isinstance(value, list):
+        return [_match(child, item) for child in value]
+    if desc.kind == "map" and item is not None and isinstance(value, dict):
+        return {key: _match(child, item) for key, child in value.items()}
+    if desc.kind != "model" or desc.model is None or not isinstance(value, dict):
+        return value
+    by_name, by_folded = _json_fields(desc.model)
+    out: dict[str, Any] = {}
+    for key, child in value.items():
+        name = key if key in by_name else by_folded.get(_fold(key))
+        if name is None:
+            out[key] = child
+        else:
+            out[name] = _match(child, by_name[name])
+    return out
+
+
+# ---- node entries' selectors ---------------------------------------------------------------------
+
+
+def _under(field_path: str, path: str) -> bool:
+    return field_path == path or field_path.startswith((f"{path}.", f"{path}["))
+
+
+def _empty_selector(selector: Mapping[str, Any]) -> bool:
+    return not (selector.get("matchLabels") or selector.get("matchExpressions"))
+
+
+def _selector_problem(selector: Any, schema_errors: Sequence[FieldError]) -> str | None:
+    """Why ``LabelSelectorAsSelector`` fails on a decoded ``nodeSelector``; ``None`` when it does not."""
+    try:
+        validate_label_selector(selector)
+    except SelectorError as exc:
+        return str(exc)
+    if schema_errors:  # a requirement without its key or operator
+        return "; ".join(str(e) for e in schema_errors)
+    return None
+
+
+def _strict_selector_errors(key: str, entries: Sequence[Any]) -> list[FieldError]:
+    """The webhook's rule: every node entry has a non-empty ``nodeSelector`` that parses."""
+    out: list[FieldError] = []
+    list_field = _NODE_LIST_FIELD[key]
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            continue  # the schema errors say what it is
+        where = f"{key}.{list_field}[{i}].nodeSelector"
+        selector = entry.get("nodeSelector")
+        if selector is None or (isinstance(selector, Mapping) and _empty_selector(selector)):
+            out.append(FieldError.required(where, "a node entry needs a non-empty nodeSelector"))
+        elif isinstance(selector, Mapping) and (problem := _selector_problem(selector, ())) is not None:
+            out.append(FieldError.invalid(where, selector, problem))
+    return out
+
+
+def _lenient_selectors(
+    key: str, entries: Sequence[Any], errors: Sequence[FieldError]
+) -> tuple[set[int], list[FieldError]]:
+    """What upstream's controllers do with the node entries' selectors: (entries that select no node, notes).
+
+    ``LabelSelectorAsSelector`` gives a missing selector "nothing" and fails on a malformed
+    one; the loops that pick a node's entry skip both, so the cluster strategy and the
+    other entries still apply. An empty selector gives "everything": the entry takes every
+    node no earlier entry took. A selector of the wrong JSON type is left to the schema
+    errors: it fails Go's decoder and with it the whole key.
+    """
+    unusable: set[int] = set()
+    notes: list[FieldError] = []
+    list_field = _NODE_LIST_FIELD[key]
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            continue
+        where = f"{key}.{list_field}[{i}].nodeSelector"
+        selector = entry.get("nodeSelector")
+        found = [e for e in errors if _under(e.field, where)]
+        if any(e.type is ErrorType.TYPE_INVALID for e in found):
+            continue
+        if selector is None:
+            unusable.add(i)
+            notes.append(FieldError.required(where, "without one the entry selects no node: skipped"))
+        elif (problem := _selector_problem(selector, found)) is not None:
+            unusable.add(i)
+            notes.append(
+                FieldError.invalid(where, selector, f"{problem}: the entry selects no node: skipped")
+            )
+        elif isinstance(selector, Mapping) and _empty_selector(selector):
+            notes.append(
+                FieldError.invalid(
+                    where, selector, "an empty selector selects every node: no later entry applies"
+                )
+            )
+    return unusable, notes
+
+
+# ---- parsing and validation of a key -------------------------------------------------------------
+
+
+def _other_checks(
+    key: str, data: Mapping[str, Any], entries: Sequence[Any], require_names: bool
+) -> list[FieldError]:
+    """The ConfigMap rules outside the schema: entry names (on request) and amplification ratios."""
     errors: list[FieldError] = []
     list_field = _NODE_LIST_FIELD[key]
-    seen: dict[str, int] = {}
-    entries = data.get(list_field)
-    for i, entry in enumerate(entries if isinstance(entries, list) else ()):
+    seen: set[str] = set()
+    for i, entry in enumerate(entries if require_names else ()):
         if not isinstance(entry, Mapping):
             continue
         where = f"{key}.{list_field}[{i}]"
-        selector = entry.get("nodeSelector")
-        if not selector:
-            errors.append(
-                FieldError.required(f"{where}.nodeSelector", "a node entry needs a non-empty nodeSelector")
-            )
-        else:
-            try:
-                validate_label_selector(selector)
-            except SelectorError as exc:
-                errors.append(FieldError.invalid(f"{where}.nodeSelector", selector, str(exc)))
         name = entry.get("name") or ""
-        if require_names and not name:
+        if not name:
             errors.append(FieldError.required(f"{where}.name"))
-        if require_names and name:
-            if name in seen:
-                errors.append(FieldError.duplicate(f"{where}.name", name))
-            seen[name] = i
+        elif name in seen:
+            errors.append(FieldError.duplicate(f"{where}.name", name))
+        else:
+            seen.add(name)
     if key == RESOURCE_AMPLIFICATION_CONFIG_KEY:
         sources = [(f"{key}.resourceAmplificationRatio", data)]
         sources += [
             (f"{key}.{list_field}[{i}].resourceAmplificationRatio", e)
-            for i, e in enumerate(entries if isinstance(entries, list) else ())
+            for i, e in enumerate(entries)
             if isinstance(e, Mapping)
         ]
         for where, source in sources:
@@ -304,25 +452,52 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= _EXCERPT else f"{text[:_EXCERPT]}... ({len(text)} characters)"
 
 
-def _parse_key(key: str, text: str, require_names: bool) -> tuple[Model | None, list[FieldError]]:
+def _schema_errors(key: str, data: Mapping[str, Any]) -> list[FieldError]:
+    schema = model_schema(CONFIG_KEYS[key])
+    # the apiserver's "rules were not checked" note belongs to no field (and to no key): a
+    # ConfigMap key has no CEL rules, and the note would otherwise be blamed on another key
+    return [e for e in validate(prune(data, schema), schema, path=key) if e.field != NO_FIELD]
+
+
+@dataclass
+class _KeyResult:
+    value: Model | None
+    errors: list[FieldError]
+    notes: list[FieldError] = field(default_factory=list)
+
+
+def _parse_key(key: str, text: str, require_names: bool, strict_selectors: bool) -> _KeyResult:
     model = CONFIG_KEYS[key]
     try:
         data = decode_config_value(text)
     except JSONError as exc:
-        return None, [FieldError.invalid(key, _excerpt(text), f"invalid JSON: {exc}")]
+        return _KeyResult(None, [FieldError.invalid(key, _excerpt(text), f"invalid JSON: {exc}")])
     if not isinstance(data, dict):
-        return None, [FieldError.invalid(key, _excerpt(text), "must be a JSON object")]
-    schema = model_schema(model)
-    # the apiserver's "rules were not checked" note belongs to no field (and to no key): a
-    # ConfigMap key has no CEL rules, and the note would otherwise be blamed on another key
-    errors = [e for e in validate(prune(data, schema), schema, path=key) if e.field != NO_FIELD]
-    errors += _extra_checks(key, data, require_names)
+        return _KeyResult(None, [FieldError.invalid(key, _excerpt(text), "must be a JSON object")])
+    data = match_field_names(data, model)
+    list_field = _NODE_LIST_FIELD[key]
+    entries: list[Any] = data[list_field] if isinstance(data.get(list_field), list) else []
+    errors = _schema_errors(key, data)
+    notes: list[FieldError] = []
+    if strict_selectors:
+        errors += _strict_selector_errors(key, entries)
+    else:
+        unusable, notes = _lenient_selectors(key, entries, errors)
+        if unusable:
+            # the entries stay (their values are still checked), without a selector: they select no node
+            entries = [
+                {k: v for k, v in e.items() if k != "nodeSelector"} if i in unusable else e
+                for i, e in enumerate(entries)
+            ]
+            data = {**data, list_field: entries}
+            errors = _schema_errors(key, data)
+    errors += _other_checks(key, data, entries, require_names)
     if errors:
-        return None, errors
+        return _KeyResult(None, errors)
     try:
-        return model.from_dict(data, path=key), []
+        return _KeyResult(model.from_dict(data, path=key), [], notes)
     except ModelError as exc:
-        return None, [FieldError.invalid(exc.path, None, exc.message)]
+        return _KeyResult(None, [FieldError.invalid(exc.path, None, exc.message)])
 
 
 def parse_config(
@@ -330,27 +505,40 @@ def parse_config(
     previous: SLOControllerConfig | None = None,
     *,
     require_names: bool = False,
+    strict_selectors: bool = False,
+    notes: list[FieldError] | None = None,
 ) -> tuple[SLOControllerConfig, list[FieldError]]:
-    """Parse ConfigMap ``data``. A key that fails keeps its value from ``previous`` (default: empty)."""
+    """Parse ConfigMap ``data``. A key that fails keeps its value from ``previous`` (default: empty).
+
+    As the controllers parse it: a node entry whose ``nodeSelector`` is missing or does not
+    parse is kept but selects no node. Such entries of the keys that apply, and entries
+    whose empty selector selects every node, are described in ``notes`` when a list is
+    given. ``strict_selectors`` (the webhook's rule) makes them errors instead.
+    """
     result = SLOControllerConfig()
     errors: list[FieldError] = []
     for key, attr in _ATTR_BY_KEY.items():
         text = (data or {}).get(key)
         if not text:
             continue
-        parsed, key_errors = _parse_key(key, text, require_names)
-        if key_errors:
-            errors += key_errors
+        parsed = _parse_key(key, text, require_names, strict_selectors)
+        if parsed.errors:
+            errors += parsed.errors
             if previous is not None:
                 setattr(result, attr, getattr(previous, attr))
             continue
-        setattr(result, attr, parsed)
+        setattr(result, attr, parsed.value)
+        if notes is not None:
+            notes += parsed.notes
     return result, errors
 
 
 def validate_config_data(data: Mapping[str, str] | None, *, require_names: bool = False) -> list[FieldError]:
-    """Errors of the ConfigMap ``data`` (empty when every present key is valid)."""
-    return parse_config(data, require_names=require_names)[1]
+    """Errors of the ConfigMap ``data`` as the webhook checks it (empty when every present key is valid).
+
+    Stricter than the controllers: every node entry needs a non-empty ``nodeSelector`` that parses.
+    """
+    return parse_config(data, require_names=require_names, strict_selectors=True)[1]
 
 
 # ---- per-node resolution -----------------------------------------------------------------------------
@@ -401,6 +589,16 @@ def _ratio_percent(labels: Mapping[str, str], key: str) -> int | None:
     return int(ratio * 100)
 
 
+def colocation_strategy_annotation(text: str) -> ColocationStrategy:
+    """The node annotation ``node.koordinator.sh/colocation-strategy`` decoded as Go decodes it.
+
+    Keys differing from a field's name only in case set it; unknown keys are ignored; the
+    values are not range-checked. :class:`JSONError` or :class:`ModelError` when it is not
+    a JSON object of the right types.
+    """
+    return ColocationStrategy.from_dict(match_field_names(decode_config_value(text), ColocationStrategy))
+
+
 def colocation_strategy_for_node(
     config: SLOControllerConfig, node: Mapping[str, Any] | None, problems: list[str] | None = None
 ) -> ColocationStrategy:
@@ -421,7 +619,7 @@ def colocation_strategy_for_node(
     raw = annotations_of(node).get(ANNOTATION_NODE_COLOCATION_STRATEGY)
     if raw:
         try:
-            strategy = merge(strategy, ColocationStrategy.from_json(raw))
+            strategy = merge(strategy, colocation_strategy_annotation(raw))
         except (JSONError, ModelError) as exc:
             notes.append(f"ignoring node annotation {ANNOTATION_NODE_COLOCATION_STRATEGY}: {exc}")
     labels = labels_of(node)
@@ -528,14 +726,25 @@ def node_metric_spec_for_node(
     policy = default_node_metric_collect_policy()
     strategy = colocation_strategy_for_node(config, node, problems)
     if strategy.is_valid() and strategy.enable:
+        # the merged strategy sets every field (the defaults do); the fallbacks only keep a
+        # field an override could unset from reaching the spec empty
         policy = NodeMetricCollectPolicy(
-            aggregate_duration_seconds=strategy.metric_aggregate_duration_seconds,
-            report_interval_seconds=strategy.metric_report_interval_seconds,
-            node_aggregate_policy=strategy.metric_aggregate_policy or policy.node_aggregate_policy,
-            node_memory_collect_policy=strategy.metric_memory_collect_policy
-            or policy.node_memory_collect_policy,
+            aggregate_duration_seconds=_given(
+                strategy.metric_aggregate_duration_seconds, policy.aggregate_duration_seconds
+            ),
+            report_interval_seconds=_given(
+                strategy.metric_report_interval_seconds, policy.report_interval_seconds
+            ),
+            node_aggregate_policy=_given(strategy.metric_aggregate_policy, policy.node_aggregate_policy),
+            node_memory_collect_policy=_given(
+                strategy.metric_memory_collect_policy, policy.node_memory_collect_policy
+            ),
         )
     return NodeMetricSpec(metric_collect_policy=policy)
+
+
+def _given(value: T | None, default: T | None) -> T | None:
+    return value if value is not None else default
 
 
 #: upstream's Event reasons for a key that fails: colocation-config, and every NodeSLO key

@@ -121,6 +121,7 @@ __all__ = [
     "FIELDS",
     "KEYS",
     "RATIO_LABELS",
+    "WEBHOOK_CHECKED_KEYS",
     "FieldDoc",
     "KeyDoc",
     "Row",
@@ -130,6 +131,7 @@ __all__ = [
     "positive_colocation_fields",
     "rows",
     "update",
+    "validity_rules",
 ]
 
 #: The page, relative to the repository root (where ``make`` and this command run).
@@ -969,6 +971,27 @@ KEYS: tuple[KeyDoc, ...] = (
     ),
 )
 
+#: The keys the ConfigMap webhook checks (its ``CHECKED_KEYS``, which a test compares).
+WEBHOOK_CHECKED_KEYS = (
+    "colocation-config",
+    "resource-threshold-config",
+    "resource-qos-config",
+    "system-config",
+    "cpu-burst-config",
+)
+
+
+def _webhook_entry_models() -> set[type[Model]]:
+    """The models of the node entries of :data:`WEBHOOK_CHECKED_KEYS`."""
+    out: set[type[Model]] = set()
+    for key in WEBHOOK_CHECKED_KEYS:
+        for slot in model_fields(CONFIG_KEYS[key]):
+            item = slot.type.item
+            if slot.type.kind == "list" and item is not None and item.model is not None:
+                out.add(item.model)
+    return out
+
+
 #: Node labels the slo-controller reads as colocation percentages (ratio x 100).
 RATIO_LABELS: dict[str, str] = {
     LABEL_CPU_RECLAIM_RATIO: "cpuReclaimThresholdPercent",
@@ -1105,7 +1128,11 @@ def _allowed(row: Row) -> str:
         elif match and match["low"] == info.json:
             parts.append(f"< `{match['high']}` when both are set")
     if row.slot.type.kind == "model" and row.slot.type.model is LabelSelector:
-        parts.append("required, not `{}` (see [Two shapes](#two-shapes))")
+        parts.append(
+            "an entry without a valid one selects no node (skipped), `{}` selects every node"
+            + ("; the webhook refuses both" if row.owner in _webhook_entry_models() else "")
+            + " (see [Two shapes](#two-shapes))"
+        )
     if info.json == "name" and row.owner.__name__.startswith("Node"):
         parts.append("with `--node-strategy-name-need-check`: required and unique")
     if row.slot.type.kind == "quantity":
@@ -1322,24 +1349,56 @@ def _fields_block(key: KeyDoc) -> str:
     return "\n\n".join(f"{t.intro}\n\n{_field_table(t.rows, t.default)}" for t in _tables(key))
 
 
-def positive_colocation_fields() -> list[str]:
-    """The colocation fields that must be set and above 0 once merged (``ColocationStrategy.is_valid``)."""
-    out = []
-    for row in rows(ColocationStrategy):
-        if row.slot.type.kind not in ("int", "float"):
-            continue
+#: The rules of ``ColocationStrategy.is_valid``, in the order the page lists them.
+_ABOVE_0, _AT_LEAST_0, _PERCENT, _NOT_EMPTY = "above 0", "0 or more", "0 to 100", "not empty"
+
+
+def _validity_rule(row: Row) -> str | None:
+    """The rule ``ColocationStrategy.is_valid`` holds a field to, found by trying values on the defaults."""
+
+    def valid(value: Any) -> bool:
         strategy = default_colocation_strategy()
-        setattr(strategy, row.slot.attr, 0)
-        if not strategy.is_valid():
-            out.append(row.path)
-    return out
+        setattr(strategy, row.slot.attr, value)
+        return strategy.is_valid()
+
+    kind = row.slot.type.kind
+    if kind == "str":
+        return None if valid("") else _NOT_EMPTY
+    if kind not in ("int", "float"):
+        return None
+    if not valid(0):
+        return _ABOVE_0
+    if not valid(-1):
+        return _AT_LEAST_0 if valid(101) else _PERCENT
+    if not valid(101):
+        raise ValueError(f"{row.path}: a rule with only an upper bound has no wording here")
+    return None
+
+
+def validity_rules() -> dict[str, list[str]]:
+    """Rule -> the colocation fields ``ColocationStrategy.is_valid`` holds to it (set fields only)."""
+    out: dict[str, list[str]] = {rule: [] for rule in (_ABOVE_0, _AT_LEAST_0, _PERCENT, _NOT_EMPTY)}
+    for row in rows(ColocationStrategy):
+        if (rule := _validity_rule(row)) is not None:
+            out[rule].append(row.path)
+    return {rule: names for rule, names in out.items() if names}
+
+
+def positive_colocation_fields() -> list[str]:
+    """The colocation fields that must be above 0 once merged (``ColocationStrategy.is_valid``)."""
+    return validity_rules().get(_ABOVE_0, [])
 
 
 def _validity_block() -> str:
+    rules = validity_rules()
+    parts = [
+        f"{', '.join(f'`{name}`' for name in names)} {'is' if len(names) == 1 else 'are'} {rule}"
+        for rule, names in rules.items()
+    ]
+    listed = "; ".join(parts[:-1]) + ("; and " if len(parts) > 1 else "") + parts[-1]
     return (
-        "After merging with the defaults, "
-        + ", ".join(f"`{name}`" for name in positive_colocation_fields())
-        + " must be above 0."
+        "A colocation strategy is valid (upstream's `IsColocationStrategyValid`) when, once merged "
+        f"with the defaults, {listed}. A field that is unset passes."
     )
 
 
@@ -1348,8 +1407,9 @@ def _overrides_block() -> str:
         (
             f"annotation `{ANNOTATION_NODE_COLOCATION_STRATEGY}`",
             "`colocation-config`",
-            "JSON object with any colocation field, merged onto the node's strategy after the "
-            "node entry (not range-checked; malformed JSON is ignored and logged).",
+            "JSON object with any colocation field (a key may differ from the field's name in "
+            "case, as in Go), merged onto the node's strategy after the node entry (not "
+            "range-checked; malformed JSON is ignored and logged).",
         )
     ]
     body += [

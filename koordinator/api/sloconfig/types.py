@@ -11,7 +11,9 @@ from __future__ import annotations
 
 # field() returns a dataclasses.Field, exactly like dataclasses.field().
 # ruff: noqa: RUF009
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from koordinator.api.model import Model, field
 from koordinator.api.types.core import LabelSelector
@@ -86,19 +88,59 @@ class ColocationStrategy(Model):
     batch_memory_threshold_percent: int | None = field("batchMemoryThresholdPercent", minimum=0)
 
     def is_valid(self) -> bool:
-        """``IsColocationStrategyValid``: the fields controllers divide or compare by are set and positive."""
-        return all(
-            value is not None and value > 0
-            for value in (
-                self.metric_aggregate_duration_seconds,
-                self.metric_report_interval_seconds,
-                self.cpu_reclaim_threshold_percent,
-                self.memory_reclaim_threshold_percent,
-                self.degrade_time_minutes,
-                self.update_time_threshold_seconds,
-                self.resource_diff_threshold,
-            )
-        )
+        """``IsColocationStrategyValid``: no field breaks its rule (:meth:`invalid_fields`)."""
+        return not self.invalid_fields()
+
+    def invalid_fields(self) -> list[str]:
+        """The JSON names of the fields that break ``IsColocationStrategyValid``, in its order.
+
+        An unset field passes. Set, the durations and ``resourceDiffThreshold`` must be above
+        0; the reclaim, static-reserved and batch percents 0 or more; the other mid percents
+        0 to 100; ``metricMemoryCollectPolicy`` not empty. The ConfigMap's own ranges are at
+        least as strict: the rule matters for what they do not check, the node's
+        ``colocation-strategy`` annotation and ratio labels.
+        """
+        return [
+            name
+            for name, attr, rule in _VALIDITY
+            if (value := getattr(self, attr)) is not None and not rule(value)
+        ]
+
+
+def _positive(value: float) -> bool:
+    return value > 0
+
+
+def _non_negative(value: float) -> bool:
+    return value >= 0
+
+
+def _percent(value: float) -> bool:
+    return 0 <= value <= 100
+
+
+def _non_empty(value: str) -> bool:
+    return value != ""
+
+
+#: ``IsColocationStrategyValid``, in its order: (JSON name, attribute, rule of a set value).
+_VALIDITY: tuple[tuple[str, str, Callable[[Any], bool]], ...] = (
+    ("metricAggregateDurationSeconds", "metric_aggregate_duration_seconds", _positive),
+    ("metricReportIntervalSeconds", "metric_report_interval_seconds", _positive),
+    ("cpuReclaimThresholdPercent", "cpu_reclaim_threshold_percent", _non_negative),
+    ("midStaticCPUReservedPercent", "mid_static_cpu_reserved_percent", _non_negative),
+    ("memoryReclaimThresholdPercent", "memory_reclaim_threshold_percent", _non_negative),
+    ("midStaticMemoryReservedPercent", "mid_static_memory_reserved_percent", _non_negative),
+    ("degradeTimeMinutes", "degrade_time_minutes", _positive),
+    ("updateTimeThresholdSeconds", "update_time_threshold_seconds", _positive),
+    ("resourceDiffThreshold", "resource_diff_threshold", _positive),
+    ("metricMemoryCollectPolicy", "metric_memory_collect_policy", _non_empty),
+    ("midCPUThresholdPercent", "mid_cpu_threshold_percent", _percent),
+    ("midMemoryThresholdPercent", "mid_memory_threshold_percent", _percent),
+    ("midUnallocatedPercent", "mid_unallocated_percent", _percent),
+    ("batchCPUThresholdPercent", "batch_cpu_threshold_percent", _non_negative),
+    ("batchMemoryThresholdPercent", "batch_memory_threshold_percent", _non_negative),
+)
 
 
 @dataclass

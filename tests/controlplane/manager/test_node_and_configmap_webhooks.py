@@ -239,6 +239,49 @@ def overlapping(key: str, list_field: str = "nodeStrategies") -> dict[str, str]:
             id="overlapping-selectors",
         ),
         pytest.param(
+            slo_config(**{"cpu-burst-config": {"nodeStrategies": [{"name": "x", "nodeSelector": None}]}}),
+            '___{"reason":"ConfigParamInvalid","message":"nodeConfigs NodeSelector must not empty error! '
+            'configType: cpu-burst-config,nodeConfig name:x"}___',
+            id="null-node-selector",
+        ),
+        # keys differing from a field's name only in case name the field, as in Go: the
+        # entries are checked as the controller will read them
+        pytest.param(
+            slo_config(**{"cpu-burst-config": {"NodeStrategies": [{"Name": "x", "Policy": "auto"}]}}),
+            '___{"reason":"ConfigParamInvalid","message":"nodeConfigs NodeSelector must not empty error! '
+            'configType: cpu-burst-config,nodeConfig name:x"}___',
+            id="case-variant-entry-without-selector",
+        ),
+        pytest.param(
+            slo_config(
+                **{
+                    "system-config": {
+                        "NodeStrategies": [
+                            {"Name": "a", "NodeSelector": {"MatchLabels": {"pool": "x"}}},
+                            {
+                                "name": "b",
+                                "nodeSelector": {
+                                    "matchExpressions": [{"Key": "pool", "Operator": "In", "Values": ["x"]}]
+                                },
+                            },
+                        ]
+                    }
+                }
+            ),
+            '___{"reason":"NodeStrategiesOverlap","message":{"config":"system-config","strategies":["a","b"]}}___',
+            id="case-variant-overlapping-selectors",
+        ),
+        pytest.param(
+            slo_config(
+                **{"resource-threshold-config": {"ClusterStrategy": {"CPUSuppressThresholdPercent": 150}}}
+            ),
+            '___{"reason":"ConfigParamInvalid","message":{'
+            '"resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent":"Invalid value: 150: '
+            "resource-threshold-config.clusterStrategy.cpuSuppressThresholdPercent in body should be less "
+            'than or equal to 100"}}___',
+            id="case-variant-out-of-range",
+        ),
+        pytest.param(
             {**overlapping("colocation-config", "nodeConfigs"), **overlapping("resource-threshold-config")},
             '___{"reason":"NodeStrategiesOverlap","message":{"config":"colocation-config","strategies":["a","b"]}}___',
             id="first-key-in-upstream-order",

@@ -10,7 +10,8 @@ A key is checked as upstream's checkers do, in their order (the keys above, in t
 order), stopping at the first problem: the JSON parses (and nests at most
 :data:`~koordinator.api.sloconfig.config.MAX_JSON_DEPTH` levels deep: a deeper value is
 refused as ``ParseConfigFail`` with ``err: nested deeper than 100 levels``, never answered
-with a 500); every entry has a non-empty,
+with a 500; a key that differs from a field's name only in case names that field, as in
+Go); every entry has a non-empty,
 valid ``nodeSelector``; the values are in range; with ``--node-strategy-name-need-check``
 every entry has a unique name; no two entries' selectors can select one node
 (:meth:`KeyCheck.overlap`); and, against real nodes, no node is selected by two entries
@@ -42,11 +43,13 @@ from koordinator.api.jsonutil import JSONError
 from koordinator.api.selectors import SelectorError, label_selector_matches, validate_label_selector
 from koordinator.api.sloconfig.config import (
     COLOCATION_CONFIG_KEY,
+    CONFIG_KEYS,
     CPU_BURST_CONFIG_KEY,
     RESOURCE_QOS_CONFIG_KEY,
     RESOURCE_THRESHOLD_CONFIG_KEY,
     SYSTEM_CONFIG_KEY,
     decode_config_value,
+    match_field_names,
     validate_config_data,
 )
 
@@ -148,6 +151,8 @@ class KeyCheck:
                 PARSE_FAIL,
                 f"Failed to parse {_CONFIG_NAMES[key]} config in configmap {config_map}, err: {exc}",
             )
+        # keys differing from a field's name only in case name that field, as in Go
+        data = match_field_names(data, CONFIG_KEYS[key])
         raw = data.get(CHECKED_KEYS[key])
         entries = tuple(e for e in raw if isinstance(e, dict)) if isinstance(raw, list) else ()
         for entry in entries:

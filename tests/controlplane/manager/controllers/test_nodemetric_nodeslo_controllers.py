@@ -261,3 +261,76 @@ async def test_a_spec_write_decided_on_an_old_version_is_refused_and_redone(monk
 
         await eventually(lambda: threshold()["cpuSuppressThresholdPercent"] == 50)
         assert [r.status for r in harness.fake.requests if "/nodeslos/" in r.path] == [409, 200]
+
+
+# ---- node entries and thresholds the config used to refuse ------------------------------------------
+
+
+async def test_colocation_with_zero_thresholds_and_an_entry_without_selector_reaches_the_nodemetrics():
+    """0 is a valid reclaim threshold, and an entry without nodeSelector selects no node:
+    neither refuses colocation-config, so the NodeMetrics follow its cluster strategy."""
+    colocation = {
+        "enable": True,
+        "cpuReclaimThresholdPercent": 0,
+        "memoryReclaimThresholdPercent": 0,
+        "metricReportIntervalSeconds": 30,
+        "nodeConfigs": [
+            {"name": "no-selector", "enable": False, "metricReportIntervalSeconds": 10},
+            {
+                "name": "fast",
+                "nodeSelector": {"matchLabels": {"pool": "fast"}},
+                "cpuReclaimThresholdPercent": 0,
+                "metricReportIntervalSeconds": 20,
+            },
+        ],
+    }
+    objects = [
+        node("a"),
+        node("b", labels={"pool": "fast"}),
+        node("c", labels={"node.koordinator.sh/cpu-reclaim-ratio": "0"}),
+        config_map(colocation),
+    ]
+    async with running(objects, NOW, ["nodemetric"]) as harness:
+        await eventually(lambda: len(harness.fake.list_objects(res.NODE_METRICS)) == 3)
+        await harness.settle("nodemetric", at_least=3)
+        for name, interval in (("a", 30), ("b", 20), ("c", 30)):
+            assert spec_of(harness, res.NODE_METRICS, name) == {
+                "metricCollectPolicy": {**DEFAULT_POLICY, "reportIntervalSeconds": interval}
+            }, name
+        events = harness.fake.list_objects(res.EVENTS, "koordinator-system")
+        assert [e["reason"] for e in events] == []
+
+
+async def test_node_strategies_without_a_usable_selector_are_skipped_and_the_others_reach_the_nodeslos():
+    thresholds = {
+        "clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 50},
+        "NodeStrategies": [  # a key differing only in case names the field, as in Go
+            {"name": "no-selector", "cpuSuppressThresholdPercent": 10},
+            {
+                "name": "in-without-values",
+                "nodeSelector": {"matchExpressions": [{"key": "pool", "operator": "In"}]},
+                "cpuSuppressThresholdPercent": 20,
+            },
+            {
+                "name": "b",
+                "NodeSelector": {"MatchLabels": {"pool": "b"}},
+                "CPUSuppressThresholdPercent": 40,
+            },
+        ],
+    }
+    objects = [node("a"), node("b", labels={"pool": "b"}), config_map(resource_threshold_config=thresholds)]
+    async with running(objects, NOW, ["nodeslo"]) as harness:
+
+        def threshold(name: str) -> Any:
+            return (
+                (spec_of(harness, res.NODE_SLOS, name) or {}).get("resourceUsedThresholdWithBE") or {}
+            ).get("cpuSuppressThresholdPercent")
+
+        await eventually(lambda: (threshold("a"), threshold("b")) == (50, 40))
+        assert spec_of(harness, res.NODE_SLOS, "a")["resourceUsedThresholdWithBE"] == {
+            **DEFAULT_THRESHOLD,
+            "enable": True,
+            "cpuSuppressThresholdPercent": 50,
+        }
+        events = harness.fake.list_objects(res.EVENTS, "koordinator-system")
+        assert [e["reason"] for e in events] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -223,3 +224,48 @@ async def test_a_key_broken_since_start_says_that_no_good_value_is_known(key, re
     config.apply({"metadata": {"name": "slo-controller-config"}, "data": {key: "{}"}})
     assert not config.is_unavailable(key)
     assert seen == [{key}]
+
+
+# ---- node entries without a usable selector ----------------------------------------------------------
+
+
+def test_an_entry_without_a_usable_selector_is_skipped_and_logged_once(caplog):
+    caplog.set_level(logging.WARNING, "controlplane.manager.controllers.sloconfig")
+    config, _ = cache()
+    strategies = [
+        {"name": "no-selector", "cpuSuppressThresholdPercent": 10},
+        {"name": "b", "nodeSelector": {"matchLabels": {"pool": "b"}}, "cpuSuppressThresholdPercent": 40},
+    ]
+    thresholds = {
+        "clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 50},
+        "nodeStrategies": strategies,
+    }
+    config.apply(config_map(resource_threshold_config=thresholds))
+    config.mark_synced()
+    assert config.errors == {}
+    assert [str(n) for n in config.notes["resource-threshold-config"]] == [
+        "resource-threshold-config.nodeStrategies[0].nodeSelector: Required value: "
+        "without one the entry selects no node: skipped"
+    ]
+    plain = {"metadata": {"name": "a", "labels": {}}}
+    pool_b = {"metadata": {"name": "b", "labels": {"pool": "b"}}}
+    assert resource_threshold_strategy_for_node(config.config, plain).cpu_suppress_threshold_percent == 50
+    assert resource_threshold_strategy_for_node(config.config, pool_b).cpu_suppress_threshold_percent == 40
+
+    def skipped_warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "selects no node" in r.getMessage()]
+
+    assert len(skipped_warnings()) == 1
+    # the same ConfigMap again, then another key changed: nothing new to say about the entry
+    config.apply(config_map(resource_threshold_config=thresholds))
+    config.apply(config_map(resource_threshold_config=thresholds, cpu_burst_config={"clusterStrategy": {}}))
+    assert len(skipped_warnings()) == 1
+    # a second such entry is logged (once); the first is not logged again
+    strategies.append(
+        {"name": "bad", "nodeSelector": {"matchExpressions": [{"key": "pool", "operator": "Near"}]}}
+    )
+    config.apply(config_map(resource_threshold_config=thresholds))
+    config.apply(config_map(resource_threshold_config=thresholds))
+    assert len(skipped_warnings()) == 2
+    assert "nodeStrategies[2].nodeSelector" in skipped_warnings()[1]
+    assert config.errors == {}

@@ -320,6 +320,19 @@ def test_the_fields_that_must_be_positive_are_refused_at_zero_in_the_cluster_str
         assert "colocation-config" in parsed.errors, name
 
 
+def test_the_fields_documented_as_0_or_more_are_accepted_at_zero():
+    names = reference.validity_rules()["0 or more"]
+    assert {"cpuReclaimThresholdPercent", "memoryReclaimThresholdPercent"} <= set(names)
+    for name in names:
+        parsed = parse_slo_config({"colocation-config": json.dumps({"enable": True, name: 0})})
+        assert parsed.errors == {}, name
+        assert colocation_strategy_for_node(parsed.config, None).is_valid(), name
+
+
+def test_the_webhook_keys_of_the_generator_are_the_webhooks():
+    assert list(reference.WEBHOOK_CHECKED_KEYS) == list(CHECKED_KEYS)
+
+
 def test_the_webhook_and_node_slo_key_lists_in_the_prose_are_the_codes():
     text = flat(page())
     *head, last = [f"`{k}`" for k in CHECKED_KEYS]

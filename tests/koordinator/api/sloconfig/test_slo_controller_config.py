@@ -105,7 +105,7 @@ def test_colocation_node_config_and_node_overrides():
                     "memoryReclaimThresholdPercent": 50,
                 },
                 {
-                    "name": "bad",
+                    "name": "no-batch-cpu",
                     "nodeSelector": {"matchLabels": {"pool": "b"}},
                     "cpuReclaimThresholdPercent": 0,
                 },
@@ -114,9 +114,9 @@ def test_colocation_node_config_and_node_overrides():
     )
     a = colocation_strategy_for_node(cfg, node({"pool": "a"}))
     assert (a.enable, a.cpu_reclaim_threshold_percent, a.memory_reclaim_threshold_percent) == (True, 70, 50)
-    # an entry that makes the merged strategy invalid is not used at all
+    # 0 is a valid threshold (upstream's rule is >= 0): the entry applies
     b = colocation_strategy_for_node(cfg, node({"pool": "b"}))
-    assert b.cpu_reclaim_threshold_percent == 70
+    assert b.cpu_reclaim_threshold_percent == 0
     problems: list[str] = []
     overridden = colocation_strategy_for_node(
         cfg,
