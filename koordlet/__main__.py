@@ -187,11 +187,33 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "NRT and Device report period",
     ),
     (
+        "--disable-query-kubelet-config",
+        "disable_query_kubelet_config",
+        bool_flag,
+        False,
+        "neither ask the kubelet's /configz nor report its CPU manager in the NodeResourceTopology",
+    ),
+    (
         "--xpu-device-infos-dir",
         "xpu_device_infos_dir",
         str,
         "/var/run/koordlet/xpu-device-infos",
         "the device-info files koord-device-daemon writes (Accelerators)",
+    ),
+    (
+        "--xpu-enforce-collect-from-device-infos",
+        "xpu_enforce_collect_from_device_infos",
+        bool_flag,
+        False,
+        "report GPUs only from the device-info files, never from the koordlet's own NVML discovery",
+    ),
+    (
+        "--enable-pod-taskids",
+        "enable_pod_taskids",
+        bool_flag,
+        False,
+        "accepted, as upstream; no effect: the Resctrl hook always reads each container's tasks "
+        "from its cgroup, which upstream does only with this flag",
     ),
     ("--enable-node-metric-report", "enable_node_metric_report", bool_flag, True, "write NodeMetric status"),
     (
@@ -254,7 +276,8 @@ AGENT_FLAGS: list[tuple[str, str, object, object, str]] = [
         "tsdb_retention_duration",
         duration_flag,
         1800.0,
-        "how long samples are kept (in memory; default 30m, the longest NodeMetric window)",
+        "how long samples are kept (default 30m, the longest default NodeMetric window; "
+        "a longer NodeMetric window is reported as not available)",
     ),
     ("--tsdb-max-bytes", "tsdb_max_bytes", size_flag, 100 << 20, "byte budget of the metric cache"),
     (
@@ -524,7 +547,9 @@ def agent_config(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentC
         kubelet_read_only_port=args.kubelet_read_only_port,
         cgroup_kube_dir=args.cgroup_kube_dir,
         node_topology_sync_interval=args.node_topology_sync_interval,
+        disable_query_kubelet_config=args.disable_query_kubelet_config,
         xpu_device_infos_dir=args.xpu_device_infos_dir,
+        xpu_enforce_collect_from_device_infos=args.xpu_enforce_collect_from_device_infos,
         enable_node_metric_report=args.enable_node_metric_report,
         collectors=collectors,
         metric_retention_seconds=args.tsdb_retention_duration,

@@ -129,8 +129,13 @@ class AgentConfig:
     #: the kubepods cgroup directory (``--cgroup-kube-dir``); empty: detected
     cgroup_kube_dir: str = ""
     node_topology_sync_interval: float = 3.0
+    #: ``--disable-query-kubelet-config``: the NRT neither asks the kubelet's /configz nor
+    #: reports its CPU manager (upstream's way to let the scheduler take its CPUs over)
+    disable_query_kubelet_config: bool = False
     #: where koord-device-daemon's device-info files are (``--xpu-device-infos-dir``)
     xpu_device_infos_dir: str = "/var/run/koordlet/xpu-device-infos"
+    #: ``--xpu-enforce-collect-from-device-infos``: GPUs only from those files, never NVML's list
+    xpu_enforce_collect_from_device_infos: bool = False
     enable_node_metric_report: bool = True
     collectors: CollectorConfig = field(default_factory=CollectorConfig)
     metric_retention_seconds: float = 1800.0
@@ -160,7 +165,7 @@ def service_account_token() -> FileToken | None:
 
 
 class KubeletPodsSource:
-    """The kubelet's /pods, once the Node (its address and port) is known."""
+    """The kubelet's /pods (and /configz), once the Node (its address and port) is known."""
 
     def __init__(
         self,
@@ -176,7 +181,7 @@ class KubeletPodsSource:
         self.credentials = credentials
         self.client: KubeletClient | None = None
 
-    async def get_pods(self) -> list[dict[str, Any]]:
+    def _client(self) -> KubeletClient:
         if self.client is None:
             node = self.states.get_node() if self.states is not None else None
             if node is None:
@@ -199,7 +204,14 @@ class KubeletPodsSource:
                 timeout=self.config.kubelet_sync_timeout,
                 metrics=self.metrics,
             )
-        return await self.client.get_pods()
+        return self.client
+
+    async def get_pods(self) -> list[dict[str, Any]]:
+        return await self._client().get_pods()
+
+    async def get_configz(self) -> dict[str, Any]:
+        """The kubelet's running configuration (``/configz``), for the NRT reporter."""
+        return await self._client().get_configz()
 
     async def close(self) -> None:
         if self.client is not None:
@@ -302,6 +314,13 @@ class Agent:
         checkpoint; a static-policy node is static before any pod gets exclusive CPUs."""
         return read_cpu_manager_state(self.config.paths.var_lib_kubelet / "cpu_manager_state")
 
+    def _kubelet_cpu_policy(self) -> str:
+        """The kubelet's CPU manager policy as the NodeResourceTopology reports it (from
+        /configz, else the checkpoint; upstream's strategies and hooks read it there)."""
+        if self.nrt is not None:
+            return self.nrt.cpu_manager_policy()
+        return "" if self.config.disable_query_kubelet_config else self._kubelet_cpu_state().policy
+
     async def run(self, stop: asyncio.Event) -> None:
         config = self.config
         self.metrics.start_time.labels(config.node_name).set(time.time())
@@ -367,6 +386,9 @@ class Agent:
             on_change=lambda: states.callbacks.signal(CallbackType.NODE_TOPOLOGY),
             interval=config.node_topology_sync_interval,
             metrics=self.metrics,
+            kubelet_config=self._pods_source.get_configz if self._pods_source is not None else None,
+            query_kubelet_config=not config.disable_query_kubelet_config,
+            per_cpu_metrics=config.gates.enabled("PerCPUMetric"),
         )
         self.nrt = nrt
         self._tasks.append(asyncio.create_task(nrt.run(), name="nrt-reporter"))
@@ -399,6 +421,7 @@ class Agent:
                 metrics=mirror,
                 gpus=gpu.gpus if gpu else None,
                 predictor=predictor,
+                retention_seconds=self.cache.retention_seconds,
             )
             reporting = self.node_metric_reporter.run()
             self._tasks.append(asyncio.create_task(reporting, name="nodemetric-reporter"))
@@ -415,7 +438,7 @@ class Agent:
         sys_root = config.paths.sys_root
 
         async def report() -> None:
-            sources = DeviceSources()
+            sources = DeviceSources(enforce_device_infos=config.xpu_enforce_collect_from_device_infos)
             if accelerators:
                 inventory, reason = await asyncio.to_thread(nvml.discover, sys_root)
                 if inventory is not None:  # a failure was logged by discover, once
@@ -441,7 +464,7 @@ class Agent:
         assert self.states is not None
         layout = self.cgroups.layout
         cpu_info = self.kv.get(kinds.NODE_CPU_INFO)
-        host = HostFacts(self.cgroups.version, layout, cpu_info, self._kubelet_cpu_state().policy)
+        host = HostFacts(self.cgroups.version, layout, cpu_info, self._kubelet_cpu_policy())
         return Snapshot(
             now=time.time(),
             node=NodeView.decode(self.states.get_node()),
@@ -492,7 +515,7 @@ class Agent:
             node_slo=self.states.get_node_slo(),
             gates=self.config.gates,
             topology_annotations=dict((current or {}).get("annotations") or {}),
-            kubelet_cpu_policy=self._kubelet_cpu_state().policy,
+            kubelet_cpu_policy=self._kubelet_cpu_policy(),
             proc_root=self.config.paths.proc_root,
         )
 

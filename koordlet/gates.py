@@ -23,7 +23,6 @@ NOT_BUILT: Mapping[str, str] = {
     "HugePageReport": "huge pages are not reported in the NodeResourceTopology",
     "PodResourcesProxy": "there is no kubelet pod-resources proxy",
     "HamiCoreVGPUMonitor": "HAMi-core vGPU usage is not monitored",
-    "PerCPUMetric": "per-CPU usage is not collected",
     "RDMADeviceInject": "RDMA devices are not injected into containers",
     "CoreSched": "containers get no core-scheduling cookies",
     "TerwayQoS": "Terway's network QoS is not configured",

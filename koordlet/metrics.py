@@ -118,6 +118,16 @@ class KoordletMetrics:
         self.cpuset_be_share_pool_cpu_cores = gauge(
             "cpuset_be_share_pool_cpu_cores", "Number of cpu cores in the BE share pool", ["node"]
         )
+        self.cpuset_share_pool_info = gauge(
+            "cpuset_share_pool_info",
+            "CPUSet share pool info, means this cpu id is in cpuset share pool",
+            ["node", "cpu"],
+        )
+        self.cpuset_be_share_pool_info = gauge(
+            "cpuset_be_share_pool_info",
+            "CPUSet be share pool info, means this cpu id is in cpuset be share pool",
+            ["node", "cpu"],
+        )
         self.container_oom_score_adj = gauge(
             "container_oom_score_adj",
             "oom_score_adj of the container processes",

@@ -270,13 +270,24 @@ class HookServerConfigError(ValueError):
     """A hook server configuration file that cannot be used."""
 
 
+#: hook names upstream's proxy knows but never calls (its ``OccursOn`` matches no CRI call);
+#: a koordlet may announce them
+UNCALLED_HOOKS = frozenset({"PreRemoveRunPodSandbox", "NoneRuntimeHookType"})
+
+
 @dataclass(frozen=True)
 class HookServerConfig:
-    """One file of the proxy's configuration directory (the koordlet writes ``koordlet.json``)."""
+    """One file of the proxy's configuration directory (the koordlet writes ``koordlet.json``).
+
+    ``runtime_hooks`` are the hook points the proxy calls the server at; a name in the file
+    that is not one of them is kept in ``ignored_hooks`` (upstream reads the names as plain
+    strings and never matches an unknown one), so the server is still called at the others.
+    """
 
     remote_endpoint: str
     failure_policy: FailurePolicy = FailurePolicy.IGNORE
     runtime_hooks: tuple[HookType, ...] = ()
+    ignored_hooks: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -298,7 +309,12 @@ class HookServerConfig:
             raise HookServerConfigError('"remote-endpoint" (a socket path) is required')
         try:
             policy = FailurePolicy(raw.get("failure-policy") or FailurePolicy.IGNORE.value)
-            hooks = tuple(HookType(h) for h in raw.get("runtime-hooks") or ())
         except (ValueError, TypeError) as exc:
             raise HookServerConfigError(str(exc)) from None
-        return cls(str(raw["remote-endpoint"]), policy, hooks)
+        names = raw.get("runtime-hooks") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise HookServerConfigError('"runtime-hooks" must be a list of hook names')
+        known = {h.value for h in HookType}
+        hooks = tuple(HookType(n) for n in names if n in known)
+        ignored = tuple(n for n in names if n not in known)
+        return cls(str(raw["remote-endpoint"]), policy, hooks, ignored)

@@ -11,9 +11,20 @@ variable, which wins over the file.
 
 Each round discovers the NVIDIA GPUs through NVML (upstream registers managers for other
 vendors' tools; NVML is the one library this build carries): one record per GPU with its
-UUID, minor, ``koordinator.sh/gpu-core`` 100, ``koordinator.sh/gpu-memory`` (bytes), model
-and topology. The file is replaced atomically. Without ``--oneshot`` the daemon repeats every
-sleep interval, reloads its configuration on SIGHUP, and removes the file when it stops.
+UUID, minor, ``koordinator.sh/gpu-core`` 100, ``koordinator.sh/gpu-memory`` (bytes), model,
+topology and status. As upstream's managers, a GPU that fails is skipped, not the round: one
+whose uuid and minor NVML answered but whose other queries fail is written unhealthy, with the
+NVML error as its ``errCode``/``errMessage`` (and no ``gpu-memory`` when that is what failed);
+one NVML cannot identify is left out. The file is replaced atomically.
+
+Without ``--oneshot`` the daemon repeats every sleep interval, reloads its configuration on
+SIGHUP, and removes the file when it stops. It also watches the GPUs' critical Xid events
+(:class:`koordlet.system.devices.nvml.GPUHealthWatcher`): a GPU with one is written unhealthy
+(``Xid<n>``) for good, at once rather than at the next round, and a GPU whose driver cannot
+report them is unhealthy with ``DeviceHealthCheckNotSupported``. When NVML fails as a whole
+(no library, no driver, every GPU unidentifiable) after a round that listed the GPUs, the last
+file is kept: writing no GPUs would make the koordlet report the node's GPUs from its own
+start-up discovery, all healthy.
 """
 
 from __future__ import annotations
@@ -118,26 +129,36 @@ def load_config(
     return config
 
 
-def discover_records(sys_root: Path) -> tuple[list[DeviceRecord], str]:
-    """The node's NVIDIA GPUs as device-info records, and what NVML said."""
-    inventory, reason = nvml.discover(sys_root)
-    if inventory is None:
-        return [], reason
-    records = [
-        DeviceRecord(
-            vendor=VENDOR_NVIDIA,
-            model=inventory.model,
-            uuid=gpu.uuid,
-            minor=gpu.minor,
-            resources={GPU_CORE: "100", GPU_MEMORY: str(gpu.memory_total)},
-            node_id=gpu.numa_node if gpu.numa_node is not None else -1,
-            pcie_id=gpu.pcie_root,
-            bus_id=gpu.bus_id,
-            healthy=gpu.healthy,
-        )
-        for gpu in inventory.gpus
-    ]
-    return records, reason
+def _record(model: str, gpu: nvml.GPUInfo) -> DeviceRecord:
+    resources = {GPU_CORE: "100"}
+    if gpu.memory_total > 0:
+        resources[GPU_MEMORY] = str(gpu.memory_total)
+    return DeviceRecord(
+        vendor=VENDOR_NVIDIA,
+        model=model,
+        uuid=gpu.uuid,
+        minor=gpu.minor,
+        resources=resources,
+        node_id=gpu.numa_node if gpu.numa_node is not None else -1,
+        pcie_id=gpu.pcie_root,
+        bus_id=gpu.bus_id,
+        healthy=gpu.healthy,
+        err_code=gpu.err_code,
+        err_message=gpu.err_message,
+    )
+
+
+def discover_records(
+    sys_root: Path, faults: Mapping[str, nvml.GPUFault] | None = None
+) -> tuple[list[DeviceRecord] | None, str]:
+    """The node's NVIDIA GPUs as device-info records (those with a fault, by bus id,
+    unhealthy), and what NVML said; None when NVML failed as a whole (every GPU it counted
+    unidentifiable included)."""
+    inventory, reason = nvml.discover(sys_root, per_gpu=True)
+    if inventory is None or (inventory.dropped and not inventory.gpus):
+        return None, reason
+    inventory = nvml.with_faults(inventory, faults or {})
+    return [_record(inventory.model, gpu) for gpu in inventory.gpus], reason
 
 
 def write_records(config: DaemonConfig, records: list[DeviceRecord]) -> None:
@@ -155,22 +176,43 @@ def remove(path: Path) -> None:
 
 
 async def run(load: Callable[[], DaemonConfig], sys_root: Path) -> int:
-    """Rounds until stopped (``load()`` reads the configuration: at start and on SIGHUP)."""
+    """Rounds until stopped (``load()`` reads the configuration: at start and on SIGHUP).
+
+    Without ``--oneshot`` a :class:`~koordlet.system.devices.nvml.GPUHealthWatcher` runs
+    beside the rounds; a GPU it finds faulty starts a round at once. It is asked to stop
+    with the daemon and ends within one event wait (its thread does not hold the exit)."""
     config = load()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     reload = asyncio.Event()
+    changed = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, reload.set)
+
+    def fault_found() -> None:  # from the watcher's thread
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(changed.set)
+
+    watcher: nvml.GPUHealthWatcher | None = None
+    if not config.oneshot:
+        watcher = nvml.GPUHealthWatcher(on_fault=fault_found)
+        watcher.start()
+    listed = False  # a round had NVML's answer
     try:
         while True:
-            records, reason = await asyncio.to_thread(discover_records, sys_root)
-            log.info("%d device(s): %s", len(records), reason)
-            write_records(config, records)
+            changed.clear()
+            faults = watcher.faults() if watcher is not None else None
+            records, reason = await asyncio.to_thread(discover_records, sys_root, faults)
+            if records is None and listed:
+                log.warning("NVML failed (%s); the last device-info file is kept", reason)
+            else:
+                log.info("%d device(s): %s", len(records or []), reason)
+                write_records(config, records or [])
+                listed = listed or records is not None
             if config.oneshot:
                 return 0
-            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(reload.wait())}
+            waits = {asyncio.ensure_future(e.wait()) for e in (stop, reload, changed)}
             _, pending = await asyncio.wait(
                 waits, timeout=config.sleep_interval_s, return_when=asyncio.FIRST_COMPLETED
             )
@@ -186,6 +228,8 @@ async def run(load: Callable[[], DaemonConfig], sys_root: Path) -> int:
                 except DaemonError as err:
                     log.error("configuration not reloaded, keeping the last good one: %s", err)
     finally:
+        if watcher is not None:
+            watcher.stop()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         if not config.oneshot and config.prints_output_file:

@@ -17,6 +17,11 @@ hook servers are asked (unless the pod carries ``runtimeproxy.koordinator.sh/ski
 
 The proxy remembers each sandbox's and container's description for the later calls that
 only name an ID; started after the kubelet's pods exist, it lists them from the runtime.
+
+Its server and its channels to the runtime take messages of up to 16 MiB each way
+(:data:`~koordlet.runtimeproxy.hookservers.MAX_MESSAGE_BYTES`, the kubelet's CRI limit;
+gRPC's default of 4 MiB would fail a large ``ListImages`` or ``ListContainers`` that the
+runtime without the proxy would answer).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import grpc
 from koordinator.api import runtimehook as rh
 from koordinator.protowire import ProtoError
 from koordlet.runtimeproxy import cri
-from koordlet.runtimeproxy.hookservers import HookServerError, HookServers, socket_target
+from koordlet.runtimeproxy.hookservers import CHANNEL_OPTIONS, HookServerError, HookServers, socket_target
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +78,20 @@ class RuntimeProxy:
     # --- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._runtime = grpc.aio.insecure_channel(socket_target(self.runtime_endpoint))
+        self._runtime = grpc.aio.insecure_channel(
+            socket_target(self.runtime_endpoint), options=CHANNEL_OPTIONS
+        )
         same = socket_target(self.image_endpoint) == socket_target(self.runtime_endpoint)
-        self._image = self._runtime if same else grpc.aio.insecure_channel(socket_target(self.image_endpoint))
+        self._image = (
+            self._runtime
+            if same
+            else grpc.aio.insecure_channel(socket_target(self.image_endpoint), options=CHANNEL_OPTIONS)
+        )
         await self.recover()
         self.listen.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.listen.unlink()  # left by a proxy that was killed
-        server = grpc.aio.server()
+        server = grpc.aio.server(options=CHANNEL_OPTIONS)
         server.add_generic_rpc_handlers([_Handler(self)])
         server.add_insecure_port(f"unix://{self.listen}")
         await server.start()
@@ -154,8 +165,9 @@ class RuntimeProxy:
     async def _run_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
         pod = cri.run_pod_sandbox(request)
         if not self._skipped(pod):
-            for answer in await self.hooks.call(rh.HookType.PRE_RUN_POD_SANDBOX, pod.hook_request().encode()):
-                response = rh.PodSandboxHookResponse.decode(answer)
+            payload = pod.hook_request().encode()
+            hook = rh.HookType.PRE_RUN_POD_SANDBOX
+            for response in await self.hooks.call(hook, payload, rh.PodSandboxHookResponse.decode):
                 request = cri.apply_sandbox_hook(request, response)
             pod = cri.run_pod_sandbox(request)
         answer = await forward(cri.RUN_POD_SANDBOX, request)
@@ -179,8 +191,11 @@ class RuntimeProxy:
 
     async def _after(self, hook: rh.HookType, payload: bytes) -> None:
         """A hook after the fact: the call already happened, so a failure is only logged."""
+        decode = (
+            rh.PodSandboxHookResponse.decode if hook.pod_level else rh.ContainerResourceHookResponse.decode
+        )
         try:
-            await self.hooks.call(hook, payload)
+            await self.hooks.call(hook, payload, decode)
         except HookServerError as exc:
             log.warning("%s", exc)
 
@@ -189,8 +204,9 @@ class RuntimeProxy:
         pod = self.pods.setdefault(pod_id, described)
         if not self._skipped(pod):
             payload = container.hook_request(pod).encode()
-            for answer in await self.hooks.call(rh.HookType.PRE_CREATE_CONTAINER, payload):
-                request = cri.apply_container_hook(request, rh.ContainerResourceHookResponse.decode(answer))
+            hook = rh.HookType.PRE_CREATE_CONTAINER
+            for response in await self.hooks.call(hook, payload, rh.ContainerResourceHookResponse.decode):
+                request = cri.apply_container_hook(request, response)
             container = cri.create_container(request)[1]
         answer = await forward(cri.CREATE_CONTAINER, request)
         self.containers[cri.container_id(answer)] = container
@@ -209,8 +225,9 @@ class RuntimeProxy:
         if known is not None:
             container, pod = known
             payload = container.hook_request(pod, container_id).encode()
-            for answer in await self.hooks.call(rh.HookType.PRE_START_CONTAINER, payload):
-                resources = rh.ContainerResourceHookResponse.decode(answer).container_resources
+            hook = rh.HookType.PRE_START_CONTAINER
+            for response in await self.hooks.call(hook, payload, rh.ContainerResourceHookResponse.decode):
+                resources = response.container_resources
                 if resources:
                     await forward(cri.UPDATE_CONTAINER_RESOURCES, cri.update_request(container_id, resources))
         answer = await forward(cri.START_CONTAINER, request)
@@ -225,8 +242,9 @@ class RuntimeProxy:
             container, pod = known
             container.resources, container.annotations = cri.update_resources(request)
             payload = container.hook_request(pod, container_id).encode()
-            for answer in await self.hooks.call(rh.HookType.PRE_UPDATE_CONTAINER_RESOURCES, payload):
-                request = cri.apply_update_hook(request, rh.ContainerResourceHookResponse.decode(answer))
+            hook = rh.HookType.PRE_UPDATE_CONTAINER_RESOURCES
+            for response in await self.hooks.call(hook, payload, rh.ContainerResourceHookResponse.decode):
+                request = cri.apply_update_hook(request, response)
             container.resources, container.annotations = cri.update_resources(request)
         return await forward(cri.UPDATE_CONTAINER_RESOURCES, request)
 

@@ -28,6 +28,15 @@ Prediction (the agent hands the reporter a predictor factory): each report feeds
 ProdReclaimable predictor the pods it reports usage for, and writes its result to
 ``prodReclaimableMetric.resource`` and its peak to ``prodPeakMetric.resource`` (CPU
 milli-cores, memory bytes); both are left out while the predictor cannot tell.
+
+Retention: the metric cache keeps samples for ``--tsdb-retention-duration`` (30 min here,
+12 h upstream). A window longer than that would be computed from the part the cache still
+holds and published as if it were the whole window, so it is reported as not available,
+as a cold start is: an ``aggregatedNodeUsages``/``aggregatedSystemUsages`` entry longer
+than the retention is left without values, and an ``aggregateDurationSeconds`` longer
+than the retention leaves out every usage averaged over it (node, system, NUMA, pods,
+host applications, GPUs). The reporter says so in one warning, naming the flag to raise,
+until the windows change.
 """
 
 from __future__ import annotations
@@ -217,14 +226,34 @@ def _gpu_usages(
     return devices
 
 
+def _beyond(seconds: float, retention_seconds: float | None) -> bool:
+    return retention_seconds is not None and seconds > retention_seconds
+
+
+def windows_beyond_retention(policy: CollectPolicy, retention_seconds: float | None) -> list[str]:
+    """The windows of ``policy`` longer than the metric cache keeps samples, as Go
+    durations, longest first; empty when every one fits (or the retention is not known)."""
+    windows = {policy.aggregate_seconds * 1_000_000_000}
+    windows.update(parse_duration(text) for text in policy.durations)
+    return [format_duration(n) for n in sorted(windows, reverse=True) if _beyond(n / 1e9, retention_seconds)]
+
+
 def _aggregated(
-    query: UsageQuerier, cpu_kind: MetricKind, memory_kind: MetricKind, durations: tuple[str, ...], now: float
+    query: UsageQuerier,
+    cpu_kind: MetricKind,
+    memory_kind: MetricKind,
+    durations: tuple[str, ...],
+    now: float,
+    retention_seconds: float | None = None,
 ) -> list[AggregatedUsage]:
     out = []
     for text in durations:
         nanos = parse_duration(text)
         seconds = nanos / 1e9
         entry = AggregatedUsage(duration=format_duration(nanos))
+        if _beyond(seconds, retention_seconds):  # the cache cannot hold it: not available
+            out.append(entry)
+            continue
         cpu = query(cpu_kind, now - seconds, now)
         memory = query(memory_kind, now - seconds, now)
         # cold start: too short a history would misreport the percentiles
@@ -256,9 +285,11 @@ def node_metric_status(
     now: float,
     gpus: Sequence[tuple[int, str]] = (),
     predictor: ProdPredictor | None = None,
+    retention_seconds: float | None = None,
 ) -> NodeMetricStatus:
     """The NodeMetric status for the window ending at ``now``; ``gpus`` are the (minor,
-    uuid) of the GPUs whose usage goes into ``nodeUsage.devices``."""
+    uuid) of the GPUs whose usage goes into ``nodeUsage.devices``. Windows longer than
+    ``retention_seconds`` (how long the metric cache keeps samples) are left out."""
     start = now - policy.aggregate_seconds
     memory_policy = policy.memory_policy
     if (
@@ -271,10 +302,12 @@ def node_metric_status(
     )
     node_metric = NodeMetricInfo(
         node_usage=_usage(query, kinds.NODE_CPU_USAGE, node_memory, start, now),
-        aggregated_node_usages=_aggregated(query, kinds.NODE_CPU_USAGE, node_memory, policy.durations, now),
+        aggregated_node_usages=_aggregated(
+            query, kinds.NODE_CPU_USAGE, node_memory, policy.durations, now, retention_seconds
+        ),
         system_usage=_usage(query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, start, now),
         aggregated_system_usages=_aggregated(
-            query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, policy.durations, now
+            query, kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE, policy.durations, now, retention_seconds
         ),
     )
     devices = _gpu_usages(query, gpus, start, now)
@@ -323,6 +356,13 @@ def node_metric_status(
         status.host_application_metric.append(
             HostApplicationMetricInfo(name=app.name, usage=usage, priority=app.priority, qos=app.qos)
         )
+    if _beyond(policy.aggregate_seconds, retention_seconds):
+        # averaged over what the cache still holds, not over the window: not available (the
+        # predictor was still fed the pods: its models do not depend on the window)
+        node_metric.node_usage = node_metric.system_usage = None
+        node_metric.numa_usages = []
+        status.pods_metric = []
+        status.host_application_metric = []
     return status
 
 
@@ -389,6 +429,7 @@ class NodeMetricReporter:
         metrics: KoordletMetrics | None = None,
         gpus: Callable[[], Sequence[tuple[int, str]]] | None = None,
         predictor: Callable[[], ProdPredictor] | None = None,
+        retention_seconds: float | None = None,
     ) -> None:
         self.client = client
         self.states = states
@@ -400,6 +441,9 @@ class NodeMetricReporter:
         self.gpus = gpus
         #: a fresh ProdReclaimable predictor for each report (prediction), or None
         self.predictor = predictor
+        #: how long the metric cache keeps samples (``--tsdb-retention-duration``), or None
+        self.retention_seconds = retention_seconds
+        self._beyond_retention: list[str] = []
         self._last_update = float("-inf")
         self.reports = 0
 
@@ -412,6 +456,7 @@ class NodeMetricReporter:
         if not force and time.monotonic() - self._last_update < MIN_UPDATE_GAP_SECONDS:
             return False
         policy = CollectPolicy.of(self.states.get_node_metric_spec())
+        self._warn_beyond_retention(policy)
         status = node_metric_status(
             self.query,
             policy,
@@ -421,6 +466,7 @@ class NodeMetricReporter:
             self.clock(),
             self.gpus() if self.gpus is not None else (),
             self.predictor() if self.predictor is not None else None,
+            self.retention_seconds,
         )
         if self.metrics is not None:
             record_usages(self.metrics, status)
@@ -440,6 +486,20 @@ class NodeMetricReporter:
         self._last_update = time.monotonic()
         self.reports += 1
         return True
+
+    def _warn_beyond_retention(self, policy: CollectPolicy) -> None:
+        """One warning each time the set of windows the cache cannot hold changes."""
+        beyond = windows_beyond_retention(policy, self.retention_seconds)
+        if beyond and beyond != self._beyond_retention:
+            log.warning(
+                "NodeMetric %s: the windows %s are longer than the metric cache keeps samples (%s): "
+                "reported as not available; raise --tsdb-retention-duration to at least %s",
+                self.states.node_name,
+                ", ".join(beyond),
+                format_duration(int((self.retention_seconds or 0) * 1e9)),
+                beyond[0],
+            )
+        self._beyond_retention = beyond
 
     async def run(self) -> None:
         while True:

@@ -27,10 +27,16 @@ KOORDLET_CRDS = [
 
 
 class StubKubelet:
-    """``GET /pods/`` answering with ``pods`` (a list the test may change)."""
+    """``GET /pods/`` answering with ``pods`` (a list the test may change), and
+    ``GET /configz`` with ``config`` (a kubelet's defaults unless the test changes it)."""
 
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
+        self.config: dict[str, Any] = {
+            "cpuManagerPolicy": "none",
+            "topologyManagerPolicy": "none",
+            "topologyManagerScope": "container",
+        }
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -38,8 +44,12 @@ class StubKubelet:
         async def handler(_request: web.Request) -> web.Response:
             return web.json_response({"kind": "PodList", "apiVersion": "v1", "items": self.pods})
 
+        async def configz(_request: web.Request) -> web.Response:
+            return web.json_response({"kubeletconfig": self.config})
+
         app = web.Application()
         app.router.add_get("/pods/", handler)
+        app.router.add_get("/configz", configz)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

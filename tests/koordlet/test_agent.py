@@ -123,6 +123,17 @@ def test_tsdb_path_defaults_to_upstreams_and_empty_means_memory(tmp_path):
     assert empty.metric_data_dir is None
 
 
+@pytest.mark.parametrize(
+    ("flag", "disabled"),
+    [([], False), (["--disable-query-kubelet-config"], True)],
+    ids=["default", "disabled"],
+)
+def test_disable_query_kubelet_config_flag(tmp_path, flag, disabled):
+    roots = host_root_argv(HostPaths.rooted(tmp_path))
+    config = agent_config(build_parser().parse_args([*roots, *flag]), {"NODE_NAME": "n"})
+    assert config.disable_query_kubelet_config is disabled
+
+
 @pytest.mark.parametrize(("flag", "seconds"), [([], 0.25), (["--qos-pressure-probe-interval=0"], 0.0)])
 def test_pressure_probe_interval_flag(tmp_path, flag, seconds):
     roots = host_root_argv(HostPaths.rooted(tmp_path))

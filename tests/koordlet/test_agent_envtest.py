@@ -1,7 +1,8 @@
 """Envtest: a koordlet in cluster mode against a real kube-apiserver, a small test kubelet
-serving a PodList, and a fake host tree. Its NodeMetric status matches the tree, a
-NodeSLO change reaches it without a restart, and deleting the NodeSLO puts the defaults
-back with a Warning Event on the Node saying so."""
+serving a PodList and its /configz, and a fake host tree. Its NodeMetric status matches
+the tree, its NodeResourceTopology reports the kubelet's configuration, a NodeSLO change
+reaches it without a restart, and deleting the NodeSLO puts the defaults back with a
+Warning Event on the Node saying so."""
 
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, en
     host.set_memory_stat(rel, inactive_anon=GIB, active_anon=GIB, unevictable=0)
     kubelet = await StubKubelet().start()
     kubelet.pods = [pod]
+    kubelet.config.update(
+        cpuManagerPolicy="static",
+        reservedSystemCPUs="1",
+        topologyManagerPolicy="best-effort",
+        topologyManagerScope="pod",
+    )
     feeder = CPUFeeder(host, rel, 0.5)
     feeder.start()
     await register_node(client, node_name)
@@ -116,6 +123,10 @@ async def test_nodemetric_matches_the_tree_and_nodeslo_changes_apply(envtest, en
     assert nrt["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Koordinator"
     assert nrt["zones"][0]["name"] == "node-0"
     assert "node.koordinator.sh/cpu-topology" in nrt["metadata"]["annotations"]
+    # the kubelet's /configz, as the scheduler reads it from the NRT
+    policy = nrt["metadata"]["annotations"]["kubelet.koordinator.sh/cpu-manager-policy"]
+    assert policy == '{"policy":"static","reservedCPUs":"1"}'
+    assert nrt["topologyPolicies"] == ["BestEffortPodLevel"]
     [event] = deleted
     assert (event["type"], event["involvedObject"]["kind"]) == ("Warning", "Node")
     assert event["message"].startswith(

@@ -32,7 +32,8 @@ class FakeCriRuntime(grpc.GenericRpcHandler):
         return [data for name, data in self.calls if name == method]
 
     async def start(self) -> None:
-        self._server = grpc.aio.server()
+        # containerd's CRI server takes requests of up to 16 MiB
+        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", 16 << 20)])
         self._server.add_generic_rpc_handlers([self])
         self._server.add_insecure_port(f"unix://{self.socket}")
         await self._server.start()

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from koordinator.api.cpuset import format_cpuset, parse_cpuset
 from koordinator.api.extension.node import ANNOTATION_NODE_RESERVATION
 from koordinator.api.extension.numa import ANNOTATION_RESOURCE_STATUS
 from koordinator.api.extension.topology import (
@@ -71,9 +72,18 @@ def test_share_pools_remove_pinned_and_reserved_cpus(fake_host_v1, cpu_info):
     assert ls_pools == [{"socket": 0, "node": 0, "cpuset": "4-5"}, {"socket": 1, "node": 1, "cpuset": "6"}]
     # BE: only LSE cpusets are removed
     assert be_pools == [{"socket": 0, "node": 0, "cpuset": "4-5"}, {"socket": 1, "node": 1, "cpuset": "2,6"}]
+    # the kubelet's allocations of the pods it manages: not the LS pod's (upstream's
+    # calGuaranteedCpu leaves out LS/BE pods and pods with a resource-status cpuset)
     allocs = orjson.loads(annotations[ANNOTATION_POD_CPU_ALLOCS])
-    assert {a["name"] for a in allocs} == {"static", "ls"}
-    assert all(a["managedByKubelet"] for a in allocs)
+    assert allocs == [
+        {
+            "namespace": "default",
+            "name": "static",
+            "uid": pods[2].uid,
+            "cpuset": "3",
+            "managedByKubelet": True,
+        }
+    ]
 
 
 class _States:
@@ -186,8 +196,9 @@ def test_the_reported_cpu_manager_policy_is_the_checkpoints(tmp_path, cpu_info, 
     path = tmp_path / "cpu_manager_state"
     path.write_text(CPU_MANAGER_STATES[name][0])
     annotations = topology_annotations(cpu_info, [], {}, read_cpu_manager_state(path))
+    # upstream's KubeletCPUManagerPolicy leaves empty options and reserved CPUs out
     policy = orjson.loads(annotations[ANNOTATION_KUBELET_CPU_MANAGER_POLICY])
-    assert policy == {"policy": name.split("-")[0], "options": {}, "reservedCPUs": ""}
+    assert policy == {"policy": name.split("-")[0]}
     assert orjson.loads(annotations[ANNOTATION_POD_CPU_ALLOCS]) == []
 
 
@@ -265,3 +276,158 @@ async def test_the_report_keeps_the_zone_resources_koord_manager_wrote(fake_host
         version = written["metadata"]["resourceVersion"]
         await reporter.sync()
         assert server.get(res.NODE_RESOURCE_TOPOLOGIES, "node-1")["metadata"]["resourceVersion"] == version
+
+
+def _pool(annotations: Mapping[str, str], key: str = ANNOTATION_CPU_SHARED_POOLS) -> str:
+    """The CPUs of a share-pools annotation, as one list."""
+    return format_cpuset(
+        cpu for pool in orjson.loads(annotations[key]) for cpu in parse_cpuset(pool["cpuset"])
+    )
+
+
+def test_pod_cpu_allocs_are_the_kubelets_static_assignments(fake_host_v1, cpu_info):
+    """Every checkpoint entry but those of pods the koordlet manages (labelled LS or BE,
+    or with a resource-status cpuset); a pod the koordlet does not know is listed by UID."""
+    guaranteed = make_pod("guaranteed").kube_qos("Guaranteed")
+    be = make_pod("be").qos("BE")
+    lsr = make_pod("lsr").qos("LSR").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"2"}')
+    pods = _pods(fake_host_v1, guaranteed, be, lsr)
+    assignments = {
+        pods[0].uid: frozenset({3}),
+        pods[1].uid: frozenset({4}),
+        pods[2].uid: frozenset({2}),
+        "gone-pod": frozenset({6, 7}),
+        "no-cpus": frozenset(),
+    }
+    annotations = topology_annotations(cpu_info, pods, {}, KubeletCPUState("static", assignments=assignments))
+    expected = [
+        {
+            "namespace": "default",
+            "name": "guaranteed",
+            "uid": pods[0].uid,
+            "cpuset": "3",
+            "managedByKubelet": True,
+        },
+        {"uid": "gone-pod", "cpuset": "6-7", "managedByKubelet": True},
+    ]
+    # in UID order, as upstream sorts them
+    assert orjson.loads(annotations[ANNOTATION_POD_CPU_ALLOCS]) == sorted(
+        expected, key=lambda a: str(a["uid"])
+    )
+    # the pools lose the listed CPUs (and the LSR pod's cpuset), not the BE pod's
+    assert _pool(annotations) == "0-1,4-5"
+
+
+def test_no_pod_cpu_allocs_outside_the_static_policy(fake_host_v1, cpu_info):
+    pods = _pods(fake_host_v1, make_pod("guaranteed").kube_qos("Guaranteed"))
+    kubelet = KubeletCPUState("none", assignments={pods[0].uid: frozenset({3})})
+    annotations = topology_annotations(cpu_info, pods, {}, kubelet)
+    assert orjson.loads(annotations[ANNOTATION_POD_CPU_ALLOCS]) == []
+    assert _pool(annotations) == "0-7"
+
+
+NODE_RESERVATIONS = {
+    # (node annotations, NRT reservation, NRT system-qos-resource, LS pool)
+    "none": ({}, {}, None, "0-7"),
+    "explicit CPUs, canonical": (
+        {RESERVATION: '{"reservedCPUs":"7,6"}'},
+        {"reservedCPUs": "6-7"},
+        None,
+        "0-5",
+    ),
+    # upstream's GetReservedCPUs/getNodeReserved: that many CPUs by topology, a whole core first
+    "by count": (
+        {RESERVATION: '{"resources":{"cpu":"2"}}'},
+        {"resources": {"cpu": "2"}, "reservedCPUs": "0,4"},
+        None,
+        "1-3,5-7",
+    ),
+    "by count, rounded up": (
+        {RESERVATION: '{"resources":{"cpu":"1500m"}}'},
+        {"resources": {"cpu": "1500m"}, "reservedCPUs": "0,4"},
+        None,
+        "1-3,5-7",
+    ),
+    "explicit CPUs win over the count": (
+        {RESERVATION: '{"resources":{"cpu":"4"},"reservedCPUs":"3"}'},
+        {"resources": {"cpu": "4"}, "reservedCPUs": "3"},
+        None,
+        "0-2,4-7",
+    ),
+    "more than the node": (
+        {RESERVATION: '{"resources":{"cpu":"9"}}'},
+        {"resources": {"cpu": "9"}},
+        None,
+        "0-7",
+    ),
+    "malformed": ({RESERVATION: "{broken"}, {}, None, "0-7"),
+    "system QoS": ({SYSTEM_QOS: '{"cpuset":"6-7"}'}, {}, {"cpuset": "6-7"}, "0-5"),
+    "system QoS, not exclusive": (
+        {SYSTEM_QOS: '{"cpuset":"6-7","cpusetExclusive":false}'},
+        {},
+        {"cpuset": "6-7", "cpusetExclusive": False},
+        "0-7",
+    ),
+    "system QoS, malformed": ({SYSTEM_QOS: "[1]"}, {}, None, "0-7"),
+}
+
+
+@pytest.mark.parametrize(
+    ("node", "reservation", "system_qos", "pool"), NODE_RESERVATIONS.values(), ids=list(NODE_RESERVATIONS)
+)
+def test_node_reservation_and_system_qos_go_onto_the_nrt(cpu_info, node, reservation, system_qos, pool):
+    """Upstream's managed annotation keys include both: the scheduler reads them from the NRT."""
+    annotations = topology_annotations(cpu_info, [], node, KubeletCPUState())
+    assert orjson.loads(annotations[RESERVATION]) == reservation
+    assert orjson.loads(annotations[SYSTEM_QOS]) == system_qos
+    assert _pool(annotations) == pool
+
+
+async def test_per_cpu_share_pool_series_follow_the_pools(fake_host_v1, cpu_info):
+    lse = make_pod("lse").qos("LSE").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"0-1"}')
+    lsr = make_pod("lsr").qos("LSR").annotation(ANNOTATION_RESOURCE_STATUS, '{"cpuset":"2"}')
+    node = {"metadata": {"annotations": {RESERVATION: '{"reservedCPUs":"7"}'}}}
+    states = _States(_pods(fake_host_v1, lse, lsr), node)
+    registry = CollectorRegistry()
+    reporter = NodeTopologyReporter(
+        states,
+        lambda: cpu_info,
+        list,
+        KubeletCPUState,
+        client=None,
+        report=False,
+        metrics=KoordletMetrics(registry, "node-1"),
+        per_cpu_metrics=True,
+    )
+
+    def series(name: str) -> str:
+        """The CPUs with a series (each of value 1), as a CPU list."""
+        samples = [s for m in registry.collect() if m.name == f"koordlet_cpuset_{name}" for s in m.samples]
+        assert all(s.labels["node"] == "node-1" and s.value == 1 for s in samples)
+        return format_cpuset(int(s.labels["cpu"]) for s in samples)
+
+    assert await reporter.sync()
+    assert series("share_pool_info") == "3-6"
+    assert series("be_share_pool_info") == "2-6"
+    states.pods = _pods(fake_host_v1, lse)  # the LSR pod went away: CPU 2 joins the LS pool
+    states.node = {"metadata": {"annotations": {RESERVATION: '{"reservedCPUs":"6-7"}'}}}
+    assert await reporter.sync()
+    assert series("share_pool_info") == "2-5"
+    assert series("be_share_pool_info") == "2-5"
+
+
+async def test_no_per_cpu_share_pool_series_without_the_gate(cpu_info):
+    registry = CollectorRegistry()
+    reporter = NodeTopologyReporter(
+        _States([], {}),
+        lambda: cpu_info,
+        list,
+        KubeletCPUState,
+        client=None,
+        report=False,
+        metrics=KoordletMetrics(registry, "node-1"),
+    )
+    assert await reporter.sync()
+    names = {s.name for m in registry.collect() for s in m.samples}
+    assert "koordlet_cpuset_share_pool_cpu_cores" in names
+    assert not names & {"koordlet_cpuset_share_pool_info", "koordlet_cpuset_be_share_pool_info"}

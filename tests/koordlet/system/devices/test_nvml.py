@@ -216,6 +216,65 @@ def test_one_failing_device_call_fails_the_inventory(nvml_fake, sys_root, caplog
     assert nvml_fake.open_inits() == 0  # shut down after the failure too
 
 
+@pytest.mark.parametrize(
+    ("function", "known"),
+    [
+        pytest.param(
+            "nvmlDeviceGetMemoryInfo", {"name": "NVIDIA A100-SXM4-80GB", "memory_total": 0}, id="memory"
+        ),
+        pytest.param("nvmlDeviceGetName", {"name": "", "memory_total": 80 * GiB}, id="name"),
+        pytest.param("nvmlDeviceGetMigMode", {"mig_enabled": False}, id="mig"),
+        pytest.param("nvmlDeviceGetPciInfo_v3", {"bus_id": "", "numa_node": None, "pcie_root": ""}, id="pci"),
+    ],
+)
+def test_per_gpu_a_failing_query_makes_only_that_gpu_unhealthy(nvml_fake, sys_root, function, known):
+    """koord-device-daemon's discovery: upstream's managers skip the failing device, not the
+    round."""
+    nvml_fake.configure(FakeNVML(gpus=(A100_0, A100_1), errors=(FakeError(function, GPU_IS_LOST, 1),)))
+    inventory, reason = nvml.discover(sys_root, per_gpu=True)
+    assert inventory is not None
+    good, failing = inventory.gpus
+    assert (good.healthy, good.err_code, good.memory_total, good.numa_node) == (True, "", 80 * GiB, 0)
+    assert (failing.uuid, failing.minor, failing.healthy) == (A100_1.uuid, 1, False)
+    assert failing.err_code == "GpuIsLost"
+    assert failing.err_message.endswith("query failed: GPU is lost")
+    assert {k: getattr(failing, k) for k in known} == known
+    assert reason == "2 GPU(s), driver 550.54.15; 1 unhealthy"
+    assert inventory.model == ("" if function == "nvmlDeviceGetName" else "A100-SXM4-80GB")
+    assert nvml_fake.open_inits() == 0
+
+
+@pytest.mark.parametrize("function", ["nvmlDeviceGetUUID", "nvmlDeviceGetMinorNumber"])
+def test_per_gpu_a_gpu_nvml_cannot_identify_is_left_out(nvml_fake, sys_root, caplog, function):
+    nvml_fake.configure(FakeNVML(gpus=(A100_0, A100_1), errors=(FakeError(function, GPU_IS_LOST, 1),)))
+    with caplog.at_level(logging.WARNING, logger=nvml.__name__):
+        inventory, reason = nvml.discover(sys_root, per_gpu=True)
+    assert inventory is not None
+    assert [g.uuid for g in inventory.gpus] == [A100_0.uuid]
+    assert inventory.dropped == ("GPU 1 left out: NVML cannot identify it: GPU is lost",)
+    assert (
+        reason
+        == "2 GPU(s), driver 550.54.15; 1 left out (GPU 1 left out: NVML cannot identify it: GPU is lost)"
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        "GPU 1 left out: NVML cannot identify it: GPU is lost"
+    ]
+
+
+def test_per_gpu_no_gpu_identified_is_an_empty_list_with_every_gpu_dropped(nvml_fake, sys_root):
+    nvml_fake.configure(
+        FakeNVML(gpus=(A100_0, A100_1), errors=(FakeError("nvmlDeviceGetHandleByIndex_v2", GPU_IS_LOST),))
+    )
+    inventory, _ = nvml.discover(sys_root, per_gpu=True)
+    assert inventory is not None
+    assert (inventory.gpus, len(inventory.dropped)) == ((), 2)
+
+
+def test_per_gpu_nvml_failing_as_a_whole_still_gives_none(nvml_fake, sys_root):
+    nvml_fake.configure(FakeNVML(gpus=(A100_0,), errors=(FakeError("nvmlDeviceGetCount_v2", GPU_IS_LOST),)))
+    assert nvml.discover(sys_root, per_gpu=True) == (None, "NVML query failed: GPU is lost")
+
+
 def test_a_missing_library_gives_no_gpus_and_one_clear_line(pynvml_opens, tmp_path, caplog):
     pynvml_opens(tmp_path / "lib" / "libnvidia-ml.so.1")  # nothing there
     with caplog.at_level(logging.WARNING, logger=nvml.__name__):
