@@ -563,7 +563,8 @@ class NodeNUMAResource:
             or cluster.rows_with(LABEL_NODE_CPU_BIND_POLICY)
         ):
             return True
-        return request.requested_milli_cpu > 0 and self._amplification_matters(cluster)
+        # the cluster test first: it is nearly always false, and cheaper than the request
+        return self._amplification_matters(cluster) and request.requested_milli_cpu > 0
 
     # --- the points ------------------------------------------------------------------------
 
