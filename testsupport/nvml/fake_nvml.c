@@ -17,9 +17,15 @@
  *
  * Numbers are decimal; a used memory of 18446744073709551615 is NVML's "not available". An
  * "error nvmlInitWithFlags 9 -1" line makes init fail (here: NVML_ERROR_DRIVER_NOT_LOADED) and
- * leaves the library uninitialised. Not thread-safe: tests call it from one thread.
+ * leaves the library uninitialised.
+ *
+ * Threads: NVML is thread-safe, and the koordlet's GPU health watcher calls it beside the
+ * discovery rounds. A (re)read builds the new state aside and publishes it at once under a
+ * lock, so a reader in another thread sees the old state or the new one, never a half-read
+ * file (re-reading an unchanged file writes the same bytes over themselves).
  */
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +140,8 @@ static char driver_version[TEXT] = "fake";
 static struct injected errors[MAX_ERRORS];
 static unsigned int n_errors;
 static unsigned int refcount;
+/* guards publishing a read configuration and the reference count */
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void copy_text(char *dest, size_t size, const char *src) {
     snprintf(dest, size, "%s", src);
@@ -160,57 +168,70 @@ static unsigned long long number(const char *text) {
 }
 
 static int load_config(void) {
-    n_gpus = 0;
-    n_errors = 0;
-    copy_text(driver_version, sizeof driver_version, "fake");
-    const char *path = getenv("FAKE_NVML_CONFIG");
-    if (path == NULL || *path == '\0') {
-        return 0;
-    }
-    FILE *file = fopen(path, "r");
-    if (file == NULL) {
+    /* the new state, built aside and published at once */
+    struct nvmlDevice_st *new_gpus = calloc(MAX_GPUS, sizeof *new_gpus);
+    struct injected new_errors[MAX_ERRORS];
+    unsigned int new_n_gpus = 0, new_n_errors = 0;
+    char new_driver[TEXT];
+    if (new_gpus == NULL) {
         return -1;
     }
-    char line[1024];
-    char *f[16];
-    struct nvmlDevice_st *gpu = NULL;
-    while (fgets(line, sizeof line, file) != NULL) {
-        int n = split(line, f, 16);
-        if (strcmp(f[0], "driver") == 0 && n >= 2) {
-            copy_text(driver_version, sizeof driver_version, f[1]);
-        } else if (strcmp(f[0], "gpu") == 0 && n >= 13 && n_gpus < MAX_GPUS) {
-            gpu = &gpus[n_gpus++];
-            memset(gpu, 0, sizeof *gpu);
-            copy_text(gpu->name, sizeof gpu->name, f[1]);
-            copy_text(gpu->uuid, sizeof gpu->uuid, f[2]);
-            gpu->minor = (unsigned int)number(f[3]);
-            gpu->mem_total = number(f[4]);
-            gpu->mem_used = number(f[5]);
-            gpu->mem_free = number(f[6]);
-            copy_text(gpu->bus_id_legacy, sizeof gpu->bus_id_legacy, f[7]);
-            gpu->mig_current = (unsigned int)number(f[8]);
-            gpu->mig_pending = (unsigned int)number(f[9]);
-            gpu->util_gpu = (unsigned int)number(f[10]);
-            gpu->util_memory = (unsigned int)number(f[11]);
-            gpu->pci_device_id = (unsigned int)number(f[12]);
-        } else if (strcmp(f[0], "process") == 0 && n >= 3 && gpu != NULL && gpu->n_processes < MAX_ITEMS) {
-            struct process *p = &gpu->processes[gpu->n_processes++];
-            p->pid = (unsigned int)number(f[1]);
-            p->used = number(f[2]);
-        } else if (strcmp(f[0], "sample") == 0 && n >= 5 && gpu != NULL && gpu->n_samples < MAX_ITEMS) {
-            struct sample *s = &gpu->samples[gpu->n_samples++];
-            s->pid = (unsigned int)number(f[1]);
-            s->timestamp = number(f[2]);
-            s->sm = (unsigned int)number(f[3]);
-            s->mem = (unsigned int)number(f[4]);
-        } else if (strcmp(f[0], "error") == 0 && n >= 4 && n_errors < MAX_ERRORS) {
-            struct injected *e = &errors[n_errors++];
-            copy_text(e->function, sizeof e->function, f[1]);
-            e->code = (nvmlReturn_t)number(f[2]);
-            e->device = atoi(f[3]);
+    copy_text(new_driver, sizeof new_driver, "fake");
+    const char *path = getenv("FAKE_NVML_CONFIG");
+    if (path != NULL && *path != '\0') {
+        FILE *file = fopen(path, "r");
+        if (file == NULL) {
+            free(new_gpus);
+            return -1;
         }
+        char line[1024];
+        char *f[16];
+        struct nvmlDevice_st *gpu = NULL;
+        while (fgets(line, sizeof line, file) != NULL) {
+            int n = split(line, f, 16);
+            if (strcmp(f[0], "driver") == 0 && n >= 2) {
+                copy_text(new_driver, sizeof new_driver, f[1]);
+            } else if (strcmp(f[0], "gpu") == 0 && n >= 13 && new_n_gpus < MAX_GPUS) {
+                gpu = &new_gpus[new_n_gpus++];
+                copy_text(gpu->name, sizeof gpu->name, f[1]);
+                copy_text(gpu->uuid, sizeof gpu->uuid, f[2]);
+                gpu->minor = (unsigned int)number(f[3]);
+                gpu->mem_total = number(f[4]);
+                gpu->mem_used = number(f[5]);
+                gpu->mem_free = number(f[6]);
+                copy_text(gpu->bus_id_legacy, sizeof gpu->bus_id_legacy, f[7]);
+                gpu->mig_current = (unsigned int)number(f[8]);
+                gpu->mig_pending = (unsigned int)number(f[9]);
+                gpu->util_gpu = (unsigned int)number(f[10]);
+                gpu->util_memory = (unsigned int)number(f[11]);
+                gpu->pci_device_id = (unsigned int)number(f[12]);
+            } else if (strcmp(f[0], "process") == 0 && n >= 3 && gpu != NULL && gpu->n_processes < MAX_ITEMS) {
+                struct process *p = &gpu->processes[gpu->n_processes++];
+                p->pid = (unsigned int)number(f[1]);
+                p->used = number(f[2]);
+            } else if (strcmp(f[0], "sample") == 0 && n >= 5 && gpu != NULL && gpu->n_samples < MAX_ITEMS) {
+                struct sample *smp = &gpu->samples[gpu->n_samples++];
+                smp->pid = (unsigned int)number(f[1]);
+                smp->timestamp = number(f[2]);
+                smp->sm = (unsigned int)number(f[3]);
+                smp->mem = (unsigned int)number(f[4]);
+            } else if (strcmp(f[0], "error") == 0 && n >= 4 && new_n_errors < MAX_ERRORS) {
+                struct injected *e = &new_errors[new_n_errors++];
+                copy_text(e->function, sizeof e->function, f[1]);
+                e->code = (nvmlReturn_t)number(f[2]);
+                e->device = atoi(f[3]);
+            }
+        }
+        fclose(file);
     }
-    fclose(file);
+    pthread_mutex_lock(&state_lock);
+    memcpy(gpus, new_gpus, sizeof gpus);
+    n_gpus = new_n_gpus;
+    memcpy(errors, new_errors, new_n_errors * sizeof *new_errors);
+    n_errors = new_n_errors;
+    copy_text(driver_version, sizeof driver_version, new_driver);
+    pthread_mutex_unlock(&state_lock);
+    free(new_gpus);
     return 0;
 }
 
@@ -272,7 +293,9 @@ static nvmlReturn_t init(const char *function) {
     if (injected != NVML_SUCCESS) {
         return injected;
     }
+    pthread_mutex_lock(&state_lock);
     refcount++;
+    pthread_mutex_unlock(&state_lock);
     return NVML_SUCCESS;
 }
 
@@ -293,8 +316,15 @@ EXPORT nvmlReturn_t nvmlShutdown(void) {
     if (injected != NVML_SUCCESS) {
         return injected;
     }
-    refcount--;
-    return NVML_SUCCESS;
+    pthread_mutex_lock(&state_lock);
+    nvmlReturn_t result = NVML_SUCCESS;
+    if (refcount == 0) {
+        result = NVML_ERROR_UNINITIALIZED;
+    } else {
+        refcount--;
+    }
+    pthread_mutex_unlock(&state_lock);
+    return result;
 }
 
 EXPORT const char *nvmlErrorString(nvmlReturn_t result) {
